@@ -1,0 +1,7 @@
+//! The v1 API kerf shares with Karpenter: `NodePool` and `NodeClaim` (karpenter.sh/v1), `EC2NodeClass`
+//! (karpenter.k8s.aws/v1), their defaults and validation, the well-known labels and the requirements algebra.
+//! Nothing here depends on the rest of kerf, does I/O or reads the clock.
+
+pub mod labels;
+pub mod operator;
+pub mod validation;
