@@ -1,1 +1,2 @@
+pub mod admission;
 pub mod api;

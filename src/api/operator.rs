@@ -3,8 +3,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// A requirement's operator. The declaration order is the CRD's enum order, which the apiserver prints in
-/// `Unsupported value` messages.
+/// How a requirement relates its key to its values.
+// The declaration order is the upstream CRD's enum order, which the apiserver prints in `Unsupported value`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 pub enum Operator {
     Gte,

@@ -1,0 +1,9 @@
+//! NodePool (karpenter.sh/v1): types, defaults and validation.
+
+mod defaults;
+mod types;
+mod validation;
+
+pub use defaults::default_nodepool;
+pub use types::*;
+pub use validation::validate_nodepool;
