@@ -1,2 +1,4 @@
 pub mod admission;
 pub mod api;
+pub mod cli;
+pub mod manifest;

@@ -1,1 +1,52 @@
-fn main() {}
+use anyhow::Context;
+use clap::Parser;
+use kerf::cli::{Cli, Command, LogFormat};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format, &cli.log_level);
+    match run(cli.command) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Validate(args) => Ok(ExitCode::from(kerf::cli::validate::run(
+            &args,
+            &mut std::io::stdout(),
+            &mut std::io::stderr(),
+        ))),
+        Command::Crds => {
+            print!(
+                "{}",
+                kerf::api::crds::to_yaml().context("rendering the CRDs")?
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Webhook(args) => {
+            // One TLS provider for the whole process, chosen explicitly.
+            let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(kerf::cli::webhook::run(&args))?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn init_logging(format: LogFormat, level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}

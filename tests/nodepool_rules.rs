@@ -41,7 +41,12 @@ fn set(object: &mut Value, pointer: &str, value: Value) {
 }
 
 fn errors(np: &Value) -> Vec<String> {
-    NODEPOOL.admit(np, None).errors.iter().map(ToString::to_string).collect()
+    NODEPOOL
+        .admit(np, None)
+        .errors
+        .iter()
+        .map(ToString::to_string)
+        .collect()
 }
 
 fn warnings(np: &Value) -> Vec<String> {
@@ -49,6 +54,7 @@ fn warnings(np: &Value) -> Vec<String> {
 }
 
 const LABEL_VALUE_FMT: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+const NOT_CHECKED: &str = r#"<nil>: Invalid value: "null": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"#;
 const REQS: &str = "/spec/template/spec/requirements";
 const TSPEC: &str = "/spec/template/spec";
 
@@ -58,10 +64,12 @@ fn reject_cases() -> Vec<(&'static str, Value, Vec<String>)> {
     let labels = |l: Value| with("/spec/template/metadata/labels", l);
     let budget = |b: Value| with("/spec/disruption", json!({"budgets": [b]}));
     let e = |s: &str| vec![s.to_owned()];
+    // Like the apiserver, rules are not checked when a required field is missing or a value cannot be parsed.
+    let unchecked = |s: &str| vec![s.to_owned(), NOT_CHECKED.to_owned()];
     vec![
-        ("spec missing", json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "x"}}), e("spec: Required value")),
-        ("nodeClassRef missing", { let mut np = base(); np["spec"]["template"]["spec"].as_object_mut().map(|s| s.remove("nodeClassRef")); np }, e("spec.template.spec.nodeClassRef: Required value")),
-        ("requirements missing", { let mut np = base(); np["spec"]["template"]["spec"].as_object_mut().map(|s| s.remove("requirements")); np }, e("spec.template.spec.requirements: Required value")),
+        ("spec missing", json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "x"}}), unchecked("spec: Required value")),
+        ("nodeClassRef missing", { let mut np = base(); np["spec"]["template"]["spec"].as_object_mut().map(|s| s.remove("nodeClassRef")); np }, unchecked("spec.template.spec.nodeClassRef: Required value")),
+        ("requirements missing", { let mut np = base(); np["spec"]["template"]["spec"].as_object_mut().map(|s| s.remove("requirements")); np }, unchecked("spec.template.spec.requirements: Required value")),
         ("D1 karpenter.sh requirement", req(json!({"key": "karpenter.sh/foo", "operator": "Exists"})),
             e(r#"spec.template.spec.requirements[0].key: Invalid value: "string": label domain "karpenter.sh" is restricted"#)),
         ("D1 suffix match", req(json!({"key": "notkarpenter.sh/x", "operator": "Exists"})),
@@ -104,7 +112,7 @@ fn reject_cases() -> Vec<(&'static str, Value, Vec<String>)> {
         ("minValues 51", req(json!({"key": "team", "operator": "Exists", "minValues": 51})),
             e("spec.template.spec.requirements[0].minValues: Invalid value: 51: spec.template.spec.requirements[0].minValues in body should be less than or equal to 50")),
         ("unknown operator", req(json!({"key": "team", "operator": "Foo"})),
-            e(r#"spec.template.spec.requirements[0].operator: Unsupported value: "Foo": supported values: "Gte", "Lte", "In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt""#)),
+            unchecked(r#"spec.template.spec.requirements[0].operator: Unsupported value: "Foo": supported values: "Gte", "Lte", "In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt""#)),
         ("bad key pattern", req(json!({"key": "-team", "operator": "Exists"})),
             e(r#"spec.template.spec.requirements[0].key: Invalid value: "-team": spec.template.spec.requirements[0].key in body should match '^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(\/))?([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$'"#)),
         ("RT key name too long", req(json!({"key": format!("example.com/{}", "a".repeat(64)), "operator": "Exists"})),
@@ -134,9 +142,9 @@ fn reject_cases() -> Vec<(&'static str, Value, Vec<String>)> {
             vec![format!(r#"spec.template.metadata.labels[karpenter.k8s.aws/ec2nodeclass]: Invalid value: "karpenter.k8s.aws/ec2nodeclass": invalid key name "karpenter.k8s.aws/ec2nodeclass" in labels, {}"#, kerf::api::labels::runtime_restriction_message("karpenter.k8s.aws/ec2nodeclass"))]),
         ("too many labels", labels(json!((0..101).map(|i| (format!("k{i}"), json!("v"))).collect::<serde_json::Map<_, _>>())),
             e("spec.template.metadata.labels: Too many: 101: must have at most 100 items")),
-        ("taint without effect", with(&format!("{TSPEC}/taints"), json!([{"key": "a"}])), e("spec.template.spec.taints[0].effect: Required value")),
+        ("taint without effect", with(&format!("{TSPEC}/taints"), json!([{"key": "a"}])), unchecked("spec.template.spec.taints[0].effect: Required value")),
         ("taint bad effect", with(&format!("{TSPEC}/taints"), json!([{"key": "a", "effect": "NoWay"}])),
-            e(r#"spec.template.spec.taints[0].effect: Unsupported value: "NoWay": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute""#)),
+            unchecked(r#"spec.template.spec.taints[0].effect: Unsupported value: "NoWay": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute""#)),
         ("taint empty key", with(&format!("{TSPEC}/taints"), json!([{"key": "", "effect": "NoSchedule"}])),
             vec![
                 r#"spec.template.spec.taints[0].key: Invalid value: "": spec.template.spec.taints[0].key in body should be at least 1 chars long"#.to_owned(),
@@ -213,10 +221,17 @@ fn every_rejection_has_the_apiserver_message() {
     for (case, np, expected) in reject_cases() {
         let got = errors(&np);
         if got != expected {
-            failures.push(format!("{case}:\n  expected {expected:#?}\n  got      {got:#?}"));
+            failures.push(format!(
+                "{case}:\n  expected {expected:#?}\n  got      {got:#?}"
+            ));
         }
     }
-    assert!(failures.is_empty(), "{} case(s) failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} case(s) failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -225,24 +240,102 @@ fn accepted_specs() {
     let cases = vec![
         ("base", base()),
         ("empty requirements", with(REQS, json!([]))),
-        ("capacity-type", req(json!({"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}))),
-        ("mixed known and unknown capacity types", req(json!({"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "xspot"]}))),
-        ("allowed aws key", req(json!({"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m5"]}))),
-        ("kubernetes.io keys since v1.9", req(json!({"key": "node-role.kubernetes.io/gpu", "operator": "Exists"}))),
-        ("Gte 0", req(json!({"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gte", "values": ["0"]}))),
-        ("minValues with NotIn", req(json!({"key": "karpenter.k8s.aws/instance-family", "operator": "NotIn", "values": ["m5"], "minValues": 3}))),
-        ("minValues met", req(json!({"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m5", "m5"], "minValues": 2}))),
-        ("same taint key other effect", with(&format!("{TSPEC}/taints"), json!([{"key": "a", "effect": "NoSchedule"}, {"key": "a", "effect": "NoExecute"}]))),
-        ("taint value with prefix", with(&format!("{TSPEC}/taints"), json!([{"key": "a", "value": "example.com/v", "effect": "NoSchedule"}]))),
-        ("durations", { let mut np = with(&format!("{TSPEC}/expireAfter"), json!("1h1h")); set(&mut np, &format!("{TSPEC}/terminationGracePeriod"), json!("20m0s")); np }),
-        ("expireAfter Never", with(&format!("{TSPEC}/expireAfter"), json!("Never"))),
-        ("budgets", with("/spec/disruption", json!({"consolidateAfter": "Never", "consolidationPolicy": "Balanced", "budgets": [
+        (
+            "capacity-type",
+            req(
+                json!({"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}),
+            ),
+        ),
+        (
+            "mixed known and unknown capacity types",
+            req(
+                json!({"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "xspot"]}),
+            ),
+        ),
+        (
+            "allowed aws key",
+            req(
+                json!({"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m5"]}),
+            ),
+        ),
+        (
+            "kubernetes.io keys since v1.9",
+            req(json!({"key": "node-role.kubernetes.io/gpu", "operator": "Exists"})),
+        ),
+        (
+            "Gte 0",
+            req(
+                json!({"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gte", "values": ["0"]}),
+            ),
+        ),
+        (
+            "minValues with NotIn",
+            req(
+                json!({"key": "karpenter.k8s.aws/instance-family", "operator": "NotIn", "values": ["m5"], "minValues": 3}),
+            ),
+        ),
+        (
+            "minValues met",
+            req(
+                json!({"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m5", "m5"], "minValues": 2}),
+            ),
+        ),
+        (
+            "same taint key other effect",
+            with(
+                &format!("{TSPEC}/taints"),
+                json!([{"key": "a", "effect": "NoSchedule"}, {"key": "a", "effect": "NoExecute"}]),
+            ),
+        ),
+        (
+            "taint value with prefix",
+            with(
+                &format!("{TSPEC}/taints"),
+                json!([{"key": "a", "value": "example.com/v", "effect": "NoSchedule"}]),
+            ),
+        ),
+        ("durations", {
+            let mut np = with(&format!("{TSPEC}/expireAfter"), json!("1h1h"));
+            set(
+                &mut np,
+                &format!("{TSPEC}/terminationGracePeriod"),
+                json!("20m0s"),
+            );
+            np
+        }),
+        (
+            "expireAfter Never",
+            with(&format!("{TSPEC}/expireAfter"), json!("Never")),
+        ),
+        (
+            "budgets",
+            with(
+                "/spec/disruption",
+                json!({"consolidateAfter": "Never", "consolidationPolicy": "Balanced", "budgets": [
             {"nodes": "0", "schedule": "0 9 * * mon-fri", "duration": "8h"}, {"nodes": "05%"}, {"nodes": "100%", "reasons": ["Drifted"]},
-            {"nodes": "0", "schedule": "@daily", "duration": "2h20m0s"}]}))),
-        ("limits", with("/spec/limits", json!({"cpu": 1000, "memory": "1000Gi", "nvidia.com/gpu": "-1", "nodes": "+5"}))),
+            {"nodes": "0", "schedule": "@daily", "duration": "2h20m0s"}]}),
+            ),
+        ),
+        (
+            "limits",
+            with(
+                "/spec/limits",
+                json!({"cpu": 1000, "memory": "1000Gi", "nvidia.com/gpu": "-1", "nodes": "+5"}),
+            ),
+        ),
         ("weight", with("/spec/weight", json!(100))),
-        ("static", { let mut np = with("/spec/replicas", json!(3)); set(&mut np, "/spec/limits", json!({"nodes": 5})); np }),
-        ("labels", with("/spec/template/metadata/labels", json!({"app.kubernetes.io/managed-by": "x", "karpenter.sh/capacity-type": "spot", "empty": ""}))),
+        ("static", {
+            let mut np = with("/spec/replicas", json!(3));
+            set(&mut np, "/spec/limits", json!({"nodes": 5}));
+            np
+        }),
+        (
+            "labels",
+            with(
+                "/spec/template/metadata/labels",
+                json!({"app.kubernetes.io/managed-by": "x", "karpenter.sh/capacity-type": "spot", "empty": ""}),
+            ),
+        ),
     ];
     for (case, np) in cases {
         assert_eq!(errors(&np), Vec::<String>::new(), "{case}");
@@ -252,55 +345,136 @@ fn accepted_specs() {
 #[test]
 fn defaults_are_filled_in() {
     let admitted = NODEPOOL.admit(&base(), None);
-    assert_eq!(admitted.object["spec"]["disruption"], json!({"consolidateAfter": "0s", "consolidationPolicy": "WhenEmptyOrUnderutilized", "budgets": [{"nodes": "10%"}]}));
-    assert_eq!(admitted.object["spec"]["template"]["spec"]["expireAfter"], "720h");
-    let partial = with("/spec/disruption", json!({"budgets": [{"schedule": "@daily", "duration": "10m"}]}));
+    assert_eq!(
+        admitted.object["spec"]["disruption"],
+        json!({"consolidateAfter": "0s", "consolidationPolicy": "WhenEmptyOrUnderutilized", "budgets": [{"nodes": "10%"}]})
+    );
+    assert_eq!(
+        admitted.object["spec"]["template"]["spec"]["expireAfter"],
+        "720h"
+    );
+    let partial = with(
+        "/spec/disruption",
+        json!({"budgets": [{"schedule": "@daily", "duration": "10m"}]}),
+    );
     assert_eq!(
         NODEPOOL.admit(&partial, None).object["spec"]["disruption"],
         json!({"consolidateAfter": "0s", "consolidationPolicy": "WhenEmptyOrUnderutilized", "budgets": [{"nodes": "10%", "schedule": "@daily", "duration": "10m"}]})
     );
     let nulls = with("/spec/disruption", Value::Null);
-    assert_eq!(NODEPOOL.admit(&nulls, None).object["spec"]["disruption"]["consolidateAfter"], "0s");
+    assert_eq!(
+        NODEPOOL.admit(&nulls, None).object["spec"]["disruption"]["consolidateAfter"],
+        "0s"
+    );
 }
 
 #[test]
 fn warnings_for_valid_but_suspicious_specs() {
-    let scheduled = with("/spec/disruption", json!({"budgets": [{"nodes": "5", "schedule": "@daily", "duration": "1h"}]}));
-    assert!(warnings(&scheduled).iter().any(|w| w.contains("restricts disruption only while its schedule is active")), "{:?}", warnings(&scheduled));
-    let never = with("/spec/disruption", json!({"budgets": [{"nodes": "0", "schedule": "0 0 30 2 *", "duration": "1h"}]}));
+    let scheduled = with(
+        "/spec/disruption",
+        json!({"budgets": [{"nodes": "5", "schedule": "@daily", "duration": "1h"}]}),
+    );
+    assert!(
+        warnings(&scheduled)
+            .iter()
+            .any(|w| w.contains("restricts disruption only while its schedule is active")),
+        "{:?}",
+        warnings(&scheduled)
+    );
+    let never = with(
+        "/spec/disruption",
+        json!({"budgets": [{"nodes": "0", "schedule": "0 0 30 2 *", "duration": "1h"}]}),
+    );
     assert!(warnings(&never).iter().any(|w| w.contains("never fires")));
-    let no_reasons = with("/spec/disruption", json!({"budgets": [{"nodes": "1", "reasons": []}]}));
-    assert!(warnings(&no_reasons).iter().any(|w| w.contains("apply to no disruption reason")));
-    let mixed = with(REQS, json!([{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "xspot"]}]));
-    assert!(warnings(&mixed).iter().any(|w| w.contains("[xspot] are not known")));
+    let no_reasons = with(
+        "/spec/disruption",
+        json!({"budgets": [{"nodes": "1", "reasons": []}]}),
+    );
+    assert!(warnings(&no_reasons)
+        .iter()
+        .any(|w| w.contains("apply to no disruption reason")));
+    let mixed = with(
+        REQS,
+        json!([{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "xspot"]}]),
+    );
+    assert!(warnings(&mixed)
+        .iter()
+        .any(|w| w.contains("[xspot] are not known")));
     let unknown = with("/spec/foo", json!(1));
-    assert!(warnings(&unknown).iter().any(|w| w.contains("unknown field \"spec.foo\"")));
+    assert!(warnings(&unknown)
+        .iter()
+        .any(|w| w.contains("unknown field \"spec.foo\"")));
     assert_eq!(warnings(&base()), Vec::<String>::new());
 }
 
 #[test]
 fn update_ratchets_unchanged_errors_but_not_transitions() {
-    let legacy = with("/spec/template/metadata/labels", json!({"karpenter.sh/custom": "x"}));
+    let legacy = with(
+        "/spec/template/metadata/labels",
+        json!({"karpenter.sh/custom": "x"}),
+    );
     let mut relabelled = legacy.clone();
     relabelled["metadata"]["labels"] = json!({"owner": "me"});
-    assert_eq!(NODEPOOL.admit(&relabelled, Some(&legacy)).errors, vec![], "an unchanged bad label does not block a metadata update");
-    assert_eq!(NODEPOOL.admit(&relabelled, None).errors.len(), 1, "CREATE is fully validated");
+    assert_eq!(
+        NODEPOOL.admit(&relabelled, Some(&legacy)).errors,
+        vec![],
+        "an unchanged bad label does not block a metadata update"
+    );
+    assert_eq!(
+        NODEPOOL.admit(&relabelled, None).errors.len(),
+        1,
+        "CREATE is fully validated"
+    );
 
     let mut regrouped = base();
     regrouped["spec"]["template"]["spec"]["nodeClassRef"]["group"] = json!("example.com");
-    let errs: Vec<String> = NODEPOOL.admit(&regrouped, Some(&base())).errors.iter().map(ToString::to_string).collect();
-    assert_eq!(errs, vec![r#"spec.template.spec.nodeClassRef: Invalid value: "object": nodeClassRef.group is immutable"#]);
+    let errs: Vec<String> = NODEPOOL
+        .admit(&regrouped, Some(&base()))
+        .errors
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        errs,
+        vec![
+            r#"spec.template.spec.nodeClassRef: Invalid value: "object": nodeClassRef.group is immutable"#
+        ]
+    );
     let mut rekinded = base();
     rekinded["spec"]["template"]["spec"]["nodeClassRef"]["kind"] = json!("Other");
-    let errs: Vec<String> = NODEPOOL.admit(&rekinded, Some(&base())).errors.iter().map(ToString::to_string).collect();
-    assert_eq!(errs, vec![r#"spec.template.spec.nodeClassRef: Invalid value: "object": nodeClassRef.kind is immutable"#]);
+    let errs: Vec<String> = NODEPOOL
+        .admit(&rekinded, Some(&base()))
+        .errors
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        errs,
+        vec![
+            r#"spec.template.spec.nodeClassRef: Invalid value: "object": nodeClassRef.kind is immutable"#
+        ]
+    );
     let mut renamed = base();
     renamed["spec"]["template"]["spec"]["nodeClassRef"]["name"] = json!("other");
-    assert_eq!(NODEPOOL.admit(&renamed, Some(&base())).errors, vec![], "a new name is drift, not an error");
+    assert_eq!(
+        NODEPOOL.admit(&renamed, Some(&base())).errors,
+        vec![],
+        "a new name is drift, not an error"
+    );
 
     let static_pool = with("/spec/replicas", json!(1));
-    let errs: Vec<String> = NODEPOOL.admit(&static_pool, Some(&base())).errors.iter().map(ToString::to_string).collect();
-    assert_eq!(errs, vec![r#"spec: Invalid value: "object": Cannot transition NodePool between static (replicas set) and dynamic (replicas unset) provisioning modes"#]);
+    let errs: Vec<String> = NODEPOOL
+        .admit(&static_pool, Some(&base()))
+        .errors
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        errs,
+        vec![
+            r#"spec: Invalid value: "object": Cannot transition NodePool between static (replicas set) and dynamic (replicas unset) provisioning modes"#
+        ]
+    );
 }
 
 #[test]

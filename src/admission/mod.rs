@@ -1,10 +1,13 @@
 //! The kinds kerf admits: NodePool and EC2NodeClass defaulting and validation (and, later, pod advice).
 
+mod hooks;
 mod pipeline;
+
+pub use hooks::ObjectHook;
 
 pub use pipeline::{typed_rules, Admitted, KindAdmission};
 
-use crate::api::{crds, nodepool};
+use crate::api::{crds, ec2nodeclass, nodepool};
 
 /// NodePool (karpenter.sh/v1).
 pub static NODEPOOL: KindAdmission = KindAdmission {
@@ -14,3 +17,23 @@ pub static NODEPOOL: KindAdmission = KindAdmission {
     schema: crds::nodepool_schema,
     rules: |new, old, findings| typed_rules(new, old, findings, nodepool::validate_nodepool),
 };
+
+/// EC2NodeClass (karpenter.k8s.aws/v1).
+pub static EC2NODECLASS: KindAdmission = KindAdmission {
+    group: "karpenter.k8s.aws",
+    kind: "EC2NodeClass",
+    default: ec2nodeclass::default_ec2nodeclass,
+    schema: crds::ec2nodeclass_schema,
+    rules: |new, old, findings| {
+        typed_rules(new, old, findings, |nc, _, f| {
+            ec2nodeclass::validate_ec2nodeclass(nc, f)
+        })
+    },
+};
+
+/// The kind kerf admits for an `apiVersion` group and `kind`, if any.
+pub fn for_kind(group: &str, kind: &str) -> Option<&'static KindAdmission> {
+    [&NODEPOOL, &EC2NODECLASS]
+        .into_iter()
+        .find(|k| k.group == group && k.kind == kind)
+}

@@ -3,7 +3,7 @@
 //! controllers all call this, so they cannot disagree.
 
 use crate::api::schema::{prune_nulls, CompiledSchema, SchemaError};
-use crate::api::validation::{ratchet, FieldError, Findings, Invalid};
+use crate::api::validation::{ratchet, ErrorKind, FieldError, FieldPath, Findings, Invalid};
 use serde_json::Value;
 
 /// What kerf knows about one kind it admits.
@@ -33,7 +33,12 @@ impl Admitted {
         (!self.errors.is_empty()).then(|| Invalid {
             kind: kind.kind.to_owned(),
             group: kind.group.to_owned(),
-            name: self.object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            name: self
+                .object
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
             errors: self.errors.clone(),
         })
     }
@@ -51,7 +56,9 @@ impl KindAdmission {
                 let report = schema.check(&object);
                 findings.errors(report.errors);
                 for field in report.unknown_fields {
-                    findings.warn(format!("unknown field \"{field}\": the apiserver will drop it"));
+                    findings.warn(format!(
+                        "unknown field \"{field}\": the apiserver will drop it"
+                    ));
                 }
             }
             Err(err) => findings.warn(format!("schema check skipped: {err}")),
@@ -62,18 +69,83 @@ impl KindAdmission {
             (self.default)(&mut old);
             old
         });
-        // Like the apiserver, rules run only on an object that has the schema's shape.
-        if findings.errors.is_empty() {
-            if let Err(err) = (self.rules)(&object, old.as_ref(), &mut findings) {
-                findings.warn(format!("rule checks skipped: the object does not match the schema: {err}"));
-            }
+        // The apiserver skips the rules when the schema check failed; kerf reports every error at once. Values of
+        // the wrong type or outside an enum cannot be parsed, so the rules run on a copy without them, and rule
+        // errors on those fields or their ancestors (which the removal may have caused) are dropped.
+        let unparseable: Vec<&FieldError> = findings
+            .errors
+            .iter()
+            .filter(|e| blocks_parsing(e))
+            .collect();
+        let checked = without(&object, &unparseable);
+        let mut rule_findings = Findings::default();
+        if (self.rules)(&checked, old.as_ref(), &mut rule_findings).is_ok() {
+            // A rule error where the schema already reported one says the same thing again.
+            let schema_paths: Vec<String> = findings
+                .errors
+                .iter()
+                .map(|e| e.path.json_pointer())
+                .collect();
+            let removed: Vec<String> = unparseable.iter().map(|e| e.path.json_pointer()).collect();
+            rule_findings.errors.retain(|e| {
+                let at = e.path.json_pointer();
+                !schema_paths.contains(&at)
+                    && !removed.iter().any(|r| r.starts_with(&format!("{at}/")))
+            });
+            findings.errors(rule_findings.errors);
+            findings.warnings.extend(rule_findings.warnings);
+        } else {
+            findings.error(FieldError::invalid(
+                &FieldPath::new("<nil>"),
+                "null",
+                "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+            ));
         }
         let errors = match &old {
             Some(old) => ratchet(findings.errors, &object, old),
             None => findings.errors,
         };
-        Admitted { object, errors, warnings: findings.warnings }
+        Admitted {
+            object,
+            errors,
+            warnings: findings.warnings,
+        }
     }
+}
+
+/// Whether a schema error leaves a value that cannot be parsed into the typed object.
+fn blocks_parsing(error: &FieldError) -> bool {
+    match &error.kind {
+        ErrorKind::NotSupported { .. } => true,
+        ErrorKind::Invalid { detail, .. } => detail.contains(" in body must be of type "),
+        _ => false,
+    }
+}
+
+/// `object` without the values at the paths of `errors`.
+fn without(object: &Value, errors: &[&FieldError]) -> Value {
+    let mut copy = object.clone();
+    // Later list items first, so removing one does not shift the index of another.
+    let mut pointers: Vec<String> = errors.iter().map(|e| e.path.json_pointer()).collect();
+    pointers.sort_by(|a, b| b.cmp(a));
+    for pointer in pointers {
+        let Some((parent, last)) = pointer.rsplit_once('/') else {
+            continue;
+        };
+        let last = last.replace("~1", "/").replace("~0", "~");
+        match copy.pointer_mut(parent) {
+            Some(Value::Object(fields)) => {
+                fields.remove(&last);
+            }
+            Some(Value::Array(items)) => {
+                if let Some(i) = last.parse::<usize>().ok().filter(|i| *i < items.len()) {
+                    items.remove(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    copy
 }
 
 /// Helper for [`KindAdmission::rules`]: parses `new` and `old` as `T` and runs `check`.

@@ -1,17 +1,24 @@
 //! The CustomResourceDefinitions kerf installs (`kerf crds`), and the compiled schemas the webhooks check
 //! objects against, both generated from the Rust types so they cannot drift apart.
 
+use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
 use crate::api::schema::{CompiledSchema, SchemaError};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{CustomResourceDefinition, JSONSchemaProps};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps,
+};
 use kube::CustomResourceExt;
 use serde_json::{json, Value};
 use std::sync::OnceLock;
 
 /// All of kerf's CRDs, in the order `kerf crds` prints them.
 pub fn all() -> Vec<CustomResourceDefinition> {
-    vec![structural(NodePool::crd()), structural(NodeClaim::crd())]
+    vec![
+        structural(NodePool::crd()),
+        structural(NodeClaim::crd()),
+        structural(EC2NodeClass::crd()),
+    ]
 }
 
 /// `kerf crds`: every CRD as multi-document YAML.
@@ -28,8 +35,16 @@ pub fn to_yaml() -> Result<String, serde_yaml::Error> {
 /// integral bounds, and int-or-string quantities spelled the way `controller-gen` spells them.
 fn structural(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     for version in &mut crd.spec.versions {
-        let Some(schema) = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut()) else { continue };
-        let Ok(mut value) = serde_json::to_value(&*schema) else { continue };
+        let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        else {
+            continue;
+        };
+        let Ok(mut value) = serde_json::to_value(&*schema) else {
+            continue;
+        };
         normalize(&mut value);
         if let Ok(normalized) = serde_json::from_value::<JSONSchemaProps>(value) {
             *schema = normalized;
@@ -46,12 +61,19 @@ fn normalize(value: &mut Value) {
                 values.retain(|v| !v.is_null());
             }
             for bound in ["minimum", "maximum"] {
-                if let Some(n) = node.get(bound).and_then(Value::as_f64).filter(|n| n.fract() == 0.0) {
+                if let Some(n) = node
+                    .get(bound)
+                    .and_then(Value::as_f64)
+                    .filter(|n| n.fract() == 0.0)
+                {
                     node.insert(bound.to_owned(), json!(n as i64));
                 }
             }
             if node.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
-                node.insert("anyOf".to_owned(), json!([{"type": "integer"}, {"type": "string"}]));
+                node.insert(
+                    "anyOf".to_owned(),
+                    json!([{"type": "integer"}, {"type": "string"}]),
+                );
             }
             node.values_mut().for_each(normalize);
         }
@@ -73,18 +95,25 @@ fn open_api_schema(crd: &CustomResourceDefinition) -> Value {
 
 type Compiled = OnceLock<Result<CompiledSchema, SchemaError>>;
 static NODEPOOL: Compiled = OnceLock::new();
+static EC2NODECLASS: Compiled = OnceLock::new();
 
 /// The compiled schema of one kind, built on first use.
 fn compiled(
     cell: &'static Compiled,
     crd: fn() -> CustomResourceDefinition,
 ) -> Result<&'static CompiledSchema, &'static SchemaError> {
-    cell.get_or_init(|| CompiledSchema::compile(&open_api_schema(&structural(crd())))).as_ref()
+    cell.get_or_init(|| CompiledSchema::compile(&open_api_schema(&structural(crd()))))
+        .as_ref()
 }
 
 /// The NodePool schema the apiserver enforces.
 pub fn nodepool_schema() -> Result<&'static CompiledSchema, &'static SchemaError> {
     compiled(&NODEPOOL, NodePool::crd)
+}
+
+/// The EC2NodeClass schema the apiserver enforces.
+pub fn ec2nodeclass_schema() -> Result<&'static CompiledSchema, &'static SchemaError> {
+    compiled(&EC2NODECLASS, EC2NodeClass::crd)
 }
 
 #[cfg(test)]
@@ -94,6 +123,7 @@ mod tests {
     #[test]
     fn schemas_compile_and_are_structural() {
         assert!(nodepool_schema().is_ok());
+        assert!(ec2nodeclass_schema().is_ok());
         let yaml = to_yaml().expect("CRDs serialize");
         assert!(!yaml.contains("nullable"));
         assert!(!yaml.contains("- {}"));

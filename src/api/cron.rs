@@ -32,16 +32,38 @@ struct Field {
     names: &'static [&'static str],
 }
 
-const MINUTE: Field = Field { name: "minute", min: 0, max: 59, names: &[] };
-const HOUR: Field = Field { name: "hour", min: 0, max: 23, names: &[] };
-const DOM: Field = Field { name: "day of month", min: 1, max: 31, names: &[] };
+const MINUTE: Field = Field {
+    name: "minute",
+    min: 0,
+    max: 59,
+    names: &[],
+};
+const HOUR: Field = Field {
+    name: "hour",
+    min: 0,
+    max: 23,
+    names: &[],
+};
+const DOM: Field = Field {
+    name: "day of month",
+    min: 1,
+    max: 31,
+    names: &[],
+};
 const MONTH: Field = Field {
     name: "month",
     min: 1,
     max: 12,
-    names: &["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"],
+    names: &[
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ],
 };
-const DOW: Field = Field { name: "day of week", min: 0, max: 6, names: &["sun", "mon", "tue", "wed", "thu", "fri", "sat"] };
+const DOW: Field = Field {
+    name: "day of week",
+    min: 0,
+    max: 6,
+    names: &["sun", "mon", "tue", "wed", "thu", "fri", "sat"],
+};
 
 impl CronSchedule {
     /// Parses a descriptor (`@daily`) or five whitespace-separated fields.
@@ -59,11 +81,16 @@ impl CronSchedule {
             return Self::parse(fields);
         }
         if spec.starts_with("TZ=") || spec.starts_with("CRON_TZ=") {
-            return Err(CronError("time zones are not supported: schedules are evaluated in UTC".into()));
+            return Err(CronError(
+                "time zones are not supported: schedules are evaluated in UTC".into(),
+            ));
         }
         let fields: Vec<&str> = spec.split_whitespace().collect();
         let [minute, hour, dom, month, dow] = fields.as_slice() else {
-            return Err(CronError(format!("expected exactly 5 fields, found {}", fields.len())));
+            return Err(CronError(format!(
+                "expected exactly 5 fields, found {}",
+                fields.len()
+            )));
         };
         Ok(CronSchedule {
             minutes: parse_field(minute, &MINUTE)?,
@@ -83,10 +110,12 @@ impl CronSchedule {
             return true; // some weekday always comes round (OR with the day of month, or AND with `*`)
         }
         const MAX_DAYS: [u32; 12] = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
-        (1..=12u32).filter(|m| self.months & (1 << m) != 0).any(|m| {
-            let max_day = MAX_DAYS[(m - 1) as usize];
-            (1..=max_day).any(|d| self.days_of_month & (1 << d) != 0)
-        })
+        (1..=12u32)
+            .filter(|m| self.months & (1 << m) != 0)
+            .any(|m| {
+                let max_day = MAX_DAYS[(m - 1) as usize];
+                (1..=max_day).any(|d| self.days_of_month & (1 << d) != 0)
+            })
     }
 
     /// The equivalent `cron` crate schedules (seconds first, Sunday = 1), whose hits together are this one's.
@@ -100,11 +129,17 @@ impl CronSchedule {
             // robfig ANDs when either day field is `*`: the `*` side matches every day anyway.
             vec![format!("0 {minutes} {hours} {doms} {months} {dows}")]
         } else {
-            vec![format!("0 {minutes} {hours} {doms} {months} *"), format!("0 {minutes} {hours} * {months} {dows}")]
+            vec![
+                format!("0 {minutes} {hours} {doms} {months} *"),
+                format!("0 {minutes} {hours} * {months} {dows}"),
+            ]
         };
         expressions
             .iter()
-            .map(|e| e.parse::<cron::Schedule>().map_err(|err| CronError(format!("{e}: {err}"))))
+            .map(|e| {
+                e.parse::<cron::Schedule>()
+                    .map_err(|err| CronError(format!("{e}: {err}")))
+            })
             .collect()
     }
 }
@@ -119,13 +154,17 @@ fn is_star(field: &str) -> bool {
 
 /// The set bits of `bits` in `min..=max`, shifted by `offset`, as a comma-separated list.
 fn list(bits: u64, min: u32, max: u32, offset: u32) -> String {
-    let values: Vec<String> = (min..=max).filter(|v| bits & (1 << v) != 0).map(|v| (v + offset).to_string()).collect();
+    let values: Vec<String> = (min..=max)
+        .filter(|v| bits & (1 << v) != 0)
+        .map(|v| (v + offset).to_string())
+        .collect();
     values.join(",")
 }
 
 /// Parses one field (a comma-separated list of items) into a bitset of the values it allows.
 fn parse_field(text: &str, field: &Field) -> Result<u64, CronError> {
-    text.split(',').try_fold(0u64, |bits, item| Ok(bits | parse_item(item, field)?))
+    text.split(',')
+        .try_fold(0u64, |bits, item| Ok(bits | parse_item(item, field)?))
 }
 
 fn parse_item(item: &str, field: &Field) -> Result<u64, CronError> {
@@ -134,9 +173,13 @@ fn parse_item(item: &str, field: &Field) -> Result<u64, CronError> {
     }
     let (range, step) = match item.split_once('/') {
         Some((range, step)) => {
-            let step: u32 = step.parse().map_err(|_| CronError(format!("failed to parse int from {step}")))?;
+            let step: u32 = step
+                .parse()
+                .map_err(|_| CronError(format!("failed to parse int from {step}")))?;
             if step == 0 {
-                return Err(CronError(format!("step of range should be a positive number: {item}")));
+                return Err(CronError(format!(
+                    "step of range should be a positive number: {item}"
+                )));
             }
             (range, Some(step))
         }
@@ -152,16 +195,26 @@ fn parse_item(item: &str, field: &Field) -> Result<u64, CronError> {
         (start, if step.is_some() { field.max } else { start })
     };
     if start < field.min {
-        return Err(CronError(format!("beginning of range ({start}) below minimum ({}): {item}", field.min)));
+        return Err(CronError(format!(
+            "beginning of range ({start}) below minimum ({}): {item}",
+            field.min
+        )));
     }
     if end > field.max {
-        return Err(CronError(format!("end of range ({end}) above maximum ({}): {item}", field.max)));
+        return Err(CronError(format!(
+            "end of range ({end}) above maximum ({}): {item}",
+            field.max
+        )));
     }
     if start > end {
-        return Err(CronError(format!("beginning of range ({start}) beyond end of range ({end}): {item}")));
+        return Err(CronError(format!(
+            "beginning of range ({start}) beyond end of range ({end}): {item}"
+        )));
     }
     let step = step.unwrap_or(1) as usize;
-    Ok((start..=end).step_by(step).fold(0, |bits, v| bits | (1 << v)))
+    Ok((start..=end)
+        .step_by(step)
+        .fold(0, |bits, v| bits | (1 << v)))
 }
 
 /// A number or (case-insensitive) name.
@@ -170,7 +223,8 @@ fn value(text: &str, field: &Field) -> Result<u32, CronError> {
     if let Some(i) = field.names.iter().position(|n| *n == lower) {
         return Ok(field.min + i as u32);
     }
-    text.parse().map_err(|_| CronError(format!("failed to parse int from {text}")))
+    text.parse()
+        .map_err(|_| CronError(format!("failed to parse int from {text}")))
 }
 
 impl fmt::Display for CronSchedule {
@@ -192,13 +246,29 @@ mod tests {
     use super::*;
 
     fn err(spec: &str) -> String {
-        CronSchedule::parse(spec).err().map(|e| e.to_string()).unwrap_or_default()
+        CronSchedule::parse(spec)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
     }
 
     #[test]
     fn accepts_the_standard_dialect() {
-        for ok in ["@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly", "@daily  ",
-            "0 9 * * mon-fri", "*/15 * * * *", "5/15 0-6 1,15 jan-jun ?", "0 0 * * SUN", "30 22 * * 1-5"] {
+        for ok in [
+            "@yearly",
+            "@annually",
+            "@monthly",
+            "@weekly",
+            "@daily",
+            "@midnight",
+            "@hourly",
+            "@daily  ",
+            "0 9 * * mon-fri",
+            "*/15 * * * *",
+            "5/15 0-6 1,15 jan-jun ?",
+            "0 0 * * SUN",
+            "30 22 * * 1-5",
+        ] {
             assert!(CronSchedule::parse(ok).is_ok(), "{ok}: {}", err(ok));
         }
         assert_eq!(CronSchedule::parse("5/20 1 * * *").map(|s| s.to_string()), Ok("5,25,45 1 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31 1,2,3,4,5,6,7,8,9,10,11,12 0,1,2,3,4,5,6".to_owned()));
@@ -206,35 +276,63 @@ mod tests {
 
     #[test]
     fn rejects_with_robfig_style_reasons() {
-        assert_eq!(err("0 0 * * sat-sun"), "beginning of range (6) beyond end of range (0): sat-sun");
+        assert_eq!(
+            err("0 0 * * sat-sun"),
+            "beginning of range (6) beyond end of range (0): sat-sun"
+        );
         assert_eq!(err("0 0 * * 7"), "end of range (7) above maximum (6): 7");
         assert_eq!(err("0 0 0 * * *"), "expected exactly 5 fields, found 6");
         assert_eq!(err("@dailyfoo"), "unrecognized descriptor: @dailyfoo");
         assert_eq!(err("@every 1h"), "unrecognized descriptor: @every 1h");
-        assert_eq!(err("60 * * * *"), "end of range (60) above maximum (59): 60");
-        assert_eq!(err("0 22-2 * * *"), "beginning of range (22) beyond end of range (2): 22-2");
-        assert_eq!(err("*/0 * * * *"), "step of range should be a positive number: */0");
+        assert_eq!(
+            err("60 * * * *"),
+            "end of range (60) above maximum (59): 60"
+        );
+        assert_eq!(
+            err("0 22-2 * * *"),
+            "beginning of range (22) beyond end of range (2): 22-2"
+        );
+        assert_eq!(
+            err("*/0 * * * *"),
+            "step of range should be a positive number: */0"
+        );
         assert_eq!(err("1,,2 * * * *"), "empty item in minute field");
         assert_eq!(err("0 0 L * *"), "failed to parse int from L");
         assert_eq!(err("0 0 1W * *"), "failed to parse int from 1W");
         assert_eq!(err("0 0 * * 1#2"), "failed to parse int from 1#2");
-        assert_eq!(err("0 0 0 * *"), "beginning of range (0) below minimum (1): 0");
-        assert_eq!(err("TZ=UTC 0 0 * * *"), "time zones are not supported: schedules are evaluated in UTC");
+        assert_eq!(
+            err("0 0 0 * *"),
+            "beginning of range (0) below minimum (1): 0"
+        );
+        assert_eq!(
+            err("TZ=UTC 0 0 * * *"),
+            "time zones are not supported: schedules are evaluated in UTC"
+        );
         assert_eq!(err("* * * *"), "expected exactly 5 fields, found 4");
     }
 
     #[test]
     fn detects_schedules_that_never_fire() {
-        assert!(!CronSchedule::parse("0 0 30 2 *").map(|s| s.ever_fires()).unwrap_or(true));
-        assert!(CronSchedule::parse("0 0 29 2 *").map(|s| s.ever_fires()).unwrap_or(false));
-        assert!(CronSchedule::parse("0 0 30 2 mon").map(|s| s.ever_fires()).unwrap_or(false));
+        assert!(!CronSchedule::parse("0 0 30 2 *")
+            .map(|s| s.ever_fires())
+            .unwrap_or(true));
+        assert!(CronSchedule::parse("0 0 29 2 *")
+            .map(|s| s.ever_fires())
+            .unwrap_or(false));
+        assert!(CronSchedule::parse("0 0 30 2 mon")
+            .map(|s| s.ever_fires())
+            .unwrap_or(false));
     }
 
     #[test]
     fn translates_to_the_cron_crate_with_robfig_day_semantics() {
-        let and = CronSchedule::parse("0 9 * * mon").and_then(|s| s.to_cron_crate()).expect("parses");
+        let and = CronSchedule::parse("0 9 * * mon")
+            .and_then(|s| s.to_cron_crate())
+            .expect("parses");
         assert_eq!(and.len(), 1);
-        let or = CronSchedule::parse("0 9 1 * mon").and_then(|s| s.to_cron_crate()).expect("parses");
+        let or = CronSchedule::parse("0 9 1 * mon")
+            .and_then(|s| s.to_cron_crate())
+            .expect("parses");
         assert_eq!(or.len(), 2);
     }
 }

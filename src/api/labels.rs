@@ -53,10 +53,23 @@ const AWS_ALLOWED_NAMES: &[&str] = &[
 
 /// Labels that Karpenter (core + AWS) defines and understands, sorted: what a user may constrain on.
 pub fn well_known_labels() -> Vec<String> {
-    let core = [NODEPOOL, CAPACITY_TYPE, ZONE, REGION, ZONE_ID, INSTANCE_TYPE, ARCH, OS, WINDOWS_BUILD];
+    let core = [
+        NODEPOOL,
+        CAPACITY_TYPE,
+        ZONE,
+        REGION,
+        ZONE_ID,
+        INSTANCE_TYPE,
+        ARCH,
+        OS,
+        WINDOWS_BUILD,
+    ];
     let mut labels: Vec<String> = core.iter().map(|s| (*s).to_owned()).collect();
     labels.extend(
-        AWS_ALLOWED_NAMES.iter().filter(|n| **n != "ec2nodeclass").map(|n| format!("karpenter.k8s.aws/{n}")),
+        AWS_ALLOWED_NAMES
+            .iter()
+            .filter(|n| **n != "ec2nodeclass")
+            .map(|n| format!("karpenter.k8s.aws/{n}")),
     );
     labels.sort();
     labels
@@ -77,7 +90,11 @@ pub fn normalize_key(key: &str) -> &str {
 /// The values Karpenter knows for a well-known key whose `In` requirements it checks (§2.4 RT).
 pub fn known_values(key: &str) -> Option<&'static [&'static str]> {
     match normalize_key(key) {
-        CAPACITY_TYPE => Some(&[CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_RESERVED, CAPACITY_TYPE_SPOT]),
+        CAPACITY_TYPE => Some(&[
+            CAPACITY_TYPE_ON_DEMAND,
+            CAPACITY_TYPE_RESERVED,
+            CAPACITY_TYPE_SPOT,
+        ]),
         INSTANCE_TENANCY => Some(&["dedicated", "default"]),
         _ => None,
     }
@@ -98,7 +115,9 @@ pub fn restriction(key: &str) -> Option<&'static str> {
     } else if key == HOSTNAME {
         Some("label \"kubernetes.io/hostname\" is restricted")
     } else if domain.ends_with("karpenter.k8s.aws")
-        && !key.strip_prefix("karpenter.k8s.aws/").is_some_and(|name| AWS_ALLOWED_NAMES.contains(&name))
+        && !key
+            .strip_prefix("karpenter.k8s.aws/")
+            .is_some_and(|name| AWS_ALLOWED_NAMES.contains(&name))
     {
         Some("label domain \"karpenter.k8s.aws\" is restricted")
     } else {
@@ -125,13 +144,34 @@ mod tests {
 
     #[test]
     fn restrictions_follow_d1_to_d4() {
-        assert_eq!(restriction("karpenter.sh/nodepool"), Some("label \"karpenter.sh/nodepool\" is restricted"));
-        for d1 in ["karpenter.sh/foo", "notkarpenter.sh/x", "karpenter.sh", "karpenter.sh/initialized"] {
-            assert_eq!(restriction(d1), Some("label domain \"karpenter.sh\" is restricted"), "{d1}");
+        assert_eq!(
+            restriction("karpenter.sh/nodepool"),
+            Some("label \"karpenter.sh/nodepool\" is restricted")
+        );
+        for d1 in [
+            "karpenter.sh/foo",
+            "notkarpenter.sh/x",
+            "karpenter.sh",
+            "karpenter.sh/initialized",
+        ] {
+            assert_eq!(
+                restriction(d1),
+                Some("label domain \"karpenter.sh\" is restricted"),
+                "{d1}"
+            );
         }
-        assert_eq!(restriction("kubernetes.io/hostname"), Some("label \"kubernetes.io/hostname\" is restricted"));
-        assert_eq!(restriction("karpenter.k8s.aws/instance-pods"), Some("label domain \"karpenter.k8s.aws\" is restricted"));
-        assert_eq!(restriction("foo.karpenter.k8s.aws/instance-cpu"), Some("label domain \"karpenter.k8s.aws\" is restricted"));
+        assert_eq!(
+            restriction("kubernetes.io/hostname"),
+            Some("label \"kubernetes.io/hostname\" is restricted")
+        );
+        assert_eq!(
+            restriction("karpenter.k8s.aws/instance-pods"),
+            Some("label domain \"karpenter.k8s.aws\" is restricted")
+        );
+        assert_eq!(
+            restriction("foo.karpenter.k8s.aws/instance-cpu"),
+            Some("label domain \"karpenter.k8s.aws\" is restricted")
+        );
         for ok in [
             "karpenter.sh/capacity-type",
             "karpenter.k8s.aws/instance-family",

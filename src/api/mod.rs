@@ -2,6 +2,14 @@
 //! (karpenter.k8s.aws/v1), their defaults and validation, the well-known labels and the requirements algebra.
 //! Nothing here depends on the rest of kerf, does I/O or reads the clock.
 
+pub mod condition;
+pub mod crds;
+pub mod cron;
+pub mod ec2nodeclass;
 pub mod labels;
+pub mod nodeclaim;
+pub mod nodepool;
 pub mod operator;
+pub mod requirements;
+pub mod schema;
 pub mod validation;

@@ -5,7 +5,9 @@ use serde::{Deserialize, Serialize};
 
 /// How a requirement relates its key to its values.
 // The declaration order is the upstream CRD's enum order, which the apiserver prints in `Unsupported value`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 pub enum Operator {
     Gte,
     Lte,
@@ -45,7 +47,10 @@ impl Operator {
 
     /// `Gt`, `Lt`, `Gte` and `Lte` compare a single integer.
     pub fn is_numeric(self) -> bool {
-        matches!(self, Operator::Gt | Operator::Lt | Operator::Gte | Operator::Lte)
+        matches!(
+            self,
+            Operator::Gt | Operator::Lt | Operator::Gte | Operator::Lte
+        )
     }
 }
 
@@ -53,6 +58,9 @@ impl std::str::FromStr for Operator {
     type Err = ();
 
     fn from_str(s: &str) -> Result<Self, ()> {
-        Operator::ALL.into_iter().find(|op| op.as_str() == s).ok_or(())
+        Operator::ALL
+            .into_iter()
+            .find(|op| op.as_str() == s)
+            .ok_or(())
     }
 }

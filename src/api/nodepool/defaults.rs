@@ -5,20 +5,37 @@ use serde_json::{json, Map, Value};
 
 /// Fills in Karpenter v1.14's defaults, plus kerf's `consolidateAfter: 0s` when `disruption` lacks it.
 pub fn default_nodepool(object: &mut Value) {
-    let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else { return };
-    if let Some(disruption) = spec.entry("disruption").or_insert_with(|| json!({})).as_object_mut() {
+    let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if let Some(disruption) = spec
+        .entry("disruption")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+    {
         default_disruption(disruption);
     }
-    let template_spec = spec.get_mut("template").and_then(|t| t.get_mut("spec")).and_then(Value::as_object_mut);
+    let template_spec = spec
+        .get_mut("template")
+        .and_then(|t| t.get_mut("spec"))
+        .and_then(Value::as_object_mut);
     if let Some(template_spec) = template_spec {
-        template_spec.entry("expireAfter").or_insert_with(|| json!("720h"));
+        template_spec
+            .entry("expireAfter")
+            .or_insert_with(|| json!("720h"));
     }
 }
 
 fn default_disruption(disruption: &mut Map<String, Value>) {
-    disruption.entry("consolidateAfter").or_insert_with(|| json!("0s"));
-    disruption.entry("consolidationPolicy").or_insert_with(|| json!("WhenEmptyOrUnderutilized"));
-    let budgets = disruption.entry("budgets").or_insert_with(|| json!([{"nodes": "10%"}]));
+    disruption
+        .entry("consolidateAfter")
+        .or_insert_with(|| json!("0s"));
+    disruption
+        .entry("consolidationPolicy")
+        .or_insert_with(|| json!("WhenEmptyOrUnderutilized"));
+    let budgets = disruption
+        .entry("budgets")
+        .or_insert_with(|| json!([{"nodes": "10%"}]));
     for budget in budgets.as_array_mut().into_iter().flatten() {
         if let Some(budget) = budget.as_object_mut() {
             budget.entry("nodes").or_insert_with(|| json!("10%"));

@@ -6,7 +6,7 @@
 
 use crate::api::operator::Operator;
 use crate::api::schema::fragments;
-use crate::api::validation::grammar::{LABEL_VALUE_PATTERN, QUALIFIED_NAME_PATTERN};
+use crate::api::validation::grammar::QUALIFIED_NAME_PATTERN;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -26,6 +26,8 @@ pub const BUDGET_SCHEDULE_PATTERN: &str =
     r"^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|((.+)\s(.+)\s(.+)\s(.+)\s(.+))$";
 
 /// NodePools launch nodes for pods that are unschedulable; one pool can describe many kinds of node.
+// Every `printcolumn(type_ = …)` repeats an attribute name, which clippy mistakes for a duplicate.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "karpenter.sh",
@@ -34,14 +36,48 @@ pub const BUDGET_SCHEDULE_PATTERN: &str =
     plural = "nodepools",
     category = "karpenter",
     status = "NodePoolStatus",
-    scale(spec_replicas_path = ".spec.replicas", status_replicas_path = ".status.nodes"),
-    printcolumn(name = "NodeClass", type_ = "string", json_path = ".spec.template.spec.nodeClassRef.name"),
-    printcolumn(name = "Nodes", type_ = "string", json_path = ".status.resources.nodes"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
-    printcolumn(name = "Weight", type_ = "integer", json_path = ".spec.weight", priority = 1),
-    printcolumn(name = "CPU", type_ = "string", json_path = ".status.resources.cpu", priority = 1),
-    printcolumn(name = "Memory", type_ = "string", json_path = ".status.resources.memory", priority = 1)
+    scale(
+        spec_replicas_path = ".spec.replicas",
+        status_replicas_path = ".status.nodes"
+    ),
+    printcolumn(
+        name = "NodeClass",
+        type_ = "string",
+        json_path = ".spec.template.spec.nodeClassRef.name"
+    ),
+    printcolumn(
+        name = "Nodes",
+        type_ = "string",
+        json_path = ".status.resources.nodes"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Weight",
+        type_ = "integer",
+        json_path = ".spec.weight",
+        priority = 1
+    ),
+    printcolumn(
+        name = "CPU",
+        type_ = "string",
+        json_path = ".status.resources.cpu",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Memory",
+        type_ = "string",
+        json_path = ".status.resources.memory",
+        priority = 1
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct NodePoolSpec {
@@ -64,7 +100,6 @@ pub struct NodePoolSpec {
     #[schemars(range(min = 0))]
     pub replicas: Option<i64>,
 }
-
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -110,7 +145,6 @@ pub struct NodeClaimTemplateSpec {
     #[schemars(regex(pattern = DURATION_PATTERN))]
     pub termination_grace_period: Option<String>,
 }
-
 
 /// A node selector requirement, with the minimum number of distinct values the launch must keep open.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -191,8 +225,6 @@ pub struct Disruption {
     pub budgets: Option<Vec<Budget>>,
 }
 
-
-
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
 pub enum DisruptionReason {
     Underutilized,
@@ -220,7 +252,6 @@ pub struct Budget {
     #[schemars(length(max = 50))]
     pub reasons: Option<Vec<DisruptionReason>>,
 }
-
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -17,16 +17,39 @@ const SCHEDULED_BUDGET_WARNING: &str = "restricts disruption only while its sche
 pub fn validate_nodepool(np: &NodePool, old: Option<&NodePool>, findings: &mut Findings) {
     let spec = FieldPath::new("spec");
     let template = spec.child("template");
-    if let Some(labels) = &np.spec.template.metadata.as_ref().and_then(|m| m.labels.as_ref()) {
+    if let Some(labels) = &np
+        .spec
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.as_ref())
+    {
         validate_template_labels(labels, &template.child("metadata.labels"), findings);
     }
     let tspec = &np.spec.template.spec;
     let tspec_path = template.child("spec");
-    validate_requirements(&tspec.requirements, &tspec_path.child("requirements"), findings);
+    validate_requirements(
+        &tspec.requirements,
+        &tspec_path.child("requirements"),
+        findings,
+    );
     validate_taints(tspec, &tspec_path, findings);
-    validate_node_class_ref(&tspec.node_class_ref, old, &tspec_path.child("nodeClassRef"), findings);
-    check_duration(tspec.expire_after.as_deref(), &tspec_path.child("expireAfter"), findings);
-    check_duration(tspec.termination_grace_period.as_deref(), &tspec_path.child("terminationGracePeriod"), findings);
+    validate_node_class_ref(
+        &tspec.node_class_ref,
+        old,
+        &tspec_path.child("nodeClassRef"),
+        findings,
+    );
+    check_duration(
+        tspec.expire_after.as_deref(),
+        &tspec_path.child("expireAfter"),
+        findings,
+    );
+    check_duration(
+        tspec.termination_grace_period.as_deref(),
+        &tspec_path.child("terminationGracePeriod"),
+        findings,
+    );
     if let Some(disruption) = &np.spec.disruption {
         validate_disruption(disruption, &spec.child("disruption"), findings);
     }
@@ -34,7 +57,12 @@ pub fn validate_nodepool(np: &NodePool, old: Option<&NodePool>, findings: &mut F
 }
 
 /// §2.2: static NodePools (`replicas`) allow only `limits.nodes`, no `weight`, and no switching mode.
-fn validate_static(spec: &NodePoolSpec, old: Option<&NodePool>, path: &FieldPath, findings: &mut Findings) {
+fn validate_static(
+    spec: &NodePoolSpec,
+    old: Option<&NodePool>,
+    path: &FieldPath,
+    findings: &mut Findings,
+) {
     if let Some(old) = old {
         if old.spec.replicas.is_some() != spec.replicas.is_some() {
             let msg = "Cannot transition NodePool between static (replicas set) and dynamic (replicas unset) provisioning modes";
@@ -44,17 +72,36 @@ fn validate_static(spec: &NodePoolSpec, old: Option<&NodePool>, path: &FieldPath
     if spec.replicas.is_none() {
         return;
     }
-    if spec.limits.as_ref().is_some_and(|limits| limits.keys().any(|k| k != "nodes")) {
-        findings.error(FieldError::rule(path, SchemaType::Object, "only 'limits.nodes' is supported on static NodePools"));
+    if spec
+        .limits
+        .as_ref()
+        .is_some_and(|limits| limits.keys().any(|k| k != "nodes"))
+    {
+        findings.error(FieldError::rule(
+            path,
+            SchemaType::Object,
+            "only 'limits.nodes' is supported on static NodePools",
+        ));
     }
     if spec.weight.is_some() {
-        findings.error(FieldError::rule(path, SchemaType::Object, "'weight' is not supported on static NodePools"));
+        findings.error(FieldError::rule(
+            path,
+            SchemaType::Object,
+            "'weight' is not supported on static NodePools",
+        ));
     }
 }
 
 /// §2.3 (on the map) and §2.6 (per entry).
-fn validate_template_labels(labels: &BTreeMap<String, String>, path: &FieldPath, findings: &mut Findings) {
-    let mut restrictions: Vec<&str> = labels.keys().filter_map(|k| labels::restriction(k)).collect();
+fn validate_template_labels(
+    labels: &BTreeMap<String, String>,
+    path: &FieldPath,
+    findings: &mut Findings,
+) {
+    let mut restrictions: Vec<&str> = labels
+        .keys()
+        .filter_map(|k| labels::restriction(k))
+        .collect();
     restrictions.dedup();
     for message in restrictions {
         findings.error(FieldError::rule(path, SchemaType::Object, message));
@@ -63,33 +110,57 @@ fn validate_template_labels(labels: &BTreeMap<String, String>, path: &FieldPath,
         let entry = path.key(key);
         let key_problems = grammar::qualified_name_problems(key);
         if !key_problems.is_empty() {
-            let detail = format!("invalid key name {key:?} in labels, {:?}", key_problems.join("; "));
+            let detail = format!(
+                "invalid key name {key:?} in labels, {:?}",
+                key_problems.join("; ")
+            );
             findings.error(FieldError::invalid(&entry, key, detail));
         } else if labels::is_runtime_restricted(key) {
-            let detail = format!("invalid key name {key:?} in labels, {}", labels::runtime_restriction_message(key));
+            let detail = format!(
+                "invalid key name {key:?} in labels, {}",
+                labels::runtime_restriction_message(key)
+            );
             findings.error(FieldError::invalid(&entry, key, detail));
         }
         let value_problems = grammar::label_value_problems(value);
         if !value_problems.is_empty() {
-            let detail = format!("invalid value: {value} for label[{key}], {}", value_problems.join("; "));
+            let detail = format!(
+                "invalid value: {value} for label[{key}], {}",
+                value_problems.join("; ")
+            );
             findings.error(FieldError::invalid(&entry, value, detail));
         }
     }
 }
 
 /// §2.4: the list rules, then each requirement's key and values.
-fn validate_requirements(reqs: &[NodeSelectorRequirementWithMinValues], path: &FieldPath, findings: &mut Findings) {
+fn validate_requirements(
+    reqs: &[NodeSelectorRequirementWithMinValues],
+    path: &FieldPath,
+    findings: &mut Findings,
+) {
     let list_rule = |msg: &str| FieldError::rule(path, SchemaType::Array, msg);
-    let values_len = |r: &NodeSelectorRequirementWithMinValues| r.values.as_ref().map_or(0, Vec::len);
-    if reqs.iter().any(|r| r.operator == Operator::In && values_len(r) == 0) {
-        findings.error(list_rule("requirements with operator 'In' must have a value defined"));
+    let values_len =
+        |r: &NodeSelectorRequirementWithMinValues| r.values.as_ref().map_or(0, Vec::len);
+    if reqs
+        .iter()
+        .any(|r| r.operator == Operator::In && values_len(r) == 0)
+    {
+        findings.error(list_rule(
+            "requirements with operator 'In' must have a value defined",
+        ));
     }
-    if reqs.iter().any(|r| r.operator.is_numeric() && !is_single_non_negative_integer(r.values.as_deref())) {
+    if reqs
+        .iter()
+        .any(|r| r.operator.is_numeric() && !is_single_non_negative_integer(r.values.as_deref()))
+    {
         findings.error(list_rule(
             "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value",
         ));
     }
-    if reqs.iter().any(|r| r.operator == Operator::In && r.min_values.is_some_and(|m| (values_len(r) as i64) < m)) {
+    if reqs.iter().any(|r| {
+        r.operator == Operator::In && r.min_values.is_some_and(|m| (values_len(r) as i64) < m)
+    }) {
         findings.error(list_rule(
             "requirements with 'minValues' must have at least that many values specified in the 'values' field",
         ));
@@ -106,25 +177,45 @@ fn is_single_non_negative_integer(values: Option<&[String]>) -> bool {
     }
 }
 
-fn validate_requirement(req: &NodeSelectorRequirementWithMinValues, path: &FieldPath, findings: &mut Findings) {
+fn validate_requirement(
+    req: &NodeSelectorRequirementWithMinValues,
+    path: &FieldPath,
+    findings: &mut Findings,
+) {
     let key_path = path.child("key");
     let key = labels::normalize_key(&req.key);
     if let Some(message) = labels::restriction(&req.key) {
         findings.error(FieldError::rule(&key_path, SchemaType::String, message));
     } else if labels::is_runtime_restricted(key) {
-        findings.error(FieldError::invalid(&key_path, &req.key, labels::runtime_restriction_message(key)));
+        findings.error(FieldError::invalid(
+            &key_path,
+            &req.key,
+            labels::runtime_restriction_message(key),
+        ));
     }
     let key_problems = grammar::qualified_name_problems(&req.key);
     if !key_problems.is_empty() {
-        let detail = format!("key {} is not a qualified name, {}", req.key, key_problems.join("; "));
+        let detail = format!(
+            "key {} is not a qualified name, {}",
+            req.key,
+            key_problems.join("; ")
+        );
         findings.error(FieldError::invalid(&key_path, &req.key, detail));
     }
     let values = req.values.as_deref().unwrap_or_default();
     for (j, value) in values.iter().enumerate() {
         let problems = grammar::label_value_problems(value);
         if !problems.is_empty() {
-            let detail = format!("invalid value {value} for key {}, {}", req.key, problems.join("; "));
-            findings.error(FieldError::invalid(&path.child("values").index(j), value, detail));
+            let detail = format!(
+                "invalid value {value} for key {}, {}",
+                req.key,
+                problems.join("; ")
+            );
+            findings.error(FieldError::invalid(
+                &path.child("values").index(j),
+                value,
+                detail,
+            ));
         }
     }
     if req.operator == Operator::In {
@@ -140,8 +231,11 @@ fn validate_known_values(
     path: &FieldPath,
     findings: &mut Findings,
 ) {
-    let Some(known) = labels::known_values(key) else { return };
-    let (valid, unknown): (Vec<&String>, Vec<&String>) = values.iter().partition(|v| known.contains(&v.as_str()));
+    let Some(known) = labels::known_values(key) else {
+        return;
+    };
+    let (valid, unknown): (Vec<&String>, Vec<&String>) =
+        values.iter().partition(|v| known.contains(&v.as_str()));
     let all = values.join(" ");
     if valid.is_empty() && !values.is_empty() {
         let unknown: Vec<&str> = unknown.iter().map(|s| s.as_str()).collect();
@@ -174,7 +268,10 @@ fn validate_known_values(
 /// §2.5: RT length limits and (key, effect) pairs unique across `taints` and `startupTaints`.
 fn validate_taints(tspec: &NodeClaimTemplateSpec, path: &FieldPath, findings: &mut Findings) {
     let mut seen = HashSet::new();
-    for (field, taints) in [("taints", &tspec.taints), ("startupTaints", &tspec.startup_taints)] {
+    for (field, taints) in [
+        ("taints", &tspec.taints),
+        ("startupTaints", &tspec.startup_taints),
+    ] {
         for (i, taint) in taints.iter().flatten().enumerate() {
             let item = path.child(field).index(i);
             for (name, text) in [("key", Some(&taint.key)), ("value", taint.value.as_ref())] {
@@ -187,7 +284,11 @@ fn validate_taints(tspec: &NodeClaimTemplateSpec, path: &FieldPath, findings: &m
                 }
             }
             if !seen.insert((taint.key.clone(), taint.effect)) {
-                let detail = format!("duplicate taint Key/Effect pair {}={}", taint.key, taint.effect.as_str());
+                let detail = format!(
+                    "duplicate taint Key/Effect pair {}={}",
+                    taint.key,
+                    taint.effect.as_str()
+                );
                 findings.error(FieldError::invalid(&item, &taint.key, detail));
             }
         }
@@ -195,36 +296,70 @@ fn validate_taints(tspec: &NodeClaimTemplateSpec, path: &FieldPath, findings: &m
 }
 
 /// §2.7: non-empty fields; `group` and `kind` immutable on UPDATE (a changed `name` is drift, not an error).
-fn validate_node_class_ref(r: &NodeClassReference, old: Option<&NodePool>, path: &FieldPath, findings: &mut Findings) {
+fn validate_node_class_ref(
+    r: &NodeClassReference,
+    old: Option<&NodePool>,
+    path: &FieldPath,
+    findings: &mut Findings,
+) {
     for (field, value) in [("group", &r.group), ("kind", &r.kind), ("name", &r.name)] {
         if value.is_empty() {
-            findings.error(FieldError::rule(&path.child(field), SchemaType::String, format!("{field} may not be empty")));
+            findings.error(FieldError::rule(
+                &path.child(field),
+                SchemaType::String,
+                format!("{field} may not be empty"),
+            ));
         }
     }
-    let Some(old) = old.map(|o| &o.spec.template.spec.node_class_ref) else { return };
+    let Some(old) = old.map(|o| &o.spec.template.spec.node_class_ref) else {
+        return;
+    };
     if old.group != r.group {
-        findings.error(FieldError::rule(path, SchemaType::Object, "nodeClassRef.group is immutable").never_ratchets());
+        findings.error(
+            FieldError::rule(path, SchemaType::Object, "nodeClassRef.group is immutable")
+                .never_ratchets(),
+        );
     }
     if old.kind != r.kind {
-        findings.error(FieldError::rule(path, SchemaType::Object, "nodeClassRef.kind is immutable").never_ratchets());
+        findings.error(
+            FieldError::rule(path, SchemaType::Object, "nodeClassRef.kind is immutable")
+                .never_ratchets(),
+        );
     }
 }
 
 /// §1.3: a duration too long for Go's 64-bit nanoseconds would make the object undecodable for Karpenter.
 fn check_duration(value: Option<&str>, path: &FieldPath, findings: &mut Findings) {
-    let Some(value) = value.filter(|v| *v != "Never") else { return };
+    let Some(value) = value.filter(|v| *v != "Never") else {
+        return;
+    };
     if grammar::parse_duration(value) == Err(DurationError::Overflow) {
-        findings.error(FieldError::invalid(path, value, DurationError::OVERFLOW_MESSAGE));
+        findings.error(FieldError::invalid(
+            path,
+            value,
+            DurationError::OVERFLOW_MESSAGE,
+        ));
     }
 }
 
 /// §2.8: budgets, and the overflow check on `consolidateAfter`.
 fn validate_disruption(disruption: &Disruption, path: &FieldPath, findings: &mut Findings) {
-    check_duration(disruption.consolidate_after.as_deref(), &path.child("consolidateAfter"), findings);
+    check_duration(
+        disruption.consolidate_after.as_deref(),
+        &path.child("consolidateAfter"),
+        findings,
+    );
     let budgets_path = path.child("budgets");
     let budgets = disruption.budgets.as_deref().unwrap_or_default();
-    if budgets.iter().any(|b| b.schedule.is_some() != b.duration.is_some()) {
-        findings.error(FieldError::rule(&budgets_path, SchemaType::Array, "'schedule' must be set with 'duration'"));
+    if budgets
+        .iter()
+        .any(|b| b.schedule.is_some() != b.duration.is_some())
+    {
+        findings.error(FieldError::rule(
+            &budgets_path,
+            SchemaType::Array,
+            "'schedule' must be set with 'duration'",
+        ));
     }
     for (i, budget) in budgets.iter().enumerate() {
         validate_budget(budget, &budgets_path.index(i), findings);
@@ -241,7 +376,9 @@ fn validate_budget(budget: &Budget, path: &FieldPath, findings: &mut Findings) {
             Ok(_) => {}
         }
         if budget.nodes.as_deref() != Some("0") {
-            findings.warn(format!("{path}: a budget with a schedule {SCHEDULED_BUDGET_WARNING}"));
+            findings.warn(format!(
+                "{path}: a budget with a schedule {SCHEDULED_BUDGET_WARNING}"
+            ));
         }
     }
     let reasons = budget.reasons.as_deref();
@@ -251,8 +388,14 @@ fn validate_budget(budget: &Budget, path: &FieldPath, findings: &mut Findings) {
     let mut seen = HashSet::new();
     for (i, reason) in reasons.unwrap_or_default().iter().enumerate() {
         if !seen.insert(*reason) {
-            let name = serde_json::to_value(reason).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
-            findings.error(FieldError::duplicate(&path.child("reasons").index(i), &name));
+            let name = serde_json::to_value(reason)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            findings.error(FieldError::duplicate(
+                &path.child("reasons").index(i),
+                &name,
+            ));
         }
     }
 }

@@ -76,14 +76,23 @@ impl CompiledSchema {
         let pattern = match s.get("pattern").and_then(Value::as_str) {
             Some(p) => Some((
                 p.to_owned(),
-                Regex::new(p).map_err(|source| SchemaError { pattern: p.to_owned(), source })?,
+                Regex::new(p).map_err(|source| SchemaError {
+                    pattern: p.to_owned(),
+                    source,
+                })?,
             )),
             None => None,
         };
-        let usize_of = |key: &str| s.get(key).and_then(Value::as_u64).and_then(|n| usize::try_from(n).ok());
+        let usize_of = |key: &str| {
+            s.get(key)
+                .and_then(Value::as_u64)
+                .and_then(|n| usize::try_from(n).ok())
+        };
         let compile_child = |key: &str| -> Result<Option<Box<CompiledSchema>>, SchemaError> {
             match s.get(key) {
-                Some(child) if child.is_object() => Ok(Some(Box::new(CompiledSchema::compile(child)?))),
+                Some(child) if child.is_object() => {
+                    Ok(Some(Box::new(CompiledSchema::compile(child)?)))
+                }
                 _ => Ok(None),
             }
         };
@@ -110,7 +119,8 @@ impl CompiledSchema {
             properties,
             additional: compile_child("additionalProperties")?,
             items: compile_child("items")?,
-            preserve_unknown: s.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)),
+            preserve_unknown: s.get("x-kubernetes-preserve-unknown-fields")
+                == Some(&Value::Bool(true)),
         })
     }
 
@@ -123,13 +133,17 @@ impl CompiledSchema {
                 match self.properties.get(name) {
                     _ if ["apiVersion", "kind", "metadata"].contains(&name.as_str()) => {}
                     Some(child) => child.check_at(value, &FieldPath::new(name), &mut report),
-                    None if !self.preserve_unknown => report.unknown_fields.push(FieldPath::new(name)),
+                    None if !self.preserve_unknown => {
+                        report.unknown_fields.push(FieldPath::new(name))
+                    }
                     None => {}
                 }
             }
             for name in &self.required {
                 if fields.get(name).is_none_or(Value::is_null) {
-                    report.errors.push(FieldError::required(&FieldPath::new(name)));
+                    report
+                        .errors
+                        .push(FieldError::required(&FieldPath::new(name)));
                 }
             }
         }
@@ -140,7 +154,9 @@ impl CompiledSchema {
         if let Some(expected) = self.type_mismatch(value) {
             let actual = json_type(value);
             let detail = format!("{path} in body must be of type {expected}: {actual:?}");
-            report.errors.push(FieldError::invalid(path, actual, detail));
+            report
+                .errors
+                .push(FieldError::invalid(path, actual, detail));
             return;
         }
         match value {
@@ -196,22 +212,33 @@ impl CompiledSchema {
             }
         }
         if self.date_time && !is_date_time(s) {
-            errors.push(FieldError::invalid(path, s, format!("{path} in body must be of type date-time: {s:?}")));
+            errors.push(FieldError::invalid(
+                path,
+                s,
+                format!("{path} in body must be of type date-time: {s:?}"),
+            ));
         }
     }
 
     fn check_number(&self, n: Option<i64>, path: &FieldPath, report: &mut SchemaReport) {
         let Some(n) = n else { return };
-        let (min, max) = (self.minimum.unwrap_or(i64::MIN), self.maximum.unwrap_or(i64::MAX));
+        let (min, max) = (
+            self.minimum.unwrap_or(i64::MIN),
+            self.maximum.unwrap_or(i64::MAX),
+        );
         report.errors.extend(FieldError::range(path, n, min, max));
     }
 
     fn check_array(&self, items: &[Value], path: &FieldPath, report: &mut SchemaReport) {
         if let Some(max) = self.max_items.filter(|max| items.len() > *max) {
-            report.errors.push(FieldError::too_many(path, items.len(), max));
+            report
+                .errors
+                .push(FieldError::too_many(path, items.len(), max));
         }
         if let Some(min) = self.min_items.filter(|min| items.len() < *min) {
-            report.errors.push(FieldError::min_items(path, items.len(), min));
+            report
+                .errors
+                .push(FieldError::min_items(path, items.len(), min));
         }
         if let Some(item_schema) = &self.items {
             for (i, item) in items.iter().enumerate() {
@@ -220,9 +247,16 @@ impl CompiledSchema {
         }
     }
 
-    fn check_object(&self, fields: &Map<String, Value>, path: &FieldPath, report: &mut SchemaReport) {
+    fn check_object(
+        &self,
+        fields: &Map<String, Value>,
+        path: &FieldPath,
+        report: &mut SchemaReport,
+    ) {
         if let Some(max) = self.max_properties.filter(|max| fields.len() > *max) {
-            report.errors.push(FieldError::too_many(path, fields.len(), max));
+            report
+                .errors
+                .push(FieldError::too_many(path, fields.len(), max));
         }
         for (name, value) in fields {
             if let Some(child) = self.properties.get(name) {
@@ -244,7 +278,12 @@ impl CompiledSchema {
 fn strings(value: Option<&Value>) -> Vec<String> {
     value
         .and_then(Value::as_array)
-        .map(|vs| vs.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .map(|vs| {
+            vs.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -271,7 +310,9 @@ fn is_date_time(s: &str) -> bool {
 fn strip_utc_offset(s: &str) -> Option<&str> {
     let (base, offset) = s.split_at(s.len().checked_sub(6)?);
     let b = offset.as_bytes();
-    let shaped = matches!(b[0], b'+' | b'-') && b[3] == b':' && [1, 2, 4, 5].iter().all(|i| b[*i].is_ascii_digit());
+    let shaped = matches!(b[0], b'+' | b'-')
+        && b[3] == b':'
+        && [1, 2, 4, 5].iter().all(|i| b[*i].is_ascii_digit());
     shaped.then_some(base)
 }
 
@@ -317,20 +358,33 @@ mod tests {
     }
 
     fn messages(object: Value) -> Vec<String> {
-        schema().check(&object).errors.iter().map(ToString::to_string).collect()
+        schema()
+            .check(&object)
+            .errors
+            .iter()
+            .map(ToString::to_string)
+            .collect()
     }
 
     #[test]
     fn accepts_a_valid_object_and_reports_unknown_fields() {
         let report = schema().check(&json!({"metadata": {"name": "x"}, "spec": {"name": "ab", "mode": "A", "weight": 5, "items": ["a"], "labels": {"k": "x"}, "limit": 3, "at": "2024-01-02T03:04:05Z", "extra": 1}}));
         assert_eq!(report.errors, vec![]);
-        assert_eq!(report.unknown_fields, vec![FieldPath::new("spec").child("extra")]);
+        assert_eq!(
+            report.unknown_fields,
+            vec![FieldPath::new("spec").child("extra")]
+        );
     }
 
     #[test]
     fn reports_each_kind_of_schema_error_like_the_apiserver() {
         assert_eq!(messages(json!({})), vec!["spec: Required value"]);
-        assert_eq!(messages(json!({"spec": {"name": 5}})), vec![r#"spec.name: Invalid value: "integer": spec.name in body must be of type string: "integer""#]);
+        assert_eq!(
+            messages(json!({"spec": {"name": 5}})),
+            vec![
+                r#"spec.name: Invalid value: "integer": spec.name in body must be of type string: "integer""#
+            ]
+        );
         assert_eq!(
             messages(json!({"spec": {"name": "Abcdef", "mode": "C", "weight": 0, "items": ["a", "b", "c"], "labels": {"a": "y", "b": "x"}, "limit": "x", "at": "yesterday"}})),
             vec![
@@ -345,8 +399,16 @@ mod tests {
                 "spec.weight: Invalid value: 0: spec.weight in body should be greater than or equal to 1",
             ]
         );
-        assert_eq!(messages(json!({"spec": {"name": ""}}))[0], "spec.name: Invalid value: \"\": spec.name in body should be at least 1 chars long");
-        assert_eq!(messages(json!({"spec": {"name": "a", "limit": true}})), vec![r#"spec.limit: Invalid value: "boolean": spec.limit in body must be of type integer or string: "boolean""#]);
+        assert_eq!(
+            messages(json!({"spec": {"name": ""}}))[0],
+            "spec.name: Invalid value: \"\": spec.name in body should be at least 1 chars long"
+        );
+        assert_eq!(
+            messages(json!({"spec": {"name": "a", "limit": true}})),
+            vec![
+                r#"spec.limit: Invalid value: "boolean": spec.limit in body must be of type integer or string: "boolean""#
+            ]
+        );
     }
 
     #[test]

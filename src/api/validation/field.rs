@@ -80,9 +80,16 @@ pub enum ErrorKind {
     /// `Required value`
     Required,
     /// `Invalid value: "<value>": <detail>` (or the value unquoted for numbers)
-    Invalid { value: String, quoted: bool, detail: String },
+    Invalid {
+        value: String,
+        quoted: bool,
+        detail: String,
+    },
     /// `Unsupported value: "<value>": supported values: "<a>", "<b>"`
-    NotSupported { value: String, supported: Vec<String> },
+    NotSupported {
+        value: String,
+        supported: Vec<String>,
+    },
     /// `Too long: may not be longer than <max>`
     TooLong { max: usize },
     /// `Too many: <count>: must have at most <max> items`
@@ -109,15 +116,28 @@ impl fmt::Display for ErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ErrorKind::Required => f.write_str("Required value"),
-            ErrorKind::Invalid { value, quoted: true, detail } => {
+            ErrorKind::Invalid {
+                value,
+                quoted: true,
+                detail,
+            } => {
                 write!(f, "Invalid value: {}: {detail}", quote(value))
             }
-            ErrorKind::Invalid { value, quoted: false, detail } => {
+            ErrorKind::Invalid {
+                value,
+                quoted: false,
+                detail,
+            } => {
                 write!(f, "Invalid value: {value}: {detail}")
             }
             ErrorKind::NotSupported { value, supported } => {
                 let supported: Vec<String> = supported.iter().map(|s| quote(s)).collect();
-                write!(f, "Unsupported value: {}: supported values: {}", quote(value), supported.join(", "))
+                write!(
+                    f,
+                    "Unsupported value: {}: supported values: {}",
+                    quote(value),
+                    supported.join(", ")
+                )
             }
             ErrorKind::TooLong { max } => write!(f, "Too long: may not be longer than {max}"),
             ErrorKind::TooMany { count, max } => {
@@ -144,7 +164,11 @@ pub struct FieldError {
 
 impl FieldError {
     fn new(path: &FieldPath, kind: ErrorKind) -> Self {
-        FieldError { path: path.clone(), kind, ratchets: true }
+        FieldError {
+            path: path.clone(),
+            kind,
+            ratchets: true,
+        }
     }
 
     /// `Required value`.
@@ -155,7 +179,14 @@ impl FieldError {
     /// `Invalid value: "<value>": <detail>`: the general form, used for runtime (RT) and kerf+ rules that name
     /// the offending value.
     pub fn invalid(path: &FieldPath, value: &str, detail: impl Into<String>) -> Self {
-        Self::new(path, ErrorKind::Invalid { value: value.to_owned(), quoted: true, detail: detail.into() })
+        Self::new(
+            path,
+            ErrorKind::Invalid {
+                value: value.to_owned(),
+                quoted: true,
+                detail: detail.into(),
+            },
+        )
     }
 
     /// A CEL rule with its message: `Invalid value: "<schema type>": <message>`.
@@ -165,19 +196,37 @@ impl FieldError {
 
     /// A schema pattern mismatch: `Invalid value: "<v>": <path> in body should match '<pattern>'`.
     pub fn pattern(path: &FieldPath, value: &str, pattern: &str) -> Self {
-        Self::invalid(path, value, format!("{path} in body should match '{pattern}'"))
+        Self::invalid(
+            path,
+            value,
+            format!("{path} in body should match '{pattern}'"),
+        )
     }
 
     /// A schema minimum: `Invalid value: <v>: <path> in body should be greater than or equal to <min>`.
     pub fn minimum(path: &FieldPath, value: i64, min: i64) -> Self {
         let detail = format!("{path} in body should be greater than or equal to {min}");
-        Self::new(path, ErrorKind::Invalid { value: value.to_string(), quoted: false, detail })
+        Self::new(
+            path,
+            ErrorKind::Invalid {
+                value: value.to_string(),
+                quoted: false,
+                detail,
+            },
+        )
     }
 
     /// A schema maximum: `Invalid value: <v>: <path> in body should be less than or equal to <max>`.
     pub fn maximum(path: &FieldPath, value: i64, max: i64) -> Self {
         let detail = format!("{path} in body should be less than or equal to {max}");
-        Self::new(path, ErrorKind::Invalid { value: value.to_string(), quoted: false, detail })
+        Self::new(
+            path,
+            ErrorKind::Invalid {
+                value: value.to_string(),
+                quoted: false,
+                detail,
+            },
+        )
     }
 
     /// Checks `min <= value <= max` and returns the schema error, if any.
@@ -193,19 +242,36 @@ impl FieldError {
 
     /// A schema minLength: `Invalid value: "<v>": <path> in body should be at least <n> chars long`.
     pub fn min_length(path: &FieldPath, value: &str, min: usize) -> Self {
-        Self::invalid(path, value, format!("{path} in body should be at least {min} chars long"))
+        Self::invalid(
+            path,
+            value,
+            format!("{path} in body should be at least {min} chars long"),
+        )
     }
 
     /// A schema minItems: `Invalid value: <count>: <path> in body should have at least <n> items`.
     pub fn min_items(path: &FieldPath, count: usize, min: usize) -> Self {
         let detail = format!("{path} in body should have at least {min} items");
-        Self::new(path, ErrorKind::Invalid { value: count.to_string(), quoted: false, detail })
+        Self::new(
+            path,
+            ErrorKind::Invalid {
+                value: count.to_string(),
+                quoted: false,
+                detail,
+            },
+        )
     }
 
     /// A schema enum mismatch.
     pub fn not_supported(path: &FieldPath, value: &str, supported: &[&str]) -> Self {
         let supported = supported.iter().map(|s| (*s).to_owned()).collect();
-        Self::new(path, ErrorKind::NotSupported { value: value.to_owned(), supported })
+        Self::new(
+            path,
+            ErrorKind::NotSupported {
+                value: value.to_owned(),
+                supported,
+            },
+        )
     }
 
     /// A schema maxLength.
@@ -220,7 +286,12 @@ impl FieldError {
 
     /// A repeated member of a set-typed list, at the repeated item's path.
     pub fn duplicate(path: &FieldPath, value: &str) -> Self {
-        Self::new(path, ErrorKind::Duplicate { value: value.to_owned() })
+        Self::new(
+            path,
+            ErrorKind::Duplicate {
+                value: value.to_owned(),
+            },
+        )
     }
 
     /// Marks a transition rule, which UPDATE ratcheting never drops.
@@ -267,7 +338,11 @@ pub struct Invalid {
 
 impl fmt::Display for Invalid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{} {:?} is invalid: ", self.kind, self.group, self.name)?;
+        write!(
+            f,
+            "{}.{} {:?} is invalid: ",
+            self.kind, self.group, self.name
+        )?;
         match self.errors.as_slice() {
             [one] => write!(f, "{one}"),
             many => {
@@ -287,32 +362,67 @@ mod tests {
     #[test]
     fn paths_render_like_the_apiserver() {
         let reqs = FieldPath::new("spec").child("template.spec.requirements");
-        assert_eq!(reqs.index(4).child("key").to_string(), "spec.template.spec.requirements[4].key");
+        assert_eq!(
+            reqs.index(4).child("key").to_string(),
+            "spec.template.spec.requirements[4].key"
+        );
         let labels = FieldPath::new("spec").child("template.metadata.labels");
-        assert_eq!(labels.key("a/b~c").to_string(), "spec.template.metadata.labels[a/b~c]");
-        assert_eq!(labels.key("a/b~c").json_pointer(), "/spec/template/metadata/labels/a~1b~0c");
-        assert_eq!(reqs.index(2).json_pointer(), "/spec/template/spec/requirements/2");
+        assert_eq!(
+            labels.key("a/b~c").to_string(),
+            "spec.template.metadata.labels[a/b~c]"
+        );
+        assert_eq!(
+            labels.key("a/b~c").json_pointer(),
+            "/spec/template/metadata/labels/a~1b~0c"
+        );
+        assert_eq!(
+            reqs.index(2).json_pointer(),
+            "/spec/template/spec/requirements/2"
+        );
     }
 
     #[test]
     fn errors_render_like_the_apiserver() {
-        let key = FieldPath::new("spec").child("template.spec.requirements").index(4).child("key");
-        let err = FieldError::rule(&key, SchemaType::String, "label domain \"karpenter.sh\" is restricted");
-        let one = Invalid { kind: "NodePool".into(), group: "karpenter.sh".into(), name: "default".into(), errors: vec![err.clone()] };
+        let key = FieldPath::new("spec")
+            .child("template.spec.requirements")
+            .index(4)
+            .child("key");
+        let err = FieldError::rule(
+            &key,
+            SchemaType::String,
+            "label domain \"karpenter.sh\" is restricted",
+        );
+        let one = Invalid {
+            kind: "NodePool".into(),
+            group: "karpenter.sh".into(),
+            name: "default".into(),
+            errors: vec![err.clone()],
+        };
         assert_eq!(
             one.to_string(),
             r#"NodePool.karpenter.sh "default" is invalid: spec.template.spec.requirements[4].key: Invalid value: "string": label domain "karpenter.sh" is restricted"#
         );
         let weight = FieldPath::new("spec").child("weight");
-        let two = Invalid { errors: vec![err, FieldError::minimum(&weight, 0, 1)], ..one };
+        let two = Invalid {
+            errors: vec![err, FieldError::minimum(&weight, 0, 1)],
+            ..one
+        };
         assert!(two.to_string().ends_with(
             r#"is invalid: [spec.template.spec.requirements[4].key: Invalid value: "string": label domain "karpenter.sh" is restricted, spec.weight: Invalid value: 0: spec.weight in body should be greater than or equal to 1]"#
         ));
         let policy = FieldPath::new("spec").child("disruption.consolidationPolicy");
         assert_eq!(
-            FieldError::not_supported(&policy, "WhenUnderutilized", &["WhenEmpty", "WhenEmptyOrUnderutilized"]).to_string(),
+            FieldError::not_supported(
+                &policy,
+                "WhenUnderutilized",
+                &["WhenEmpty", "WhenEmptyOrUnderutilized"]
+            )
+            .to_string(),
             r#"spec.disruption.consolidationPolicy: Unsupported value: "WhenUnderutilized": supported values: "WhenEmpty", "WhenEmptyOrUnderutilized""#
         );
-        assert_eq!(FieldError::too_many(&weight, 101, 100).to_string(), "spec.weight: Too many: 101: must have at most 100 items");
+        assert_eq!(
+            FieldError::too_many(&weight, 101, 100).to_string(),
+            "spec.weight: Too many: 101: must have at most 100 items"
+        );
     }
 }

@@ -22,7 +22,8 @@ fn is_name_part(s: &str) -> bool {
         (Some(first), Some(last)) => {
             first.is_ascii_alphanumeric()
                 && last.is_ascii_alphanumeric()
-                && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+                && b.iter()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
         }
         _ => false,
     }
@@ -35,7 +36,9 @@ fn is_dns_subdomain_shape(s: &str) -> bool {
         match (b.first(), b.last()) {
             (Some(first), Some(last)) => {
                 let lower_alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-                lower_alnum(first) && lower_alnum(last) && b.iter().all(|c| lower_alnum(c) || *c == b'-')
+                lower_alnum(first)
+                    && lower_alnum(last)
+                    && b.iter().all(|c| lower_alnum(c) || *c == b'-')
             }
             _ => false,
         }
@@ -111,7 +114,8 @@ pub fn is_quantity(s: &str) -> bool {
         return false;
     }
     match suffix {
-        "" | "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" | "n" | "u" | "m" | "k" | "M" | "G" | "T" | "P" | "E" => true,
+        "" | "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" | "n" | "u" | "m" | "k" | "M" | "G" | "T"
+        | "P" | "E" => true,
         exponent => match exponent.strip_prefix(['e', 'E']) {
             Some(exp) => {
                 let exp = exp.strip_prefix(['+', '-']).unwrap_or(exp);
@@ -174,7 +178,9 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, DurationError> {
             _ => return Err(DurationError::Malformed),
         };
         // A run of digits too long for u128 overflows any duration anyway.
-        let value: u128 = rest[..digits].parse().map_err(|_| DurationError::Overflow)?;
+        let value: u128 = rest[..digits]
+            .parse()
+            .map_err(|_| DurationError::Overflow)?;
         total = value
             .checked_mul(unit_nanos)
             .and_then(|nanos| total.checked_add(nanos))
@@ -194,19 +200,41 @@ mod tests {
 
     #[test]
     fn qualified_names() {
-        for ok in ["app", "example.com/MyName", "node.kubernetes.io/instance-type", "a_b.c-d", "A1"] {
+        for ok in [
+            "app",
+            "example.com/MyName",
+            "node.kubernetes.io/instance-type",
+            "a_b.c-d",
+            "A1",
+        ] {
             assert!(matches_qualified_name_pattern(ok), "{ok}");
             assert!(qualified_name_problems(ok).is_empty(), "{ok}");
         }
-        for bad in ["", "-a", "a-", "Example.com/x", "a/b/c", "/x", "x/", "spaces are not allowed", "a..b/c"] {
+        for bad in [
+            "",
+            "-a",
+            "a-",
+            "Example.com/x",
+            "a/b/c",
+            "/x",
+            "x/",
+            "spaces are not allowed",
+            "a..b/c",
+        ] {
             assert!(!matches_qualified_name_pattern(bad), "{bad}");
             assert!(!qualified_name_problems(bad).is_empty(), "{bad}");
         }
         let long_name = "a".repeat(64);
         assert!(matches_qualified_name_pattern(&long_name));
-        assert_eq!(qualified_name_problems(&long_name), vec!["name part must be no more than 63 characters"]);
+        assert_eq!(
+            qualified_name_problems(&long_name),
+            vec!["name part must be no more than 63 characters"]
+        );
         let long_prefix = format!("{}.com/x", "a".repeat(250));
-        assert_eq!(qualified_name_problems(&long_prefix), vec!["prefix part must be no more than 253 characters"]);
+        assert_eq!(
+            qualified_name_problems(&long_prefix),
+            vec!["prefix part must be no more than 253 characters"]
+        );
     }
 
     #[test]
@@ -217,15 +245,22 @@ mod tests {
         assert!(!matches_label_value_pattern("-a"));
         assert!(!matches_label_value_pattern("a b"));
         assert!(matches_label_value_pattern(&"a".repeat(64)));
-        assert_eq!(label_value_problems(&"a".repeat(64)), vec!["must be no more than 63 characters"]);
+        assert_eq!(
+            label_value_problems(&"a".repeat(64)),
+            vec!["must be no more than 63 characters"]
+        );
     }
 
     #[test]
     fn quantities() {
-        for ok in ["5", "5.", "5.5", ".5", "+1", "-1", "100m", "1Gi", "2e3", "2E-3", "1.5e+2", "1k", "1E"] {
+        for ok in [
+            "5", "5.", "5.5", ".5", "+1", "-1", "100m", "1Gi", "2e3", "2E-3", "1.5e+2", "1k", "1E",
+        ] {
             assert!(is_quantity(ok), "{ok}");
         }
-        for bad in ["", ".", "1GB", "Gi", "1 Gi", "1e", "1e1.5.", "--1", "1ki", "e3"] {
+        for bad in [
+            "", ".", "1GB", "Gi", "1 Gi", "1e", "1e1.5.", "--1", "1ki", "e3",
+        ] {
             assert!(!is_quantity(bad), "{bad}");
         }
     }
@@ -239,10 +274,15 @@ mod tests {
         assert_eq!(secs("1h1h"), Ok(7200));
         assert_eq!(secs("720h"), Ok(2_592_000));
         assert_eq!(secs("2562047h"), Ok(2562047 * 3600));
-        for bad in ["", "1.5h", "-1s", "1d", "1hr", "500ms", "1h 30m", "h", "Never"] {
+        for bad in [
+            "", "1.5h", "-1s", "1d", "1hr", "500ms", "1h 30m", "h", "Never",
+        ] {
             assert_eq!(parse_duration(bad), Err(DurationError::Malformed), "{bad}");
         }
         assert_eq!(parse_duration("2562048h"), Err(DurationError::Overflow));
-        assert_eq!(parse_duration("99999999999999999999999999999999999999999h"), Err(DurationError::Overflow));
+        assert_eq!(
+            parse_duration("99999999999999999999999999999999999999999h"),
+            Err(DurationError::Overflow)
+        );
     }
 }

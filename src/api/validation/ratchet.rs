@@ -28,13 +28,20 @@ mod tests {
         let group = FieldPath::new("spec").child("template.spec.nodeClassRef");
         let errors = vec![
             FieldError::minimum(&weight, 0, 1),
-            FieldError::rule(&group, super::super::SchemaType::Object, "nodeClassRef.group is immutable").never_ratchets(),
+            FieldError::rule(
+                &group,
+                super::super::SchemaType::Object,
+                "nodeClassRef.group is immutable",
+            )
+            .never_ratchets(),
         ];
-        let old = json!({"spec": {"weight": 0, "template": {"spec": {"nodeClassRef": {"group": "a"}}}}});
+        let old =
+            json!({"spec": {"weight": 0, "template": {"spec": {"nodeClassRef": {"group": "a"}}}}});
         let same = old.clone();
         let kept = ratchet(errors.clone(), &same, &old);
         assert_eq!(kept.len(), 1, "the transition rule stays");
-        let changed = json!({"spec": {"weight": -1, "template": {"spec": {"nodeClassRef": {"group": "a"}}}}});
+        let changed =
+            json!({"spec": {"weight": -1, "template": {"spec": {"nodeClassRef": {"group": "a"}}}}});
         assert_eq!(ratchet(errors, &changed, &old).len(), 2);
     }
 }

@@ -1,0 +1,39 @@
+//! The `kerf` command line.
+
+pub mod validate;
+pub mod webhook;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "kerf",
+    version,
+    about = "A Kubernetes node provisioner for AWS, API-compatible with Karpenter v1"
+)]
+pub struct Cli {
+    /// Log format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+    /// Log filter, e.g. `info` or `kerf=debug`.
+    #[arg(long, env = "LOG_LEVEL", default_value = "info", global = true)]
+    pub log_level: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Apply the webhooks' defaulting and validation to manifests, offline.
+    Validate(validate::ValidateArgs),
+    /// Serve the admission webhooks over HTTPS.
+    Webhook(webhook::WebhookArgs),
+    /// Print the CustomResourceDefinitions.
+    Crds,
+}

@@ -1,0 +1,87 @@
+//! What an application implements per kind, and what a hook may answer.
+
+use kube_core::{
+    admission::AdmissionRequest,
+    response::{reason, StatusCause},
+    DynamicObject,
+};
+use serde_json::Value;
+
+/// Admission logic for one kind. Both methods are plain synchronous functions of the request;
+/// the server runs them on a blocking thread, under the request deadline, and survives their
+/// panics.
+///
+/// Each side has a default (leave unchanged, allow), so a hook implements only what it needs.
+pub trait AdmissionHook: Send + Sync + 'static {
+    /// Defaulting, called for `POST /mutate`. Return the object as it should be stored; the
+    /// server turns the difference from the request's raw object into a JSON Patch.
+    fn mutate(&self, request: &AdmissionRequest<DynamicObject>) -> Result<Mutated, Denial> {
+        let _ = request;
+        Ok(Mutated::default())
+    }
+
+    /// Validation, called for `POST /validate`: warnings to allow, a [`Denial`] to refuse.
+    fn validate(&self, request: &AdmissionRequest<DynamicObject>) -> Result<Vec<String>, Denial> {
+        let _ = request;
+        Ok(Vec::new())
+    }
+}
+
+/// The outcome of defaulting.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Mutated {
+    /// The whole object after defaulting, or `None` when nothing changes.
+    pub object: Option<Value>,
+    /// Shown to the client (kubectl prints them) without failing the request.
+    pub warnings: Vec<String>,
+}
+
+/// A refusal, shaped like the `Status` the apiserver relays to the client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Denial {
+    /// HTTP-style code: 422 for an invalid object, 403 for a forbidden operation.
+    pub code: u16,
+    /// Machine-readable reason, e.g. `Invalid` or `Forbidden`.
+    pub reason: String,
+    /// What the user reads after "admission webhook … denied the request:".
+    pub message: String,
+    /// One entry per offending field.
+    pub causes: Vec<StatusCause>,
+}
+
+impl Denial {
+    /// The object breaks a rule: 422 `Invalid`.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(422, reason::INVALID, message)
+    }
+
+    /// The operation is not allowed whatever the object: 403 `Forbidden`.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(403, reason::FORBIDDEN, message)
+    }
+
+    fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            reason: reason.to_owned(),
+            message: message.into(),
+            causes: Vec::new(),
+        }
+    }
+
+    /// Adds a cause, e.g. `("FieldValueInvalid", "spec.limits.cpu", "must be positive")`.
+    #[must_use]
+    pub fn with_cause(
+        mut self,
+        reason: impl Into<String>,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        self.causes.push(StatusCause {
+            reason: reason.into(),
+            message: message.into(),
+            field: field.into(),
+        });
+        self
+    }
+}

@@ -1,0 +1,335 @@
+//! The router in-process (`Router::oneshot`): dispatch, patches, denials, limits, failures,
+//! health and metrics.
+
+mod common;
+
+use std::{
+    sync::{mpsc, Mutex},
+    time::Duration,
+};
+
+use axum::{
+    body::Body,
+    http::{Method, Request, StatusCode},
+    Router,
+};
+use base64::Engine;
+use common::{review, webhooks, widget, GROUP};
+use kerf_webhooks::{AdmissionHook, AdmissionRequest, Denial, DynamicObject, Mutated, ReadyFlag};
+use prometheus_client::{metrics::counter::Counter, registry::Registry};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+async fn call(router: &Router, method: Method, path: &str, body: Body) -> (StatusCode, String) {
+    let request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json")
+        .body(body)
+        .expect("request");
+    let response = router.clone().oneshot(request).await.expect("infallible");
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .expect("body");
+    (status, String::from_utf8(bytes.to_vec()).expect("utf-8"))
+}
+
+/// POSTs a review and returns its `response` object, asserting a 200.
+async fn admit(router: &Router, path: &str, review: &Value) -> Value {
+    let body = Body::from(serde_json::to_vec(review).expect("json"));
+    let (status, text) = call(router, Method::POST, path, body).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let mut answer: Value = serde_json::from_str(&text).expect("json answer");
+    assert_eq!(answer["apiVersion"], "admission.k8s.io/v1");
+    assert_eq!(answer["kind"], "AdmissionReview");
+    assert_eq!(answer["response"]["uid"], review["request"]["uid"]);
+    answer["response"].take()
+}
+
+fn decode_patch(response: &Value) -> json_patch::Patch {
+    assert_eq!(response["patchType"], "JSONPatch");
+    let encoded = response["patch"]
+        .as_str()
+        .expect("patch is a base64 string");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .expect("base64");
+    serde_json::from_slice(&bytes).expect("JSON Patch")
+}
+
+#[tokio::test]
+async fn mutate_patches_the_raw_object_into_the_defaulted_one() {
+    let router = webhooks().into_router();
+    let object = widget(json!({"color": "blue"}));
+    let response = admit(&router, "/mutate", &review(GROUP, "Widget", object.clone())).await;
+    assert_eq!(response["allowed"], true);
+    assert_eq!(
+        response["warnings"],
+        json!(["spec.size defaulted to medium"])
+    );
+
+    let patch = decode_patch(&response);
+    let mut patched = object.clone();
+    json_patch::patch(&mut patched, &patch.0).expect("applies");
+    let mut expected = object;
+    expected["spec"]["size"] = json!("medium");
+    assert_eq!(patched, expected);
+    assert_eq!(
+        patch.0.len(),
+        1,
+        "only the default, nothing else: {patch:?}"
+    );
+}
+
+#[tokio::test]
+async fn mutate_without_changes_sends_no_patch() {
+    let router = webhooks().into_router();
+    let object = widget(json!({"size": "small"}));
+    let response = admit(&router, "/mutate", &review(GROUP, "Widget", object)).await;
+    assert_eq!(
+        response,
+        json!({"uid": "705ab4f5-6393-11e8-b7cc-42010a800002", "allowed": true})
+    );
+}
+
+#[tokio::test]
+async fn denial_carries_code_reason_message_and_causes() {
+    let router = webhooks().into_router();
+    let object = widget(json!({"size": "huge"}));
+    let response = admit(&router, "/validate", &review(GROUP, "Widget", object)).await;
+    assert_eq!(response["allowed"], false);
+    assert_eq!(
+        response["status"],
+        json!({
+            "status": "Failure",
+            "code": 422,
+            "reason": "Invalid",
+            "message": r#"Widget.example.com "w" is invalid: spec.size: Unsupported value: "huge""#,
+            "details": {
+                "name": "w",
+                "group": "example.com",
+                "kind": "Widget",
+                "causes": [{
+                    "reason": "FieldValueNotSupported",
+                    "message": r#"Unsupported value: "huge""#,
+                    "field": "spec.size"
+                }]
+            }
+        })
+    );
+}
+
+#[tokio::test]
+async fn validation_warnings_pass_through() {
+    let router = webhooks().into_router();
+    let object = widget(json!({"size": "small", "color": "pink"}));
+    let response = admit(&router, "/validate", &review(GROUP, "Widget", object)).await;
+    assert_eq!(response["allowed"], true);
+    assert_eq!(response["warnings"], json!(["pink widgets are deprecated"]));
+}
+
+struct Gadgets;
+
+impl AdmissionHook for Gadgets {
+    fn validate(&self, _: &AdmissionRequest<DynamicObject>) -> Result<Vec<String>, Denial> {
+        Err(Denial::forbidden("gadgets are read-only"))
+    }
+}
+
+#[tokio::test]
+async fn dispatches_on_group_and_kind() {
+    let router = webhooks().hook(GROUP, "Gadget", Gadgets).into_router();
+    let object = widget(json!({"size": "small"}));
+
+    let gadget = admit(
+        &router,
+        "/validate",
+        &review(GROUP, "Gadget", object.clone()),
+    )
+    .await;
+    assert_eq!(gadget["status"]["code"], 403);
+    assert_eq!(gadget["status"]["reason"], "Forbidden");
+    assert_eq!(gadget["status"]["message"], "gadgets are read-only");
+
+    let widget = admit(
+        &router,
+        "/validate",
+        &review(GROUP, "Widget", object.clone()),
+    )
+    .await;
+    assert_eq!(widget["allowed"], true);
+
+    // Gadgets implement only validation: mutation leaves them alone.
+    let mutated = admit(&router, "/mutate", &review(GROUP, "Gadget", object.clone())).await;
+    assert_eq!(mutated["allowed"], true);
+    assert!(mutated.get("patch").is_none());
+
+    // Same kind name, other group: no hook.
+    let other = admit(
+        &router,
+        "/validate",
+        &review("other.example.com", "Gadget", object),
+    )
+    .await;
+    assert_eq!(other["allowed"], true);
+}
+
+#[tokio::test]
+async fn unknown_kinds_are_allowed_unchanged() {
+    let router = webhooks().into_router();
+    let object = widget(json!({"size": "huge"}));
+    for path in ["/mutate", "/validate"] {
+        let response = admit(&router, path, &review(GROUP, "Sprocket", object.clone())).await;
+        assert_eq!(
+            response,
+            json!({"uid": "705ab4f5-6393-11e8-b7cc-42010a800002", "allowed": true})
+        );
+    }
+}
+
+#[tokio::test]
+async fn bad_requests_get_400_naming_the_problem() {
+    let router = webhooks().into_router();
+    let mut no_request = review(GROUP, "Widget", widget(json!({})));
+    no_request
+        .as_object_mut()
+        .expect("object")
+        .remove("request");
+    let mut old_version = review(GROUP, "Widget", widget(json!({})));
+    old_version["apiVersion"] = json!("admission.k8s.io/v1beta1");
+    let cases = [
+        ("{not json".to_owned(), "the body is not JSON: "),
+        (no_request.to_string(), "the AdmissionReview has no request"),
+        (old_version.to_string(), r#"expected apiVersion "admission.k8s.io/v1", got "admission.k8s.io/v1beta1""#),
+        (r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x"}}"#.to_owned(), "the AdmissionReview request is malformed: missing field"),
+    ];
+    for (body, expected) in cases {
+        let (status, text) = call(&router, Method::POST, "/validate", Body::from(body)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(
+            text.starts_with(expected),
+            "{text:?} should start with {expected:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn bodies_over_3_mib_get_413() {
+    let router = webhooks().into_router();
+    let mut huge = review(GROUP, "Widget", widget(json!({})));
+    huge["request"]["object"]["spec"]["blob"] = json!("x".repeat(4 * 1024 * 1024));
+    let body = Body::from(huge.to_string());
+    let (status, text) = call(&router, Method::POST, "/mutate", body).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(text, "the AdmissionReview is larger than 3145728 bytes");
+}
+
+struct Bomb;
+
+impl AdmissionHook for Bomb {
+    fn mutate(&self, _: &AdmissionRequest<DynamicObject>) -> Result<Mutated, Denial> {
+        panic!("boom")
+    }
+}
+
+#[tokio::test]
+async fn a_panicking_hook_gets_500_and_the_server_carries_on() {
+    let router = webhooks().hook(GROUP, "Bomb", Bomb).into_router();
+    let body = || Body::from(review(GROUP, "Bomb", widget(json!({}))).to_string());
+    for _ in 0..2 {
+        let (status, text) = call(&router, Method::POST, "/mutate", body()).await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(
+            text,
+            "the Bomb admission hook failed; see the webhook's log"
+        );
+    }
+    let response = admit(
+        &router,
+        "/validate",
+        &review(GROUP, "Widget", widget(json!({}))),
+    )
+    .await;
+    assert_eq!(response["allowed"], true);
+}
+
+/// Blocks until the test drops the sender, i.e. longer than any timeout under test.
+struct Sloth(Mutex<mpsc::Receiver<()>>);
+
+impl AdmissionHook for Sloth {
+    fn validate(&self, _: &AdmissionRequest<DynamicObject>) -> Result<Vec<String>, Denial> {
+        let _ = self.0.lock().map(|receiver| receiver.recv());
+        Ok(Vec::new())
+    }
+}
+
+#[tokio::test]
+async fn a_slow_hook_gets_503_at_the_deadline() {
+    let (_release, receiver) = mpsc::channel::<()>();
+    let router = webhooks()
+        .hook(GROUP, "Sloth", Sloth(Mutex::new(receiver)))
+        .timeout(Duration::from_millis(200))
+        .into_router();
+    let body = Body::from(review(GROUP, "Sloth", widget(json!({}))).to_string());
+    let (status, text) = call(&router, Method::POST, "/validate", body).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(text, "the Sloth admission hook did not answer within 200ms");
+}
+
+#[tokio::test]
+async fn health_and_readiness() {
+    let ready = ReadyFlag::new(false);
+    let router = webhooks().readiness(ready.clone()).into_router();
+    let get = |path| call(&router, Method::GET, path, Body::empty());
+    assert_eq!(get("/healthz").await, (StatusCode::OK, "ok".to_owned()));
+    assert_eq!(
+        get("/readyz").await,
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready".to_owned())
+    );
+    ready.set(true);
+    assert_eq!(get("/readyz").await, (StatusCode::OK, "ok".to_owned()));
+}
+
+#[tokio::test]
+async fn metrics_count_requests_denials_and_durations() {
+    let mut registry = Registry::default();
+    let app_counter = Counter::<u64>::default();
+    registry.register(
+        "app_things",
+        "Things the application counts",
+        app_counter.clone(),
+    );
+    app_counter.inc();
+    let router = webhooks().registry(registry).into_router();
+
+    admit(
+        &router,
+        "/validate",
+        &review(GROUP, "Widget", widget(json!({"size": "huge"}))),
+    )
+    .await;
+    admit(
+        &router,
+        "/mutate",
+        &review(GROUP, "Widget", widget(json!({}))),
+    )
+    .await;
+    call(&router, Method::POST, "/validate", Body::from("{")).await;
+
+    let (status, text) = call(&router, Method::GET, "/metrics", Body::empty()).await;
+    assert_eq!(status, StatusCode::OK);
+    for line in [
+        r#"kerf_webhook_requests_total{path="/validate",kind="Widget",operation="CREATE",result="denied"} 1"#,
+        r#"kerf_webhook_requests_total{path="/mutate",kind="Widget",operation="CREATE",result="allowed"} 1"#,
+        r#"kerf_webhook_requests_total{path="/validate",kind="",operation="",result="error"} 1"#,
+        r#"kerf_webhook_denials_total{kind="Widget"} 1"#,
+        r#"kerf_webhook_request_duration_seconds_count{path="/mutate",kind="Widget"} 1"#,
+        "app_things_total 1",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "missing {line:?} in\n{text}"
+        );
+    }
+}
