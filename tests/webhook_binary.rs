@@ -50,6 +50,8 @@ async fn start() -> Webhook {
     let ca = Certificate::from_pem(certs.ca_cert_pem.as_bytes()).expect("ca");
     let client = Client::builder()
         .tls_certs_only([ca])
+        // A connection the server closed after refusing an oversized body must not be reused.
+        .pool_max_idle_per_host(0)
         .timeout(Duration::from_secs(10))
         .build()
         .expect("client");
