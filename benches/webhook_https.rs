@@ -5,14 +5,17 @@
 //!
 //! 1. criterion group `webhook_https`: one review at a time on a keep-alive connection, for an
 //!    allowed NodePool (`validate_nodepool`) and a denied one (`validate_nodepool_invalid`);
-//! 2. a load phase printed afterwards: per-request latency percentiles and reviews/s, first on
-//!    one connection, then on 64 concurrent connections (64 tasks, a client each).
+//! 2. load phases printed afterwards, with per-request latency percentiles and reviews/s: one
+//!    connection back to back; 64 concurrent connections (64 tasks, a client each) back to back,
+//!    which finds the throughput; and the same 64 connections offering a fixed total rate (the
+//!    5,000 reviews/s target), which shows latency at that load rather than at saturation.
 //!
 //! The server runs on its own runtime (2 worker threads) and the load on another (2 threads).
 //! Both share the machine's cores, so the figures are conservative for a dedicated server.
 //!
 //! `cargo bench -p kerf --bench webhook_https`; `KERF_BENCH_SECONDS` sets the length of each
-//! load phase (default 10; 0 skips them). Under `cargo test` the load phases are a short smoke run.
+//! load phase (default 10; 0 skips them), `KERF_BENCH_RATE` the paced phase's reviews/s
+//! (default 5000; 0 skips it). Under `cargo test` the load phases are a short smoke run.
 
 use std::{
     sync::Arc,
@@ -35,6 +38,8 @@ const CONNECTIONS: usize = 64;
 const WARM_UP: Duration = Duration::from_secs(1);
 /// Default length of a load phase's measurement.
 const DEFAULT_SECONDS: u64 = 10;
+/// Offered load of the paced phase, in reviews/s over all connections: the throughput target.
+const DEFAULT_RATE: f64 = 5000.0;
 /// Bounds every loop besides its deadline.
 const MAX_REQUESTS_PER_CONNECTION: usize = 2_000_000;
 /// A load task gives up after this many failed requests.
@@ -215,6 +220,8 @@ fn single_requests(
 /// What one load phase saw.
 struct Report {
     connections: usize,
+    /// The offered rate in reviews/s, when the phase was paced.
+    rate: Option<f64>,
     latencies: Vec<Duration>,
     failures: u64,
     first_failure: Option<String>,
@@ -229,9 +236,20 @@ impl Report {
     }
 
     fn print(&self) {
+        if self.latencies.is_empty() {
+            println!(
+                "load {:>2} connection(s): no successful review, {} failed; first failure: {:?}",
+                self.connections, self.failures, self.first_failure
+            );
+            return;
+        }
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let pace = self.rate.map_or_else(
+            || "back to back".to_owned(),
+            |rate| format!("paced at {rate:.0}/s"),
+        );
         println!(
-            "load {:>2} connection(s): {} reviews in {:.2} s = {:.0} reviews/s; \
+            "load {:>2} connection(s), {pace}: {} reviews in {:.2} s = {:.0} reviews/s; \
              p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms, max {:.3} ms; {} failed",
             self.connections,
             self.latencies.len(),
@@ -249,13 +267,15 @@ impl Report {
     }
 }
 
-/// `connections` tasks, each with its own client and connection, sending `body` back to back
-/// for `warm_up` then `measure`; latencies are recorded for requests started after the warm-up.
+/// `connections` tasks, each with its own client and connection, sending `body` for `warm_up`
+/// then `measure`: back to back, or spread evenly to offer `rate` reviews/s in total. Latencies
+/// are recorded for requests sent after the warm-up, from send to the whole answer.
 fn load_phase(
     load: &Runtime,
     fixture: &Fixture,
     body: &'static [u8],
     connections: usize,
+    rate: Option<f64>,
     warm_up: Duration,
     measure: Duration,
 ) -> Report {
@@ -263,15 +283,22 @@ fn load_phase(
         let started = Instant::now();
         let measure_from = started + warm_up;
         let until = measure_from + measure;
+        // Each connection sends every `connections / rate` s, the connections staggered.
+        let interval = rate.map(|rate| Duration::from_secs_f64(connections as f64 / rate));
         let tasks: Vec<_> = (0..connections)
-            .map(|_| {
+            .map(|i| {
                 let client = client(&fixture.ca);
                 let url = fixture.url.clone();
-                tokio::spawn(connection(client, url, body, measure_from, until))
+                let pace = interval.map(|interval| Pace {
+                    first: started + interval.mul_f64(i as f64 / connections as f64),
+                    interval,
+                });
+                tokio::spawn(connection(client, url, body, pace, measure_from, until))
             })
             .collect();
         let mut report = Report {
             connections,
+            rate,
             latencies: Vec::new(),
             failures: 0,
             first_failure: None,
@@ -289,18 +316,34 @@ fn load_phase(
     })
 }
 
+/// When a paced connection sends: at `first`, then every `interval` (or as soon as the
+/// previous answer arrives, if that is later).
+#[derive(Clone, Copy)]
+struct Pace {
+    first: Instant,
+    interval: Duration,
+}
+
 /// One load task: latencies of its successful reviews, its failures and the first one's text.
 async fn connection(
     client: Client,
     url: String,
     body: &'static [u8],
+    pace: Option<Pace>,
     measure_from: Instant,
     until: Instant,
 ) -> (Vec<Duration>, u64, Option<String>) {
     let mut latencies = Vec::with_capacity(64 * 1024);
     let mut failures = 0;
     let mut first_failure = None;
-    for _ in 0..MAX_REQUESTS_PER_CONNECTION {
+    for n in 0..MAX_REQUESTS_PER_CONNECTION {
+        if let Some(Pace { first, interval }) = pace {
+            let at = first + interval.mul_f64(n as f64);
+            if at >= until {
+                break;
+            }
+            tokio::time::sleep_until(at.into()).await;
+        }
         let sent = Instant::now();
         if sent >= until || failures >= MAX_FAILURES_PER_CONNECTION {
             break;
@@ -371,12 +414,21 @@ fn main() {
                 measure.as_secs_f64()
             );
             let mut failed = false;
-            for connections in [1, CONNECTIONS] {
+            let rate = std::env::var("KERF_BENCH_RATE")
+                .ok()
+                .map(|s| s.parse::<f64>().expect("KERF_BENCH_RATE: reviews/s"))
+                .unwrap_or(DEFAULT_RATE);
+            let mut phases = vec![(1, None), (CONNECTIONS, None)];
+            if rate > 0.0 {
+                phases.push((CONNECTIONS, Some(rate)));
+            }
+            for (connections, rate) in phases {
                 let report = load_phase(
                     &load_runtime,
                     &fixture,
                     valid,
                     connections,
+                    rate,
                     warm_up,
                     measure,
                 );
