@@ -369,6 +369,10 @@ fn runtime(name: &str) -> Runtime {
         .expect("runtime")
 }
 
+/// The same allocator as the `kerf` binary, so the server in this process behaves like the real one.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let args: Vec<String> = std::env::args().collect();

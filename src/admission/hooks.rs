@@ -1,26 +1,25 @@
 //! kerf's kinds plugged into the generic webhook server: each hook runs the admission pipeline.
 
 use super::KindAdmission;
-use kerf_webhooks::{AdmissionHook, AdmissionRequest, Denial, DynamicObject, Mutated};
-use kube::core::admission::Operation;
-use serde_json::Value;
+use kerf_webhooks::{AdmissionHook, Denial, Mutated, Operation, ReviewRequest};
 
 /// The webhook side of a [`KindAdmission`]: defaulting on `/mutate`, validation on `/validate`.
 pub struct ObjectHook(pub &'static KindAdmission);
 
-fn to_json(object: Option<&DynamicObject>) -> Option<Value> {
-    object.and_then(|o| serde_json::to_value(o).ok())
-}
-
 impl AdmissionHook for ObjectHook {
-    fn mutate(&self, request: &AdmissionRequest<DynamicObject>) -> Result<Mutated, Denial> {
-        let Some(object) = to_json(request.object.as_ref()) else {
+    /// Defaulting and validation are pure and take about a tenth of a millisecond.
+    fn runs_inline(&self) -> bool {
+        true
+    }
+
+    fn mutate(&self, request: &ReviewRequest) -> Result<Mutated, Denial> {
+        let Some(object) = request.object.as_ref() else {
             return Ok(Mutated::default());
         };
         if !matches!(request.operation, Operation::Create | Operation::Update) {
             return Ok(Mutated::default());
         }
-        let mut defaulted = object;
+        let mut defaulted = object.clone();
         (self.0.default)(&mut defaulted);
         Ok(Mutated {
             object: Some(defaulted),
@@ -28,18 +27,16 @@ impl AdmissionHook for ObjectHook {
         })
     }
 
-    fn validate(&self, request: &AdmissionRequest<DynamicObject>) -> Result<Vec<String>, Denial> {
-        if !matches!(request.operation, Operation::Create | Operation::Update) {
-            return Ok(Vec::new());
-        }
-        let Some(object) = to_json(request.object.as_ref()) else {
+    fn validate(&self, request: &ReviewRequest) -> Result<Vec<String>, Denial> {
+        let Some(object) = request.object.as_ref() else {
             return Ok(Vec::new());
         };
         let old = match request.operation {
-            Operation::Update => to_json(request.old_object.as_ref()),
-            _ => None,
+            Operation::Create => None,
+            Operation::Update => request.old_object.as_ref(),
+            Operation::Delete | Operation::Connect => return Ok(Vec::new()),
         };
-        let admitted = self.0.admit(&object, old.as_ref());
+        let admitted = self.0.admit(object, old);
         match admitted.rejection(self.0) {
             None => Ok(admitted.warnings),
             Some(invalid) => {

@@ -5,6 +5,7 @@
 use crate::api::schema::{prune_nulls, CompiledSchema, SchemaError};
 use crate::api::validation::{ratchet, ErrorKind, FieldError, FieldPath, Findings, Invalid};
 use serde_json::Value;
+use std::borrow::Cow;
 
 /// What kerf knows about one kind it admits.
 pub struct KindAdmission {
@@ -77,7 +78,11 @@ impl KindAdmission {
             .iter()
             .filter(|e| blocks_parsing(e))
             .collect();
-        let checked = without(&object, &unparseable);
+        let checked = if unparseable.is_empty() {
+            Cow::Borrowed(&object)
+        } else {
+            Cow::Owned(without(&object, &unparseable))
+        };
         let mut rule_findings = Findings::default();
         if (self.rules)(&checked, old.as_ref(), &mut rule_findings).is_ok() {
             // A rule error where the schema already reported one says the same thing again.
@@ -155,9 +160,9 @@ pub fn typed_rules<T: serde::de::DeserializeOwned>(
     findings: &mut Findings,
     check: fn(&T, Option<&T>, &mut Findings),
 ) -> Result<(), serde_json::Error> {
-    let new: T = serde_json::from_value(new.clone())?;
+    let new = T::deserialize(new)?;
     // An old object that no longer parses cannot drive transition rules; it is treated as absent.
-    let old: Option<T> = old.and_then(|o| serde_json::from_value(o.clone()).ok());
+    let old: Option<T> = old.and_then(|o| T::deserialize(o).ok());
     check(&new, old.as_ref(), findings);
     Ok(())
 }

@@ -15,7 +15,7 @@ use tokio::time::{timeout_at, Instant};
 
 use crate::{
     metrics::{Metrics, Observation, RequestResult},
-    review::{self, Review, Verdict},
+    review::{self, ReviewRequest, Verdict},
     AdmissionHook, Mutated,
 };
 
@@ -64,12 +64,12 @@ impl Outcome {
         }
     }
 
-    fn verdict(review: &Review, verdict: Verdict) -> Self {
+    fn verdict(review: &ReviewRequest, verdict: Verdict) -> Self {
         let result = match verdict {
             Verdict::Allow { .. } => RequestResult::Allowed,
             Verdict::Deny(_) => RequestResult::Denied,
         };
-        match review::respond(&review.request, verdict) {
+        match review::respond(review, verdict) {
             Ok(body) => Self {
                 response: Json(body).into_response(),
                 result,
@@ -90,8 +90,8 @@ impl Admission {
         let (outcome, kind, operation) = match self.read(body, deadline).await {
             Err(outcome) => (outcome, String::new(), ""),
             Ok(review) => {
-                let kind = review.request.kind.kind.clone();
-                let operation = operation_label(&review.request.operation);
+                let kind = review.kind.kind.clone();
+                let operation = operation_label(&review.operation);
                 (self.run(endpoint, review, deadline).await, kind, operation)
             }
         };
@@ -114,7 +114,7 @@ impl Admission {
         outcome.response
     }
 
-    async fn read(&self, body: Body, deadline: Instant) -> Result<Review, Outcome> {
+    async fn read(&self, body: Body, deadline: Instant) -> Result<ReviewRequest, Outcome> {
         let body = match timeout_at(deadline, axum::body::to_bytes(body, BODY_LIMIT)).await {
             Ok(Ok(body)) => body,
             Ok(Err(error)) if is_too_large(&error) => {
@@ -140,8 +140,8 @@ impl Admission {
             .map_err(|error| Outcome::failure(StatusCode::BAD_REQUEST, error_chain(&error)))
     }
 
-    async fn run(&self, endpoint: Endpoint, review: Review, deadline: Instant) -> Outcome {
-        let gvk = &review.request.kind;
+    async fn run(&self, endpoint: Endpoint, review: ReviewRequest, deadline: Instant) -> Outcome {
+        let gvk = &review.kind;
         let kind = gvk.kind.clone();
         let Some(hook) = self.hooks.get(&(gvk.group.clone(), kind.clone())).cloned() else {
             let allow = Verdict::Allow {
@@ -150,6 +150,18 @@ impl Admission {
             };
             return Outcome::verdict(&review, allow);
         };
+        if hook.runs_inline() {
+            let decided = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                decide(endpoint, hook.as_ref(), &review)
+            }));
+            return match decided {
+                Ok(verdict) => Outcome::verdict(&review, verdict),
+                Err(_) => {
+                    tracing::error!(%kind, "admission hook panicked");
+                    hook_panicked(&kind)
+                }
+            };
+        }
         // Hooks are synchronous and may be CPU-heavy (pod advice runs the scheduler), so they
         // run on a blocking thread: the runtime stays responsive, the deadline can fire, and a
         // panic comes back as a JoinError instead of unwinding through the server. A hook
@@ -162,10 +174,7 @@ impl Admission {
             Ok(Ok((review, verdict))) => Outcome::verdict(&review, verdict),
             Ok(Err(error)) => {
                 tracing::error!(%kind, %error, "admission hook panicked");
-                Outcome::failure(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("the {kind} admission hook failed; see the webhook's log"),
-                )
+                hook_panicked(&kind)
             }
             Err(_) => {
                 tracing::warn!(%kind, timeout = ?self.timeout, "admission hook timed out");
@@ -181,18 +190,23 @@ impl Admission {
     }
 }
 
+/// A panicking hook is the webhook's fault: a 500 lets the failure policy decide.
+fn hook_panicked(kind: &str) -> Outcome {
+    Outcome::failure(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        format!("the {kind} admission hook failed; see the webhook's log"),
+    )
+}
+
 /// Calls the hook side that `endpoint` names.
-fn decide(endpoint: Endpoint, hook: &dyn AdmissionHook, review: &Review) -> Verdict {
+fn decide(endpoint: Endpoint, hook: &dyn AdmissionHook, review: &ReviewRequest) -> Verdict {
     let answer = match endpoint {
-        Endpoint::Mutate => hook
-            .mutate(&review.request)
-            .map(|Mutated { object, warnings }| {
-                let patch = object.map(|after| defaulting_patch(&review.object, &after));
-                (patch, warnings)
-            }),
-        Endpoint::Validate => hook
-            .validate(&review.request)
-            .map(|warnings| (None, warnings)),
+        Endpoint::Mutate => hook.mutate(review).map(|Mutated { object, warnings }| {
+            let before = review.object.as_ref().unwrap_or(&Value::Null);
+            let patch = object.map(|after| defaulting_patch(before, &after));
+            (patch, warnings)
+        }),
+        Endpoint::Validate => hook.validate(review).map(|warnings| (None, warnings)),
     };
     match answer {
         Ok((patch, warnings)) => Verdict::Allow { patch, warnings },
@@ -200,29 +214,10 @@ fn decide(endpoint: Endpoint, hook: &dyn AdmissionHook, review: &Review) -> Verd
     }
 }
 
-/// The JSON Patch from the raw object the apiserver sent to the object the hook returned.
-///
-/// Object members that are `null` in the request are left out of the comparison: to the
-/// apiserver they are the same as absent, and a hook that round-trips the object through a
-/// typed struct drops them (every CREATE carries `metadata.creationTimestamp: null`). Without
-/// this each such member would become a spurious `remove`. Applying the patch to the raw
-/// object stays correct: an `add` onto a null member replaces it.
+/// The JSON Patch from the raw object the apiserver sent to the object the hook returned. Hooks get the raw
+/// object, so they return it with every member they did not touch as it was, and the patch holds only theirs.
 fn defaulting_patch(before: &Value, after: &Value) -> json_patch::Patch {
-    json_patch::diff(&without_null_members(before), after)
-}
-
-/// A copy of `value` without null object members, at any depth. Array elements stay, so
-/// indices in the patch still point at the right elements.
-fn without_null_members(value: &Value) -> Value {
-    match value {
-        Value::Object(members) => members
-            .iter()
-            .filter(|(_, member)| !member.is_null())
-            .map(|(name, member)| (name.clone(), without_null_members(member)))
-            .collect(),
-        Value::Array(elements) => elements.iter().map(without_null_members).collect(),
-        other => other.clone(),
-    }
+    json_patch::diff(before, after)
 }
 
 fn operation_label(operation: &Operation) -> &'static str {
@@ -257,22 +252,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn null_members_do_not_become_removals() {
+    fn the_patch_turns_the_raw_object_into_the_returned_one() {
         let before = json!({"metadata": {"name": "w", "creationTimestamp": null}, "spec": {"items": [null, {"a": null}]}});
-        let after =
-            json!({"metadata": {"name": "w"}, "spec": {"items": [null, {"b": 1}], "size": "m"}});
+        let mut after = before.clone();
+        after["spec"]["size"] = json!("m");
+        after["spec"]["items"][1]["b"] = json!(1);
         let patch = defaulting_patch(&before, &after);
+        assert_eq!(patch.0.len(), 2, "only the hook's changes: {patch:?}");
         let mut patched = before.clone();
         json_patch::patch(&mut patched, &patch.0).expect("patch applies to the raw object");
-        assert_eq!(
-            patched,
-            json!({"metadata": {"name": "w", "creationTimestamp": null}, "spec": {"items": [null, {"a": null, "b": 1}], "size": "m"}})
-        );
-        let removes = patch
-            .0
-            .iter()
-            .filter(|op| matches!(op, json_patch::PatchOperation::Remove(_)))
-            .count();
-        assert_eq!(removes, 0, "{patch:?}");
+        assert_eq!(patched, after);
     }
 }

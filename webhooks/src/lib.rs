@@ -8,11 +8,11 @@
 //!
 //! ```no_run
 //! # async fn run(tls: std::sync::Arc<rustls::ServerConfig>) -> Result<(), kerf_webhooks::ServeError> {
-//! use kerf_webhooks::{AdmissionHook, AdmissionRequest, Denial, DynamicObject, Webhooks};
+//! use kerf_webhooks::{AdmissionHook, Denial, ReviewRequest, Webhooks};
 //!
 //! struct Widgets;
 //! impl AdmissionHook for Widgets {
-//!     fn validate(&self, _: &AdmissionRequest<DynamicObject>) -> Result<Vec<String>, Denial> {
+//!     fn validate(&self, _: &ReviewRequest) -> Result<Vec<String>, Denial> {
 //!         Err(Denial::invalid("widgets are not allowed"))
 //!     }
 //! }
@@ -33,7 +33,8 @@ mod serve;
 
 pub use admit::BODY_LIMIT;
 pub use hook::{AdmissionHook, Denial, Mutated};
-pub use kube_core::{admission::AdmissionRequest, response::StatusCause, DynamicObject};
+pub use kube_core::{admission::Operation, response::StatusCause, GroupVersionKind};
 pub use ready::ReadyFlag;
+pub use review::ReviewRequest;
 pub use router::{Webhooks, DEFAULT_TIMEOUT};
 pub use serve::{serve, ServeError, Server};

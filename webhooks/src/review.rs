@@ -2,11 +2,11 @@
 
 use base64::Engine;
 use kube_core::{
-    admission::{AdmissionRequest, META_API_VERSION_V1, META_KIND},
+    admission::{Operation, META_API_VERSION_V1, META_KIND},
     response::{StatusDetails, StatusSummary},
-    DynamicObject, Status,
+    GroupVersionKind, Status,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::Denial;
@@ -26,30 +26,71 @@ pub(crate) enum ReviewError {
     Request(#[source] serde_json::Error),
 }
 
-/// A parsed request plus its object exactly as sent.
-pub(crate) struct Review {
-    pub(crate) request: AdmissionRequest<DynamicObject>,
-    /// `request.object` as raw JSON. Patches are computed against this, not against a
-    /// re-serialised `DynamicObject`, so fields it would drop or reorder cannot leak into them.
-    pub(crate) object: Value,
+/// One admission request as a hook sees it. The objects stay the raw JSON the apiserver sent: no typed round
+/// trip that could drop or reorder fields (patches are computed against them), and no copies of them.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewRequest {
+    pub uid: String,
+    /// The kind of `object`, e.g. `karpenter.sh/v1 NodePool`.
+    pub kind: GroupVersionKind,
+    pub operation: Operation,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub dry_run: bool,
+    /// The object being created or updated (absent on DELETE).
+    #[serde(default)]
+    pub object: Option<Value>,
+    /// The stored object, on UPDATE and DELETE.
+    #[serde(default)]
+    pub old_object: Option<Value>,
 }
 
-pub(crate) fn parse(body: &[u8]) -> Result<Review, ReviewError> {
-    let mut review: Value = serde_json::from_slice(body).map_err(ReviewError::Json)?;
+/// The request envelope, deserialized straight from the body bytes in one pass.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Envelope {
+    api_version: Option<String>,
+    kind: Option<String>,
+    request: Option<ReviewRequest>,
+}
+
+pub(crate) fn parse(body: &[u8]) -> Result<ReviewRequest, ReviewError> {
+    match serde_json::from_slice::<Envelope>(body) {
+        Ok(Envelope {
+            api_version: Some(v),
+            kind: Some(k),
+            request: Some(request),
+        }) if v == META_API_VERSION_V1 && k == META_KIND => Ok(request),
+        Ok(_) => Err(diagnose(body, None)),
+        Err(error) => Err(diagnose(body, Some(error))),
+    }
+}
+
+/// Says what is wrong with a body that is not a well-formed AdmissionReview v1 request (the slow path).
+fn diagnose(body: &[u8], request_error: Option<serde_json::Error>) -> ReviewError {
+    let review: Value = match serde_json::from_slice(body) {
+        Ok(review) => review,
+        Err(error) => return ReviewError::Json(error),
+    };
     let field = |name: &str| review.get(name).cloned().unwrap_or(Value::Null);
     if field("apiVersion") != META_API_VERSION_V1 {
-        return Err(ReviewError::ApiVersion(field("apiVersion")));
+        return ReviewError::ApiVersion(field("apiVersion"));
     }
     if field("kind") != META_KIND {
-        return Err(ReviewError::Kind(field("kind")));
+        return ReviewError::Kind(field("kind"));
     }
-    let request = match review.get_mut("request").map(Value::take) {
-        None | Some(Value::Null) => return Err(ReviewError::MissingRequest),
-        Some(request) => request,
-    };
-    let object = request.get("object").cloned().unwrap_or(Value::Null);
-    let request = serde_json::from_value(request).map_err(ReviewError::Request)?;
-    Ok(Review { request, object })
+    match (field("request"), request_error) {
+        (Value::Null, _) => ReviewError::MissingRequest,
+        (request, None) => match serde_json::from_value::<ReviewRequest>(request) {
+            Ok(_) => ReviewError::MissingRequest,
+            Err(error) => ReviewError::Request(error),
+        },
+        (_, Some(error)) => ReviewError::Request(error),
+    }
 }
 
 /// What the server decided for one request.
@@ -88,7 +129,7 @@ struct Response {
 }
 
 pub(crate) fn respond(
-    request: &AdmissionRequest<DynamicObject>,
+    request: &ReviewRequest,
     verdict: Verdict,
 ) -> Result<ReviewResponse, serde_json::Error> {
     let response = match verdict {
@@ -123,7 +164,7 @@ pub(crate) fn respond(
 }
 
 /// The denial as a `Status`, naming the object the way the apiserver's own errors do.
-fn status(request: &AdmissionRequest<DynamicObject>, denial: Denial) -> Status {
+fn status(request: &ReviewRequest, denial: Denial) -> Status {
     Status {
         status: Some(StatusSummary::Failure),
         code: denial.code,
@@ -167,8 +208,8 @@ mod tests {
     fn keeps_the_raw_object() {
         let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request()});
         let parsed = parse(&body(review)).expect("parse");
-        assert_eq!(parsed.object, request()["object"]);
-        assert_eq!(parsed.request.uid, "u-1");
+        assert_eq!(parsed.object, Some(request()["object"].clone()));
+        assert_eq!(parsed.uid, "u-1");
     }
 
     #[test]
@@ -208,8 +249,8 @@ mod tests {
             patch: Some(json_patch::Patch(Vec::new())),
             warnings: Vec::new(),
         };
-        let response = serde_json::to_value(respond(&parsed.request, verdict).expect("respond"))
-            .expect("json");
+        let response =
+            serde_json::to_value(respond(&parsed, verdict).expect("respond")).expect("json");
         assert_eq!(
             response,
             json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {"uid": "u-1", "allowed": true}})

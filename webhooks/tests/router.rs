@@ -15,7 +15,7 @@ use axum::{
 };
 use base64::Engine;
 use common::{review, webhooks, widget, GROUP};
-use kerf_webhooks::{AdmissionHook, AdmissionRequest, Denial, DynamicObject, Mutated, ReadyFlag};
+use kerf_webhooks::{AdmissionHook, Denial, Mutated, ReadyFlag, ReviewRequest};
 use prometheus_client::{metrics::counter::Counter, registry::Registry};
 use serde_json::{json, Value};
 use tower::ServiceExt;
@@ -132,7 +132,7 @@ async fn validation_warnings_pass_through() {
 struct Gadgets;
 
 impl AdmissionHook for Gadgets {
-    fn validate(&self, _: &AdmissionRequest<DynamicObject>) -> Result<Vec<String>, Denial> {
+    fn validate(&self, _: &ReviewRequest) -> Result<Vec<String>, Denial> {
         Err(Denial::forbidden("gadgets are read-only"))
     }
 }
@@ -225,24 +225,34 @@ async fn bodies_over_3_mib_get_413() {
     assert_eq!(text, "the AdmissionReview is larger than 3145728 bytes");
 }
 
-struct Bomb;
+/// Panics; runs on the request's task when `inline`, on a blocking thread otherwise.
+struct Bomb {
+    inline: bool,
+}
 
 impl AdmissionHook for Bomb {
-    fn mutate(&self, _: &AdmissionRequest<DynamicObject>) -> Result<Mutated, Denial> {
+    fn mutate(&self, _: &ReviewRequest) -> Result<Mutated, Denial> {
         panic!("boom")
+    }
+
+    fn runs_inline(&self) -> bool {
+        self.inline
     }
 }
 
 #[tokio::test]
 async fn a_panicking_hook_gets_500_and_the_server_carries_on() {
-    let router = webhooks().hook(GROUP, "Bomb", Bomb).into_router();
-    let body = || Body::from(review(GROUP, "Bomb", widget(json!({}))).to_string());
-    for _ in 0..2 {
-        let (status, text) = call(&router, Method::POST, "/mutate", body()).await;
+    let router = webhooks()
+        .hook(GROUP, "Bomb", Bomb { inline: false })
+        .hook(GROUP, "InlineBomb", Bomb { inline: true })
+        .into_router();
+    for kind in ["Bomb", "InlineBomb", "Bomb", "InlineBomb"] {
+        let body = Body::from(review(GROUP, kind, widget(json!({}))).to_string());
+        let (status, text) = call(&router, Method::POST, "/mutate", body).await;
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(
             text,
-            "the Bomb admission hook failed; see the webhook's log"
+            format!("the {kind} admission hook failed; see the webhook's log")
         );
     }
     let response = admit(
@@ -258,7 +268,7 @@ async fn a_panicking_hook_gets_500_and_the_server_carries_on() {
 struct Sloth(Mutex<mpsc::Receiver<()>>);
 
 impl AdmissionHook for Sloth {
-    fn validate(&self, _: &AdmissionRequest<DynamicObject>) -> Result<Vec<String>, Denial> {
+    fn validate(&self, _: &ReviewRequest) -> Result<Vec<String>, Denial> {
         let _ = self.0.lock().map(|receiver| receiver.recv());
         Ok(Vec::new())
     }

@@ -1,6 +1,6 @@
 //! A toy `Widget` kind (group `example.com`) and AdmissionReview bodies for it.
 
-use kerf_webhooks::{AdmissionHook, AdmissionRequest, Denial, DynamicObject, Mutated, Webhooks};
+use kerf_webhooks::{AdmissionHook, Denial, Mutated, ReviewRequest, Webhooks};
 use serde_json::{json, Value};
 
 pub const GROUP: &str = "example.com";
@@ -9,11 +9,11 @@ pub const GROUP: &str = "example.com";
 pub struct Widgets;
 
 impl AdmissionHook for Widgets {
-    fn mutate(&self, request: &AdmissionRequest<DynamicObject>) -> Result<Mutated, Denial> {
+    fn mutate(&self, request: &ReviewRequest) -> Result<Mutated, Denial> {
         let Some(object) = &request.object else {
             return Ok(Mutated::default());
         };
-        let mut after = serde_json::to_value(object).map_err(|e| Denial::invalid(e.to_string()))?;
+        let mut after = object.clone();
         if after.pointer("/spec/size").is_some() {
             return Ok(Mutated::default());
         }
@@ -24,8 +24,8 @@ impl AdmissionHook for Widgets {
         })
     }
 
-    fn validate(&self, request: &AdmissionRequest<DynamicObject>) -> Result<Vec<String>, Denial> {
-        let spec = request.object.as_ref().map(|o| &o.data["spec"]);
+    fn validate(&self, request: &ReviewRequest) -> Result<Vec<String>, Denial> {
+        let spec = request.object.as_ref().map(|o| &o["spec"]);
         if spec.is_some_and(|spec| spec["size"] == "huge") {
             return Err(Denial::invalid(
                 r#"Widget.example.com "w" is invalid: spec.size: Unsupported value: "huge""#,
