@@ -1,4 +1,6 @@
 pub mod admission;
 pub mod api;
+pub mod catalog;
 pub mod cli;
 pub mod manifest;
+pub mod scheduling;

@@ -1,0 +1,177 @@
+//! Instance prices for offline runs (`--pricing-file`) and tests. In a cluster, prices come from the AWS
+//! Pricing API and spot price history instead; either way a price kerf does not know stays unknown.
+//!
+//! The file (docs/catalog.md):
+//!
+//! ```json
+//! {"source": "free text",
+//!  "onDemandUsdPerHour": {"us-east-1": {"m5.large": 0.096}},
+//!  "spotUsdPerHour": {"us-east-1": {"m5.large": {"us-east-1a": 0.035, "us-east-1b": 0.037},
+//!                                   "c5.large": 0.031}}}
+//! ```
+//!
+//! Every member is optional. A spot price is per zone (as EC2 quotes it), or one number for every zone.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::error::{from_json, CatalogError};
+use super::offering::CapacityType;
+
+/// USD-per-hour prices by region and instance type.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Pricing {
+    source: Option<String>,
+    on_demand: BTreeMap<String, BTreeMap<String, f64>>,
+    spot: BTreeMap<String, BTreeMap<String, SpotPrice>>,
+}
+
+/// The spot price of one type in one region.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(untagged)]
+enum SpotPrice {
+    Everywhere(f64),
+    ByZone(BTreeMap<String, f64>),
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PricingFile {
+    #[serde(default)]
+    source: Option<String>,
+    #[serde(default)]
+    on_demand_usd_per_hour: BTreeMap<String, BTreeMap<String, f64>>,
+    #[serde(default)]
+    spot_usd_per_hour: BTreeMap<String, BTreeMap<String, SpotPrice>>,
+}
+
+impl Pricing {
+    /// No prices at all: every offering's price is unknown.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// Reads a pricing file (see the module documentation). Negative, infinite or NaN prices are errors.
+    pub fn from_json(text: &str) -> Result<Self, CatalogError> {
+        let file: PricingFile = from_json("pricing file", text)?;
+        for (region, types) in &file.on_demand_usd_per_hour {
+            for (instance_type, price) in types {
+                check_price(
+                    || format!("pricing file onDemandUsdPerHour.{region}.{instance_type}"),
+                    *price,
+                )?;
+            }
+        }
+        for (region, types) in &file.spot_usd_per_hour {
+            for (instance_type, price) in types {
+                let what = || format!("pricing file spotUsdPerHour.{region}.{instance_type}");
+                match price {
+                    SpotPrice::Everywhere(price) => check_price(what, *price)?,
+                    SpotPrice::ByZone(zones) => {
+                        for (zone, price) in zones {
+                            check_price(|| format!("{}.{zone}", what()), *price)?;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(Pricing {
+            source: file.source,
+            on_demand: file.on_demand_usd_per_hour,
+            spot: file.spot_usd_per_hour,
+        })
+    }
+
+    /// Where the prices come from, as the file's `source` says.
+    pub fn source(&self) -> Option<&str> {
+        self.source.as_deref()
+    }
+
+    pub fn on_demand(&self, region: &str, instance_type: &str) -> Option<f64> {
+        self.on_demand.get(region)?.get(instance_type).copied()
+    }
+
+    pub fn spot(&self, region: &str, instance_type: &str, zone: &str) -> Option<f64> {
+        match self.spot.get(region)?.get(instance_type)? {
+            SpotPrice::Everywhere(price) => Some(*price),
+            SpotPrice::ByZone(zones) => zones.get(zone).copied(),
+        }
+    }
+
+    /// The price of one offering. Reserved capacity is paid for up front, so it has no hourly price here.
+    pub fn price(
+        &self,
+        region: &str,
+        instance_type: &str,
+        zone: &str,
+        capacity_type: CapacityType,
+    ) -> Option<f64> {
+        match capacity_type {
+            CapacityType::OnDemand => self.on_demand(region, instance_type),
+            CapacityType::Spot => self.spot(region, instance_type, zone),
+            CapacityType::Reserved => None,
+        }
+    }
+}
+
+/// Fails unless `price` is a finite, non-negative number of USD per hour.
+pub(super) fn check_price(what: impl FnOnce() -> String, price: f64) -> Result<(), CatalogError> {
+    if price.is_finite() && price >= 0.0 {
+        Ok(())
+    } else {
+        Err(CatalogError::Price {
+            what: what(),
+            price,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_on_demand_and_both_spot_shapes() {
+        let pricing = Pricing::from_json(
+            r#"{"onDemandUsdPerHour": {"us-east-1": {"m5.large": 0.096}},
+                "spotUsdPerHour": {"us-east-1": {"m5.large": {"us-east-1a": 0.035}, "c5.large": 0.031}}}"#,
+        )
+        .expect("valid pricing file");
+        assert_eq!(pricing.on_demand("us-east-1", "m5.large"), Some(0.096));
+        assert_eq!(pricing.on_demand("us-west-2", "m5.large"), None);
+        assert_eq!(
+            pricing.spot("us-east-1", "m5.large", "us-east-1a"),
+            Some(0.035)
+        );
+        assert_eq!(pricing.spot("us-east-1", "m5.large", "us-east-1b"), None);
+        assert_eq!(
+            pricing.spot("us-east-1", "c5.large", "us-east-1f"),
+            Some(0.031)
+        );
+        assert_eq!(
+            pricing.price(
+                "us-east-1",
+                "m5.large",
+                "us-east-1a",
+                CapacityType::Reserved
+            ),
+            None
+        );
+        assert_eq!(pricing.source(), None);
+    }
+
+    #[test]
+    fn rejects_bad_prices_and_unknown_members() {
+        let negative = Pricing::from_json(r#"{"onDemandUsdPerHour": {"r": {"t": -1}}}"#);
+        assert!(
+            matches!(negative, Err(CatalogError::Price { .. })),
+            "{negative:?}"
+        );
+        let typo = Pricing::from_json(r#"{"onDemandUSDPerHour": {}}"#).expect_err("unknown member");
+        assert!(typo.to_string().contains("onDemandUSDPerHour"), "{typo}");
+        let wrong =
+            Pricing::from_json(r#"{"spotUsdPerHour": {"r": {"t": "cheap"}}}"#).expect_err("string");
+        assert!(wrong.to_string().contains("spotUsdPerHour.r.t"), "{wrong}");
+    }
+}

@@ -1,0 +1,17 @@
+//! The scheduling simulation: which NodeClaims to create for pending pods, over the NodePools and the
+//! instance-type catalog. Pure: no I/O, no clock; the controller, the pod webhook and `kerf simulate` share it.
+//!
+//! Implemented so far: effective requests, node selectors and required/preferred node affinity with
+//! Karpenter's relaxation order, taints and tolerations, NodePool weights and limits, instance-type filtering
+//! on requirements, allocatable and offerings, and the cheapest-first launch list. Topology spread, pod
+//! (anti-)affinity, existing nodes, DaemonSet overhead, host ports and minValues are still to come.
+
+mod offerings;
+mod pod;
+mod solve;
+mod taints;
+mod template;
+
+pub use pod::{PodError, PodInfo};
+pub use solve::{solve, Choice, Plan, PlannedClaim, Unschedulable, MAX_INSTANCE_TYPES};
+pub use template::{Limits, Template, NODES};

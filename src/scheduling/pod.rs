@@ -1,0 +1,278 @@
+//! What the scheduler needs of a pod: its effective requests, the node requirements it brings (with the
+//! relaxation order of controller-behaviour.md §1.4), and its tolerations.
+
+use crate::api::requirements::{Requirement, RequirementError, Requirements};
+use crate::catalog::{CatalogError, Resources};
+use k8s_openapi::api::core::v1::{Container, NodeSelectorTerm, Pod, Toleration};
+use std::collections::BTreeMap;
+
+/// A pod that cannot be simulated, with the reason.
+#[derive(Debug, thiserror::Error)]
+pub enum PodError {
+    #[error("pod {pod}: {source}")]
+    Resources {
+        pod: String,
+        #[source]
+        source: CatalogError,
+    },
+    #[error("pod {pod}: {source}")]
+    Requirements {
+        pod: String,
+        #[source]
+        source: RequirementError,
+    },
+}
+
+/// A pending pod as the scheduler sees it.
+#[derive(Clone, Debug)]
+pub struct PodInfo {
+    /// `namespace/name`.
+    pub key: String,
+    pub uid: String,
+    /// Creation time (RFC 3339 sorts as text), for the queue order.
+    pub created: String,
+    /// max(containers + sidecars, each init container + the sidecars before it) + overhead, plus one pod.
+    pub requests: Resources,
+    /// Requirement sets to try, strictest first: each required node-selector term with the preferred terms
+    /// heaviest-first, then with fewer preferences (controller-behaviour.md §1.4 steps 1 and 4).
+    pub variants: Vec<Requirements>,
+    pub tolerations: Vec<Toleration>,
+}
+
+impl PodInfo {
+    pub fn from_pod(pod: &Pod) -> Result<Self, PodError> {
+        let meta = &pod.metadata;
+        let key = format!(
+            "{}/{}",
+            meta.namespace.as_deref().unwrap_or("default"),
+            meta.name.as_deref().unwrap_or_default()
+        );
+        let spec = pod.spec.clone().unwrap_or_default();
+        let requests = effective_requests(
+            &spec.containers,
+            spec.init_containers.as_deref().unwrap_or_default(),
+            spec.overhead.as_ref(),
+        )
+        .map_err(|source| PodError::Resources {
+            pod: key.clone(),
+            source,
+        })?;
+        let variants = requirement_variants(&spec).map_err(|source| PodError::Requirements {
+            pod: key.clone(),
+            source,
+        })?;
+        Ok(PodInfo {
+            uid: meta.uid.clone().unwrap_or_else(|| key.clone()),
+            created: meta
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.to_string())
+                .unwrap_or_default(),
+            key,
+            requests,
+            variants,
+            tolerations: spec.tolerations.unwrap_or_default(),
+        })
+    }
+}
+
+/// A container's requests, defaulting to its limits as the apiserver does.
+fn container_requests(container: &Container) -> Result<Resources, CatalogError> {
+    let resources = container.resources.as_ref();
+    let mut quantities: BTreeMap<&str, &str> = BTreeMap::new();
+    for (name, q) in resources
+        .and_then(|r| r.limits.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        quantities.insert(name, &q.0);
+    }
+    for (name, q) in resources
+        .and_then(|r| r.requests.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        quantities.insert(name, &q.0);
+    }
+    Resources::from_quantities(quantities)
+}
+
+fn max_resources(a: &Resources, b: &Resources) -> Resources {
+    let mut max = Resources {
+        cpu: a.cpu.max(b.cpu),
+        memory: a.memory.max(b.memory),
+        pods: a.pods.max(b.pods),
+        ephemeral_storage: a.ephemeral_storage.max(b.ephemeral_storage),
+        extended: a.extended.clone(),
+    };
+    for (name, amount) in &b.extended {
+        let entry = max.extended.entry(name.clone()).or_default();
+        *entry = (*entry).max(*amount);
+    }
+    max
+}
+
+/// Kubernetes' effective pod requests, with sidecars (init containers that keep running).
+fn effective_requests(
+    containers: &[Container],
+    init_containers: &[Container],
+    overhead: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+) -> Result<Resources, CatalogError> {
+    let mut running = Resources::default();
+    for container in containers {
+        running += &container_requests(container)?;
+    }
+    let mut sidecars = Resources::default();
+    let mut init_peak = Resources::default();
+    for init in init_containers {
+        let requests = container_requests(init)?;
+        if init.restart_policy.as_deref() == Some("Always") {
+            sidecars += &requests;
+            init_peak = max_resources(&init_peak, &sidecars);
+        } else {
+            init_peak = max_resources(&init_peak, &(requests + &sidecars));
+        }
+    }
+    let mut total = max_resources(&(running + &sidecars), &init_peak);
+    if let Some(overhead) = overhead {
+        total += &Resources::from_quantities(overhead.iter().map(|(k, v)| (k, &v.0)))?;
+    }
+    total.pods += 1;
+    Ok(total)
+}
+
+/// The pod's requirement sets, strictest first.
+fn requirement_variants(
+    spec: &k8s_openapi::api::core::v1::PodSpec,
+) -> Result<Vec<Requirements>, RequirementError> {
+    let mut base = Requirements::new();
+    for (key, value) in spec.node_selector.iter().flatten() {
+        base.add(Requirement::one_of(key.clone(), [value.clone()]));
+    }
+    let node_affinity = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref());
+    let required: Vec<&NodeSelectorTerm> = node_affinity
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|r| r.node_selector_terms.iter().collect())
+        .unwrap_or_default();
+    let mut preferred: Vec<(i32, &NodeSelectorTerm)> = node_affinity
+        .and_then(|n| {
+            n.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|p| p.iter().map(|t| (t.weight, &t.preference)).collect())
+        .unwrap_or_default();
+    // Heaviest first; a stable sort keeps the written order among equal weights.
+    preferred.sort_by_key(|(weight, _)| std::cmp::Reverse(*weight));
+    let preferences = preferred
+        .iter()
+        .map(|(_, term)| term_requirements(term))
+        .collect::<Result<Vec<_>, _>>()?;
+    let terms = if required.is_empty() {
+        vec![Requirements::new()]
+    } else {
+        required
+            .iter()
+            .map(|term| term_requirements(term))
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    let mut variants = Vec::new();
+    let with = |term: &Requirements, preference: Option<&Requirements>| {
+        let mut reqs = base.clone();
+        reqs.add_all(term);
+        if let Some(preference) = preference {
+            reqs.add_all(preference);
+        }
+        reqs
+    };
+    // Step 1: each required term in turn, with the heaviest preference; step 4: then shed preferences.
+    for term in &terms {
+        variants.push(with(term, preferences.first()));
+    }
+    if let Some(last) = terms.last() {
+        for preference in preferences.iter().skip(1) {
+            variants.push(with(last, Some(preference)));
+        }
+        if !preferences.is_empty() {
+            variants.push(with(last, None));
+        }
+    }
+    Ok(variants)
+}
+
+fn term_requirements(term: &NodeSelectorTerm) -> Result<Requirements, RequirementError> {
+    Requirements::from_node_selector(term.match_expressions.as_deref().unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(spec: serde_json::Value) -> PodInfo {
+        let pod: Pod = serde_json::from_value(
+            json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec}),
+        )
+        .expect("pod");
+        PodInfo::from_pod(&pod).expect("pod info")
+    }
+
+    #[test]
+    fn effective_requests_count_init_containers_sidecars_and_overhead() {
+        let p = pod(json!({
+            "containers": [{"name": "a", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
+                           {"name": "b", "resources": {"limits": {"cpu": "250m"}}}],
+            "initContainers": [{"name": "big-init", "resources": {"requests": {"cpu": "2", "memory": "100Mi"}}},
+                               {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}}],
+            "overhead": {"cpu": "50m"}
+        }));
+        // max(containers 750m + sidecar 100m, init 2000m) + overhead 50m
+        assert_eq!(p.requests.cpu, 2050);
+        assert_eq!(p.requests.memory, 1 << 30);
+        assert_eq!(p.requests.pods, 1);
+        assert_eq!(p.key, "ns/p");
+    }
+
+    #[test]
+    fn variants_follow_the_relaxation_order() {
+        let p = pod(json!({
+            "containers": [],
+            "nodeSelector": {"kubernetes.io/os": "linux"},
+            "affinity": {"nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}]},
+                    {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]},
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 1, "preference": {"matchExpressions": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]}},
+                    {"weight": 50, "preference": {"matchExpressions": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}}]}}
+        }));
+        let shown: Vec<String> = p.variants.iter().map(ToString::to_string).collect();
+        assert_eq!(shown.len(), 4, "{shown:#?}");
+        assert!(
+            shown[0].contains("arm64") && shown[0].contains("spot"),
+            "{}",
+            shown[0]
+        );
+        assert!(
+            shown[1].contains("amd64") && shown[1].contains("spot"),
+            "{}",
+            shown[1]
+        );
+        assert!(
+            shown[2].contains("amd64") && shown[2].contains("on-demand"),
+            "{}",
+            shown[2]
+        );
+        assert!(
+            shown[3].contains("amd64") && !shown[3].contains("capacity-type"),
+            "{}",
+            shown[3]
+        );
+        assert!(shown.iter().all(|s| s.contains("linux")));
+    }
+}

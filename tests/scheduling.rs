@@ -1,0 +1,212 @@
+//! The scheduling simulation on a small synthetic catalog: each constraint placed and refused, with reasons.
+
+use kerf::api::nodepool::NodePool;
+use kerf::catalog::Catalog;
+use kerf::scheduling::{solve, PodInfo};
+use serde_json::{json, Value};
+
+/// Three sizes of amd64 and one arm64 type; spot in two zones, on-demand in three; price grows with size.
+fn catalog() -> Catalog {
+    let offerings = |price: f64| {
+        json!([
+            {"zone": "test-zone-a", "capacityType": "spot", "price": price * 0.4, "available": true},
+            {"zone": "test-zone-b", "capacityType": "spot", "price": price * 0.5, "available": true},
+            {"zone": "test-zone-a", "capacityType": "on-demand", "price": price, "available": true},
+            {"zone": "test-zone-b", "capacityType": "on-demand", "price": price, "available": true},
+            {"zone": "test-zone-c", "capacityType": "on-demand", "price": price, "available": true}
+        ])
+    };
+    let it = |name: &str, cpu: &str, memory: &str, pods: i64, arch: &str, price: f64| {
+        json!({"name": name, "cpu": cpu, "memory": memory, "pods": pods, "arch": arch, "os": ["linux"], "labels": {},
+               "overhead": {"cpu": "100m", "memory": "100Mi"}, "offerings": offerings(price)})
+    };
+    let file = json!({"instanceTypes": [
+        it("small", "2", "4Gi", 10, "amd64", 0.1),
+        it("medium", "4", "8Gi", 20, "amd64", 0.2),
+        it("large", "16", "32Gi", 100, "amd64", 0.8),
+        it("arm-medium", "4", "8Gi", 20, "arm64", 0.15),
+    ]});
+    Catalog::from_instance_types_json(&file.to_string()).expect("catalog")
+}
+
+fn nodepool(name: &str, spec: Value) -> NodePool {
+    let mut base = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
+        "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                                        "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}}}});
+    merge(&mut base["spec"], spec);
+    serde_json::from_value(base).expect("nodepool")
+}
+
+fn merge(target: &mut Value, patch: Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                merge(t.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (t, p) => *t = p,
+    }
+}
+
+fn pods(n: usize, prefix: &str, spec: Value) -> Vec<PodInfo> {
+    (0..n)
+        .map(|i| {
+            let mut pod = json!({"metadata": {"name": format!("{prefix}-{i}"), "namespace": "default", "uid": format!("{prefix}-{i}")},
+                                 "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}});
+            merge(&mut pod["spec"], spec.clone());
+            PodInfo::from_pod(&serde_json::from_value(pod).expect("pod")).expect("pod info")
+        })
+        .collect()
+}
+
+#[test]
+fn packs_pods_onto_the_cheapest_types_that_fit() {
+    let plan = solve(
+        &pods(10, "web", json!({})),
+        &[nodepool("default", json!({}))],
+        &catalog(),
+    );
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    let placed: usize = plan.claims.iter().map(|c| c.pods.len()).sum();
+    assert_eq!(placed, 10);
+    // 1 CPU pods: a large holds 15 (16 CPU - 100m), so one claim takes all ten; it is the only type that fits 10.
+    assert_eq!(plan.claims.len(), 1);
+    let claim = &plan.claims[0];
+    assert_eq!(claim.instance_types, ["large"]);
+    let cheapest = claim.cheapest.as_ref().expect("priced");
+    assert_eq!(
+        (
+            cheapest.instance_type.as_str(),
+            cheapest.zone.as_str(),
+            cheapest.capacity_type.as_str()
+        ),
+        ("large", "test-zone-a", "spot")
+    );
+    assert!(
+        claim
+            .requirements
+            .to_string()
+            .contains("karpenter.sh/nodepool"),
+        "{}",
+        claim.requirements
+    );
+}
+
+#[test]
+fn an_arm64_pod_against_an_amd64_pool_is_refused_with_the_reason() {
+    let arm = pods(
+        1,
+        "arm",
+        json!({"nodeSelector": {"kubernetes.io/arch": "arm64"}}),
+    );
+    let plan = solve(&arm, &[nodepool("default", json!({}))], &catalog());
+    assert!(plan.claims.is_empty());
+    assert_eq!(plan.unschedulable.len(), 1);
+    let reason = &plan.unschedulable[0].reason;
+    assert!(
+        reason.starts_with("nodepool default: incompatible requirements, key kubernetes.io/arch"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("arm64") && reason.contains("amd64"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn taints_need_tolerations_and_weights_order_the_pools() {
+    let gpu_pool = nodepool(
+        "tainted",
+        json!({"weight": 50, "template": {"spec": {"taints": [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]}}}),
+    );
+    let general = nodepool("general", json!({"weight": 10}));
+    let plain = pods(1, "plain", json!({}));
+    let plan = solve(&plain, &[general.clone(), gpu_pool.clone()], &catalog());
+    assert_eq!(
+        plan.claims[0].nodepool, "general",
+        "the heavier pool is tainted"
+    );
+    let tolerant = pods(
+        1,
+        "batch",
+        json!({"tolerations": [{"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}]}),
+    );
+    let plan = solve(&tolerant, &[general, gpu_pool.clone()], &catalog());
+    assert_eq!(
+        plan.claims[0].nodepool, "tainted",
+        "weight 50 is tried first"
+    );
+    let plan = solve(&plain, &[gpu_pool], &catalog());
+    assert_eq!(
+        plan.unschedulable[0].reason,
+        "nodepool tainted: did not tolerate taint dedicated=batch:NoSchedule"
+    );
+}
+
+#[test]
+fn limits_stop_provisioning() {
+    // 6 CPU of limit. The first claim may become a small or a medium, so it uses up 4 (the larger); the second
+    // can then only be a small (2), which holds one 1-CPU pod; after that the limit is exhausted.
+    let limited = nodepool("limited", json!({"limits": {"cpu": "6"}}));
+    let plan = solve(&pods(6, "web", json!({})), &[limited], &catalog());
+    let types: Vec<String> = plan
+        .claims
+        .iter()
+        .map(|c| c.instance_types.join(","))
+        .collect();
+    assert_eq!(types, ["medium", "small"]);
+    let placed: usize = plan.claims.iter().map(|c| c.pods.len()).sum();
+    assert_eq!(placed, 4);
+    assert_eq!(plan.unschedulable.len(), 2);
+    assert_eq!(
+        plan.unschedulable[0].reason,
+        "nodepool limited: cpu limit has been exhausted for nodepool limited"
+    );
+}
+
+#[test]
+fn preferences_are_relaxed_and_zones_narrow_the_offerings() {
+    let prefers_arm = pods(
+        1,
+        "p",
+        json!({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 10, "preference": {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}]}}]}}}),
+    );
+    let plan = solve(&prefers_arm, &[nodepool("default", json!({}))], &catalog());
+    assert!(
+        plan.unschedulable.is_empty(),
+        "a preference that cannot be met is dropped: {:?}",
+        plan.unschedulable
+    );
+    let zonal = pods(
+        1,
+        "z",
+        json!({"nodeSelector": {"topology.kubernetes.io/zone": "test-zone-c"}}),
+    );
+    let plan = solve(&zonal, &[nodepool("default", json!({}))], &catalog());
+    let cheapest = plan.claims[0].cheapest.as_ref().expect("priced");
+    assert_eq!(
+        (cheapest.zone.as_str(), cheapest.capacity_type.as_str()),
+        ("test-zone-c", "on-demand"),
+        "zone c has no spot"
+    );
+    assert_eq!(cheapest.instance_type, "small");
+}
+
+#[test]
+fn the_plan_is_deterministic() {
+    let mut all = pods(30, "a", json!({}));
+    all.extend(pods(
+        5,
+        "b",
+        json!({"nodeSelector": {"topology.kubernetes.io/zone": "test-zone-b"}}),
+    ));
+    let pools = [
+        nodepool("default", json!({})),
+        nodepool("other", json!({"weight": 5})),
+    ];
+    assert_eq!(
+        solve(&all, &pools, &catalog()),
+        solve(&all, &pools, &catalog())
+    );
+}
