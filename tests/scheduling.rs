@@ -210,3 +210,51 @@ fn the_plan_is_deterministic() {
         solve(&all, &pools, &catalog())
     );
 }
+
+#[test]
+fn pod_advice_names_the_pools_and_the_cheapest_or_why_none_fits() {
+    use kerf::admission::advice::{advise, REQUIREMENTS_ANNOTATION, SUMMARY_ANNOTATION};
+    use kerf::scheduling::Scheduler;
+    let catalog = catalog();
+    let pools = [
+        nodepool("default", json!({})),
+        nodepool(
+            "spot-only",
+            json!({"weight": 10, "template": {"spec": {"requirements": [
+        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}}}),
+        ),
+    ];
+    let scheduler = Scheduler::new(&pools, &catalog);
+
+    let web = &pods(1, "web", json!({}))[0];
+    let advice = advise(&scheduler, web);
+    assert_eq!(
+        advice.summary(),
+        "2 nodepools; spot-only: 3 instance types, cheapest small spot test-zone-a $0.0400/h"
+    );
+    let json: Value =
+        serde_json::from_str(&advice.annotations().expect("json")[REQUIREMENTS_ANNOTATION])
+            .expect("compact JSON");
+    assert_eq!(
+        json["requests"],
+        json!({"cpu": "1", "memory": "1Gi", "pods": "1"})
+    );
+    assert_eq!(
+        json["nodePools"][1],
+        json!({"name": "default", "instanceTypes": 3,
+        "cheapest": {"instanceType": "small", "capacityType": "spot", "zone": "test-zone-a", "pricePerHour": 0.04000000000000001}})
+    );
+
+    let arm = &pods(
+        1,
+        "arm",
+        json!({"nodeSelector": {"kubernetes.io/arch": "arm64"}}),
+    )[0];
+    let advice = advise(&scheduler, arm);
+    assert!(advice.node_pools.is_empty());
+    assert_eq!(
+        advice.annotations().expect("json")[SUMMARY_ANNOTATION],
+        "no nodepool fits: spot-only: incompatible requirements, key kubernetes.io/arch, requires In [arm64], but only In [amd64] is allowed; default: incompatible requirements, key kubernetes.io/arch, requires In [arm64], but only In [amd64] is allowed"
+    );
+}

@@ -1,5 +1,6 @@
-//! The kinds kerf admits: NodePool and EC2NodeClass defaulting and validation (and, later, pod advice).
+//! The kinds kerf admits: NodePool and EC2NodeClass defaulting and validation, and pod advice.
 
+pub mod advice;
 mod hooks;
 mod pipeline;
 

@@ -1,7 +1,12 @@
 //! `kerf validate`: offline admission, the same defaulting and validation as the webhooks.
 
 use crate::admission;
+use crate::admission::advice::advise;
+use crate::api::nodepool::NodePool;
+use crate::catalog::{Catalog, CatalogSettings, Pricing};
 use crate::manifest::{group_kind, parse_documents};
+use crate::scheduling::{PodInfo, Scheduler};
+use k8s_openapi::api::core::v1::Pod;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -14,6 +19,43 @@ pub struct ValidateArgs {
     /// How to print the accepted objects, defaults filled in.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Yaml)]
     pub output: Output,
+    #[command(flatten)]
+    pub catalog: CatalogArgs,
+}
+
+/// Where the instance types and prices for pod advice come from.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CatalogArgs {
+    /// AWS region of the embedded instance-type catalog.
+    #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
+    pub region: String,
+    /// Prices (USD per hour) for on-demand and spot offerings; without one, prices are reported as unknown.
+    #[arg(long)]
+    pub pricing_file: Option<PathBuf>,
+    /// Replaces the embedded catalog with instance types from this file (see docs/catalog.md).
+    #[arg(long)]
+    pub instance_types: Option<PathBuf>,
+}
+
+impl CatalogArgs {
+    /// The catalog these arguments describe, with default node settings.
+    pub fn load(&self) -> Result<Catalog, String> {
+        let read = |path: &PathBuf| {
+            std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+        };
+        if let Some(path) = &self.instance_types {
+            return Catalog::from_instance_types_json(&read(path)?)
+                .map_err(|e| format!("{}: {e}", path.display()));
+        }
+        let pricing = match &self.pricing_file {
+            Some(path) => {
+                Pricing::from_json(&read(path)?).map_err(|e| format!("{}: {e}", path.display()))?
+            }
+            None => Pricing::none(),
+        };
+        Catalog::embedded(&self.region, &CatalogSettings::default(), &pricing)
+            .map_err(|e| e.to_string())
+    }
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,11 +104,47 @@ pub fn run(args: &ValidateArgs, stdout: &mut impl Write, stderr: &mut impl Write
             }
         }
     }
+    if let Err(err) = annotate_pods(&mut accepted, &args.catalog) {
+        let _ = writeln!(stderr, "error: {err}");
+        return UNREADABLE;
+    }
     if let Err(err) = print(&accepted, args.output, stdout) {
         let _ = writeln!(stderr, "error: cannot print the objects: {err}");
         return UNREADABLE;
     }
     code
+}
+
+/// Adds kerf's advice annotations to every Pod, from the NodePools among `objects`, as the pod webhook would.
+fn annotate_pods(objects: &mut [Value], catalog: &CatalogArgs) -> Result<(), String> {
+    if !objects.iter().any(|o| group_kind(o) == ("", "Pod")) {
+        return Ok(());
+    }
+    let catalog = catalog.load()?;
+    let nodepools: Vec<NodePool> = objects
+        .iter()
+        .filter(|o| group_kind(o) == (admission::NODEPOOL.group, admission::NODEPOOL.kind))
+        .filter_map(|o| serde_json::from_value(o.clone()).ok())
+        .collect();
+    let scheduler = Scheduler::new(&nodepools, &catalog);
+    for object in objects.iter_mut().filter(|o| group_kind(o) == ("", "Pod")) {
+        let pod: Pod = serde_json::from_value(object.clone())
+            .map_err(|e| format!("a Pod does not parse: {e}"))?;
+        let info = PodInfo::from_pod(&pod).map_err(|e| e.to_string())?;
+        let annotations = advise(&scheduler, &info)
+            .annotations()
+            .map_err(|e| e.to_string())?;
+        let metadata = object
+            .as_object_mut()
+            .map(|o| o.entry("metadata").or_insert_with(|| json!({})));
+        if let Some(Value::Object(metadata)) = metadata {
+            let existing = metadata.entry("annotations").or_insert_with(|| json!({}));
+            for (key, value) in annotations {
+                existing[key] = Value::String(value);
+            }
+        }
+    }
+    Ok(())
 }
 
 fn read(file: &PathBuf) -> std::io::Result<String> {

@@ -13,5 +13,8 @@ mod taints;
 mod template;
 
 pub use pod::{PodError, PodInfo};
-pub use solve::{solve, Choice, Plan, PlannedClaim, Unschedulable, MAX_INSTANCE_TYPES};
+pub use solve::{
+    solve, Choice, Plan, PlannedClaim, PoolFit, PoolOption, Scheduler, Unschedulable,
+    MAX_INSTANCE_TYPES,
+};
 pub use template::{Limits, Template, NODES};

@@ -1,0 +1,129 @@
+//! Pod advice: the annotations kerf puts on every pod, saying which NodePools can take it, how many instance
+//! types fit, and the cheapest, or why no pool can. Computed by the scheduling engine from in-memory state.
+
+use crate::api::requirements::RequirementTerm;
+use crate::scheduling::{Choice, PodInfo, Scheduler};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Compact JSON: the pod's effective requests and requirements, the pools that fit, those that do not.
+pub const REQUIREMENTS_ANNOTATION: &str = "kerf.sh/instance-requirements";
+/// One human line, e.g. `1 nodepool; default: 143 instance types, cheapest c6a.large spot us-east-1a $0.0312/h`.
+pub const SUMMARY_ANNOTATION: &str = "kerf.sh/instance-summary";
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Advice {
+    pub requests: BTreeMap<String, String>,
+    pub requirements: Vec<RequirementTerm>,
+    /// In the order kerf would try them.
+    pub node_pools: Vec<PoolAdvice>,
+    pub incompatible: Vec<Incompatible>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolAdvice {
+    pub name: String,
+    pub instance_types: usize,
+    pub cheapest: Option<Cheapest>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cheapest {
+    pub instance_type: String,
+    pub capacity_type: String,
+    pub zone: String,
+    /// USD per hour; `null` when no price is known.
+    pub price_per_hour: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Incompatible {
+    pub node_pool: String,
+    pub reason: String,
+}
+
+impl From<&Choice> for Cheapest {
+    fn from(choice: &Choice) -> Self {
+        Cheapest {
+            instance_type: choice.instance_type.clone(),
+            capacity_type: choice.capacity_type.as_str().to_owned(),
+            zone: choice.zone.clone(),
+            price_per_hour: choice.price,
+        }
+    }
+}
+
+/// Advises on `pod` with the prepared NodePools of `scheduler`.
+pub fn advise(scheduler: &Scheduler, pod: &PodInfo) -> Advice {
+    let mut node_pools = Vec::new();
+    let mut incompatible = Vec::new();
+    for option in scheduler.options(pod) {
+        match option.fit {
+            Ok(fit) => node_pools.push(PoolAdvice {
+                name: option.nodepool,
+                instance_types: fit.instance_types,
+                cheapest: fit.cheapest.as_ref().map(Cheapest::from),
+            }),
+            Err(reason) => incompatible.push(Incompatible {
+                node_pool: option.nodepool,
+                reason,
+            }),
+        }
+    }
+    Advice {
+        requests: pod.requests.to_quantities(),
+        requirements: pod.variants.last().map(|r| r.terms()).unwrap_or_default(),
+        node_pools,
+        incompatible,
+    }
+}
+
+impl Advice {
+    /// The one-line summary.
+    pub fn summary(&self) -> String {
+        let Some(first) = self.node_pools.first() else {
+            if self.incompatible.is_empty() {
+                return "no nodepool fits: there are no nodepools".to_owned();
+            }
+            let reasons: Vec<String> = self
+                .incompatible
+                .iter()
+                .map(|i| format!("{}: {}", i.node_pool, i.reason))
+                .collect();
+            return format!("no nodepool fits: {}", reasons.join("; "));
+        };
+        let count = self.node_pools.len();
+        let pools = if count == 1 { "nodepool" } else { "nodepools" };
+        let cheapest = match &first.cheapest {
+            Some(c) => {
+                let price = c
+                    .price_per_hour
+                    .map_or_else(|| "price unknown".to_owned(), |p| format!("${p:.4}/h"));
+                format!(
+                    ", cheapest {} {} {} {price}",
+                    c.instance_type, c.capacity_type, c.zone
+                )
+            }
+            None => String::new(),
+        };
+        format!(
+            "{count} {pools}; {}: {} instance types{cheapest}",
+            first.name, first.instance_types
+        )
+    }
+
+    /// Both annotations.
+    pub fn annotations(&self) -> Result<BTreeMap<String, String>, serde_json::Error> {
+        Ok(BTreeMap::from([
+            (
+                REQUIREMENTS_ANNOTATION.to_owned(),
+                serde_json::to_string(self)?,
+            ),
+            (SUMMARY_ANNOTATION.to_owned(), self.summary()),
+        ]))
+    }
+}
