@@ -70,7 +70,14 @@ async fn start() -> Fixture {
     let shutdown = async {
         let _ = stopped.await;
     };
-    let router = kerf::cli::webhook::router(Duration::from_secs(10));
+    let catalog = kerf::catalog::Catalog::embedded(
+        "us-east-1",
+        &Default::default(),
+        &kerf::catalog::Pricing::none(),
+    )
+    .expect("embedded catalog");
+    let router =
+        kerf::cli::webhook::router(Duration::from_secs(10), Some(std::sync::Arc::new(catalog)));
     let server = Server::start(router, "127.0.0.1:0".parse().expect("addr"), tls, shutdown)
         .await
         .expect("start server");

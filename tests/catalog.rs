@@ -602,4 +602,32 @@ fn scratch_print() {
         Catalog::embedded("us-east-1", &CatalogSettings::default(), &Pricing::none()).unwrap();
     }
     println!("embedded x5: {:?}", t.elapsed());
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/catalog/us-east-1.json"
+    ))
+    .unwrap();
+    let t = std::time::Instant::now();
+    for _ in 0..5 {
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        std::hint::black_box(v);
+    }
+    println!("json value x5: {:?}", t.elapsed());
+    let t = std::time::Instant::now();
+    for _ in 0..5 {
+        let mut all = Vec::new();
+        for i in 0..1366 {
+            let r: Requirements = (0..36)
+                .map(|k| {
+                    Requirement::one_of(
+                        format!("karpenter.k8s.aws/instance-key-{k}"),
+                        [format!("v{i}")],
+                    )
+                })
+                .collect();
+            all.push(r);
+        }
+        std::hint::black_box(all);
+    }
+    println!("requirements x5: {:?}", t.elapsed());
 }

@@ -258,3 +258,17 @@ fn pod_advice_names_the_pools_and_the_cheapest_or_why_none_fits() {
         "no nodepool fits: spot-only: incompatible requirements, key kubernetes.io/arch, requires In [arm64], but only In [amd64] is allowed; default: incompatible requirements, key kubernetes.io/arch, requires In [arm64], but only In [amd64] is allowed"
     );
 }
+
+#[test]
+fn spot_only_pools_with_few_instance_types_get_a_warning() {
+    use kerf::admission::spot::catalog_warnings;
+    let spot_only = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "spot"},
+        "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}}}});
+    let warnings = catalog_warnings(&spot_only, &catalog());
+    assert_eq!(warnings.len(), 1);
+    assert!(warnings[0].contains("this spot-only NodePool allows 4 instance types; spot-to-spot consolidation needs at least 15"), "{warnings:?}");
+    let mut mixed = spot_only.clone();
+    mixed["spec"]["template"]["spec"]["requirements"][0]["values"] = json!(["spot", "on-demand"]);
+    assert_eq!(catalog_warnings(&mixed, &catalog()), Vec::<String>::new());
+}

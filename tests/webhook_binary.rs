@@ -242,6 +242,24 @@ async fn defaults_validates_and_refuses_over_https() {
         "{response}"
     );
 
+    // A spot-only pool narrowed to one size of one family is admitted with a warning (embedded catalog).
+    let mut narrow = patched.clone();
+    narrow["spec"]["template"]["spec"]["requirements"] = json!([
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "m5.xlarge"]}]);
+    let response = webhook
+        .review(
+            "/validate",
+            &review("karpenter.sh", "NodePool", "CREATE", &narrow, None),
+        )
+        .await;
+    assert_eq!(response["allowed"], true, "{response}");
+    let warnings = response["warnings"].to_string();
+    assert!(
+        warnings.contains("this spot-only NodePool allows 2 instance types"),
+        "{warnings}"
+    );
+
     // EC2NodeClass defaulting through the same server.
     let nc = json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
         "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}], "subnetSelectorTerms": [{"id": "subnet-1"}], "securityGroupSelectorTerms": [{"id": "sg-1"}]}});

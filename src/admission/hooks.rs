@@ -1,10 +1,17 @@
 //! kerf's kinds plugged into the generic webhook server: each hook runs the admission pipeline.
 
+use super::spot::catalog_warnings;
 use super::KindAdmission;
+use crate::catalog::Catalog;
 use kerf_webhooks::{AdmissionHook, Denial, Mutated, Operation, ReviewRequest};
+use std::sync::Arc;
 
-/// The webhook side of a [`KindAdmission`]: defaulting on `/mutate`, validation on `/validate`.
-pub struct ObjectHook(pub &'static KindAdmission);
+/// The webhook side of a [`KindAdmission`]: defaulting on `/mutate`, validation on `/validate`, plus the
+/// warnings that need the instance-type catalog when one is given.
+pub struct ObjectHook {
+    pub kind: &'static KindAdmission,
+    pub catalog: Option<Arc<Catalog>>,
+}
 
 impl AdmissionHook for ObjectHook {
     /// Defaulting and validation are pure and take about a tenth of a millisecond.
@@ -20,7 +27,7 @@ impl AdmissionHook for ObjectHook {
             return Ok(Mutated::default());
         }
         let mut defaulted = object.clone();
-        (self.0.default)(&mut defaulted);
+        (self.kind.default)(&mut defaulted);
         Ok(Mutated {
             object: Some(defaulted),
             warnings: Vec::new(),
@@ -36,9 +43,15 @@ impl AdmissionHook for ObjectHook {
             Operation::Update => request.old_object.as_ref(),
             Operation::Delete | Operation::Connect => return Ok(Vec::new()),
         };
-        let admitted = self.0.admit(object, old);
-        match admitted.rejection(self.0) {
-            None => Ok(admitted.warnings),
+        let admitted = self.kind.admit(object, old);
+        match admitted.rejection(self.kind) {
+            None => {
+                let mut warnings = admitted.warnings;
+                if let Some(catalog) = &self.catalog {
+                    warnings.extend(catalog_warnings(&admitted.object, catalog));
+                }
+                Ok(warnings)
+            }
             Some(invalid) => {
                 let denial = invalid.errors.iter().fold(
                     Denial::invalid(invalid.to_string()),

@@ -2,6 +2,7 @@
 
 use crate::admission;
 use crate::admission::advice::advise;
+use crate::admission::spot::catalog_warnings;
 use crate::api::nodepool::NodePool;
 use crate::catalog::{Catalog, CatalogSettings, Pricing};
 use crate::manifest::{group_kind, parse_documents};
@@ -71,6 +72,13 @@ pub const UNREADABLE: u8 = 2;
 
 /// Runs `kerf validate`; returns the exit code.
 pub fn run(args: &ValidateArgs, stdout: &mut impl Write, stderr: &mut impl Write) -> u8 {
+    let catalog = match args.catalog.load() {
+        Ok(catalog) => catalog,
+        Err(err) => {
+            let _ = writeln!(stderr, "error: {err}");
+            return UNREADABLE;
+        }
+    };
     let mut accepted = Vec::new();
     let mut code = ACCEPTED;
     for file in &args.files {
@@ -95,6 +103,11 @@ pub fn run(args: &ValidateArgs, stdout: &mut impl Write, stderr: &mut impl Write
             for warning in &admitted.warnings {
                 let _ = writeln!(stderr, "Warning: {name}: {warning}");
             }
+            if admitted.errors.is_empty() {
+                for warning in catalog_warnings(&admitted.object, &catalog) {
+                    let _ = writeln!(stderr, "Warning: {name}: {warning}");
+                }
+            }
             match admitted.rejection(kind) {
                 Some(invalid) => {
                     let _ = writeln!(stderr, "error: {name}: {invalid}");
@@ -104,7 +117,7 @@ pub fn run(args: &ValidateArgs, stdout: &mut impl Write, stderr: &mut impl Write
             }
         }
     }
-    if let Err(err) = annotate_pods(&mut accepted, &args.catalog) {
+    if let Err(err) = annotate_pods(&mut accepted, &catalog) {
         let _ = writeln!(stderr, "error: {err}");
         return UNREADABLE;
     }
@@ -116,17 +129,16 @@ pub fn run(args: &ValidateArgs, stdout: &mut impl Write, stderr: &mut impl Write
 }
 
 /// Adds kerf's advice annotations to every Pod, from the NodePools among `objects`, as the pod webhook would.
-fn annotate_pods(objects: &mut [Value], catalog: &CatalogArgs) -> Result<(), String> {
+fn annotate_pods(objects: &mut [Value], catalog: &Catalog) -> Result<(), String> {
     if !objects.iter().any(|o| group_kind(o) == ("", "Pod")) {
         return Ok(());
     }
-    let catalog = catalog.load()?;
     let nodepools: Vec<NodePool> = objects
         .iter()
         .filter(|o| group_kind(o) == (admission::NODEPOOL.group, admission::NODEPOOL.kind))
         .filter_map(|o| serde_json::from_value(o.clone()).ok())
         .collect();
-    let scheduler = Scheduler::new(&nodepools, &catalog);
+    let scheduler = Scheduler::new(&nodepools, catalog);
     for object in objects.iter_mut().filter(|o| group_kind(o) == ("", "Pod")) {
         let pod: Pod = serde_json::from_value(object.clone())
             .map_err(|e| format!("a Pod does not parse: {e}"))?;

@@ -1,6 +1,8 @@
 //! `kerf webhook`: the admission webhook server for NodePools and EC2NodeClasses.
 
+use super::validate::CatalogArgs;
 use crate::admission::{ObjectHook, EC2NODECLASS, NODEPOOL};
+use crate::catalog::Catalog;
 use kerf_certs::ReloadingCertResolver;
 use kerf_webhooks::Webhooks;
 use std::net::SocketAddr;
@@ -22,20 +24,27 @@ pub struct WebhookArgs {
     /// How often the certificate files are checked for changes.
     #[arg(long, env = "KERF_TLS_RELOAD_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
     pub tls_reload_interval: Duration,
+    #[command(flatten)]
+    pub catalog: CatalogArgs,
     /// Deadline for one admission request.
     #[arg(long, env = "KERF_WEBHOOK_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub request_timeout: Duration,
 }
 
 /// The router with kerf's kinds registered, as `kerf webhook` serves it (tests and benchmarks use it too).
-pub fn router(request_timeout: Duration) -> axum::Router {
+/// With a catalog, NodePool admission adds the warnings that need one.
+pub fn router(request_timeout: Duration, catalog: Option<Arc<Catalog>>) -> axum::Router {
+    let nodepools = ObjectHook {
+        kind: &NODEPOOL,
+        catalog,
+    };
+    let nodeclasses = ObjectHook {
+        kind: &EC2NODECLASS,
+        catalog: None,
+    };
     Webhooks::new()
-        .hook(NODEPOOL.group, NODEPOOL.kind, ObjectHook(&NODEPOOL))
-        .hook(
-            EC2NODECLASS.group,
-            EC2NODECLASS.kind,
-            ObjectHook(&EC2NODECLASS),
-        )
+        .hook(NODEPOOL.group, NODEPOOL.kind, nodepools)
+        .hook(EC2NODECLASS.group, EC2NODECLASS.kind, nodeclasses)
         .timeout(request_timeout)
         .into_router()
 }
@@ -48,9 +57,10 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
         args.tls_reload_interval,
     )?;
     let tls = Arc::new(kerf_certs::server_config(resolver)?);
+    let catalog = Arc::new(args.catalog.load().map_err(anyhow::Error::msg)?);
     tracing::info!(bind = %args.bind, "serving admission webhooks");
     kerf_webhooks::serve(
-        router(args.request_timeout),
+        router(args.request_timeout, Some(catalog)),
         args.bind,
         tls,
         shutdown_signal(),

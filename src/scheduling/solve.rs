@@ -114,6 +114,11 @@ impl<'a> Scheduler<'a> {
         }
     }
 
+    /// The prepared NodePools, in the order they are tried.
+    pub fn templates(&self) -> &[Template] {
+        &self.templates
+    }
+
     /// Plans NodeClaims for `pods`.
     pub fn solve(&self, pods: &[PodInfo]) -> Plan {
         let mut solver = Solver {
