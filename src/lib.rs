@@ -4,3 +4,4 @@ pub mod catalog;
 pub mod cli;
 pub mod manifest;
 pub mod scheduling;
+pub mod simulate;

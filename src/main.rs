@@ -26,6 +26,11 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             &mut std::io::stdout(),
             &mut std::io::stderr(),
         ))),
+        Command::Simulate(args) => Ok(ExitCode::from(kerf::cli::simulate::run(
+            &args,
+            &mut std::io::stdout(),
+            &mut std::io::stderr(),
+        ))),
         Command::Crds => {
             print!(
                 "{}",

@@ -1,5 +1,6 @@
 //! The `kerf` command line.
 
+pub mod simulate;
 pub mod validate;
 pub mod webhook;
 
@@ -34,6 +35,8 @@ pub enum Command {
     Validate(validate::ValidateArgs),
     /// Serve the admission webhooks over HTTPS.
     Webhook(webhook::WebhookArgs),
+    /// Simulate a scenario: which nodes kerf would launch for its pods, and what they cost.
+    Simulate(simulate::SimulateArgs),
     /// Print the CustomResourceDefinitions.
     Crds,
 }

@@ -264,8 +264,18 @@ impl<'a> Scheduler<'a> {
                     .map(|o| (*i, o.price.unwrap_or(f64::INFINITY)))
             })
             .collect();
-        ranked.sort_by(|(a, pa), (b, pb)| pa.total_cmp(pb).then_with(|| a.cmp(b)));
         ranked
+            .sort_by(|(a, pa), (b, pb)| pa.total_cmp(pb).then_with(|| self.smaller_first(*a, *b)));
+        ranked
+    }
+
+    /// Among equal prices (unknown ones included), the smaller type first, then the catalog order.
+    fn smaller_first(&self, a: usize, b: usize) -> std::cmp::Ordering {
+        let size = |i: usize| {
+            let capacity = &self.catalog.instance_types[i].capacity;
+            (capacity.cpu, capacity.memory)
+        };
+        size(a).cmp(&size(b)).then(a.cmp(&b))
     }
 
     fn choice(&self, claim: &Claim, ranked: &[(usize, f64)]) -> Option<Choice> {

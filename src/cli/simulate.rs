@@ -1,0 +1,87 @@
+//! `kerf simulate SCENARIO`: run the admission and scheduling engine on a scenario and report.
+
+use super::validate::CatalogArgs;
+use crate::scheduling::{PodInfo, Scheduler};
+use crate::simulate::{load, Report};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+#[derive(clap::Args, Debug)]
+pub struct SimulateArgs {
+    /// The scenario: multi-document YAML or JSON of NodePools, EC2NodeClasses, Pods, workloads and an optional
+    /// `kerf.sh/v1alpha1` Simulation document.
+    pub scenario: PathBuf,
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
+    pub output: Format,
+    #[command(flatten)]
+    pub catalog: CatalogArgs,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// Runs the simulation; returns the exit code (0, 1 for an invalid scenario, 2 for unreadable input).
+pub fn run(args: &SimulateArgs, stdout: &mut impl Write, stderr: &mut impl Write) -> u8 {
+    match simulate(args) {
+        Ok(report) => {
+            let printed = match args.output {
+                Format::Text => write!(stdout, "{}", report.text()),
+                Format::Json => writeln!(
+                    stdout,
+                    "{}",
+                    serde_json::to_string_pretty(&report).unwrap_or_default()
+                ),
+            };
+            u8::from(printed.is_err()) * 2
+        }
+        Err((code, message)) => {
+            let _ = writeln!(stderr, "error: {message}");
+            code
+        }
+    }
+}
+
+fn simulate(args: &SimulateArgs) -> Result<Report, (u8, String)> {
+    let name = args.scenario.display();
+    let text = std::fs::read_to_string(&args.scenario).map_err(|e| (2, format!("{name}: {e}")))?;
+    let scenario = load(&text).map_err(|e| (1, format!("{name}: {e}")))?;
+    for ignored in &scenario.ignored {
+        eprintln!("note: {name}: {ignored} is not simulated yet and was ignored");
+    }
+    let base = args.scenario.parent().unwrap_or(Path::new("."));
+    let settings = &scenario.settings;
+    let catalog_args = CatalogArgs {
+        region: settings
+            .region
+            .clone()
+            .unwrap_or_else(|| args.catalog.region.clone()),
+        pricing_file: settings
+            .pricing_file
+            .as_ref()
+            .map(|p| base.join(p))
+            .or_else(|| args.catalog.pricing_file.clone()),
+        instance_types: settings
+            .instance_types
+            .as_ref()
+            .map(|p| base.join(p))
+            .or_else(|| args.catalog.instance_types.clone()),
+    };
+    let catalog = catalog_args.load().map_err(|e| (2, e))?;
+    let pods = scenario
+        .pods
+        .iter()
+        .map(PodInfo::from_pod)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| (1, e.to_string()))?;
+    let started = Instant::now();
+    let plan = Scheduler::new(&scenario.nodepools, &catalog).solve(&pods);
+    Ok(Report::new(
+        pods.len(),
+        &plan,
+        started.elapsed().as_secs_f64(),
+    ))
+}

@@ -1,0 +1,159 @@
+//! The simulation's report: what to launch, where each pod goes, what it costs, and what cannot be placed.
+
+use crate::scheduling::Plan;
+use serde::Serialize;
+use std::fmt::Write;
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub summary: Summary,
+    pub node_claims: Vec<ClaimReport>,
+    /// Existing capacity is not modelled yet; always empty for now.
+    pub existing_nodes: Vec<ExistingNode>,
+    pub unschedulable: Vec<UnschedulableReport>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub pods: usize,
+    pub scheduled: usize,
+    pub unschedulable: usize,
+    pub node_claims: usize,
+    /// The sum of the claims' prices; `null` when any price is unknown.
+    pub cost_per_hour: Option<f64>,
+    pub solve_seconds: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimReport {
+    pub name: String,
+    pub node_pool: String,
+    pub instance_type: Option<String>,
+    pub capacity_type: Option<String>,
+    pub zone: Option<String>,
+    pub price_per_hour: Option<f64>,
+    pub pods: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ExistingNode {
+    pub name: String,
+    pub pods: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UnschedulableReport {
+    pub pod: String,
+    pub reason: String,
+}
+
+impl Report {
+    pub fn new(pods: usize, plan: &Plan, solve_seconds: f64) -> Self {
+        let node_claims: Vec<ClaimReport> = plan
+            .claims
+            .iter()
+            .enumerate()
+            .map(|(i, claim)| ClaimReport {
+                name: format!("{}-{}", claim.nodepool, i + 1),
+                node_pool: claim.nodepool.clone(),
+                instance_type: claim.cheapest.as_ref().map(|c| c.instance_type.clone()),
+                capacity_type: claim
+                    .cheapest
+                    .as_ref()
+                    .map(|c| c.capacity_type.as_str().to_owned()),
+                zone: claim.cheapest.as_ref().map(|c| c.zone.clone()),
+                price_per_hour: claim.cheapest.as_ref().and_then(|c| c.price),
+                pods: claim.pods.clone(),
+            })
+            .collect();
+        let cost_per_hour = node_claims
+            .iter()
+            .map(|c| c.price_per_hour)
+            .sum::<Option<f64>>();
+        let unschedulable: Vec<UnschedulableReport> = plan
+            .unschedulable
+            .iter()
+            .map(|u| UnschedulableReport {
+                pod: u.pod.clone(),
+                reason: u.reason.clone(),
+            })
+            .collect();
+        Report {
+            summary: Summary {
+                pods,
+                scheduled: pods - unschedulable.len(),
+                unschedulable: unschedulable.len(),
+                node_claims: node_claims.len(),
+                cost_per_hour,
+                solve_seconds,
+            },
+            node_claims,
+            existing_nodes: Vec::new(),
+            unschedulable,
+        }
+    }
+
+    /// The report for a person.
+    pub fn text(&self) -> String {
+        let s = &self.summary;
+        let mut out = String::new();
+        let cost = s.cost_per_hour.map_or_else(
+            || "cost unknown (no price for some offerings; see --pricing-file)".to_owned(),
+            |c| format!("${c:.4}/h"),
+        );
+        let _ = writeln!(
+            out,
+            "{} pods: {} scheduled, {} unschedulable",
+            s.pods, s.scheduled, s.unschedulable
+        );
+        let claims = if s.node_claims == 1 {
+            "NodeClaim"
+        } else {
+            "NodeClaims"
+        };
+        let _ = writeln!(out, "{} {claims} to launch, {cost}", s.node_claims);
+        for claim in &self.node_claims {
+            let price = claim
+                .price_per_hour
+                .map_or_else(|| "price unknown".to_owned(), |p| format!("${p:.4}/h"));
+            let what = [&claim.instance_type, &claim.capacity_type, &claim.zone]
+                .iter()
+                .map(|v| v.as_deref().unwrap_or("?"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let _ = writeln!(
+                out,
+                "  {:<20} {what}  {price}  {} pods: {}",
+                claim.name,
+                claim.pods.len(),
+                abbreviate(&claim.pods)
+            );
+        }
+        if !self.unschedulable.is_empty() {
+            let _ = writeln!(out, "unschedulable:");
+            for u in &self.unschedulable {
+                let _ = writeln!(out, "  {}: {}", u.pod, u.reason);
+            }
+        }
+        let _ = writeln!(out, "solved in {:.1} ms", s.solve_seconds * 1000.0);
+        out
+    }
+}
+
+/// The first few pod names, then a count of the rest.
+fn abbreviate(pods: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let shown = pods
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    match pods.len().saturating_sub(SHOWN) {
+        0 => shown,
+        more => format!("{shown} and {more} more"),
+    }
+}

@@ -1,0 +1,145 @@
+//! A scenario: ordinary Kubernetes objects (NodePools, EC2NodeClasses, Pods and the workloads that make them)
+//! plus an optional `kerf.sh/v1alpha1 Simulation` document with settings. Loading is pure: the caller reads
+//! the files.
+
+use crate::admission::{self, Admitted};
+use crate::api::nodepool::NodePool;
+use crate::api::validation::Invalid;
+use crate::manifest::{group_kind, parse_documents, ManifestError};
+use k8s_openapi::api::core::v1::Pod;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+/// Settings from the `Simulation` document; paths are relative to the scenario file.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SimulationSettings {
+    pub region: Option<String>,
+    /// An `--instance-types` file replacing the embedded catalog.
+    pub instance_types: Option<String>,
+    pub pricing_file: Option<String>,
+    pub seed: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Scenario {
+    pub settings: SimulationSettings,
+    /// Defaulted and validated.
+    pub nodepools: Vec<NodePool>,
+    pub pods: Vec<Pod>,
+    /// Objects of kinds the simulation does not model yet, as `Kind/name`.
+    pub ignored: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Invalid(Vec<Invalid>),
+    #[error("{kind} {name:?}: {source}")]
+    Object {
+        kind: String,
+        name: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Parses, defaults and validates a scenario, and expands workloads into their pods.
+pub fn load(text: &str) -> Result<Scenario, ScenarioError> {
+    let mut scenario = Scenario::default();
+    let mut invalid = Vec::new();
+    for object in parse_documents(text)? {
+        let (group, kind) = group_kind(&object);
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let bad = |source| ScenarioError::Object {
+            kind: kind.to_owned(),
+            name: name.clone(),
+            source,
+        };
+        match (group, kind) {
+            ("kerf.sh", "Simulation") => {
+                let spec = object.get("spec").cloned().unwrap_or_else(|| json!({}));
+                scenario.settings = SimulationSettings::deserialize(&spec).map_err(bad)?;
+            }
+            _ if admission::for_kind(group, kind).is_some() => {
+                let Some(admission) = admission::for_kind(group, kind) else {
+                    continue;
+                };
+                let Admitted { object, .. } = match admit(admission, &object) {
+                    Ok(admitted) => admitted,
+                    Err(rejection) => {
+                        invalid.push(rejection);
+                        continue;
+                    }
+                };
+                if kind == "NodePool" {
+                    let pool = NodePool::deserialize(&object).map_err(bad)?;
+                    scenario.nodepools.push(pool);
+                }
+            }
+            ("", "Pod") => scenario.pods.push(Pod::deserialize(&object).map_err(bad)?),
+            ("apps", "Deployment" | "ReplicaSet" | "StatefulSet") | ("batch", "Job") => {
+                scenario.pods.extend(expand(&object, kind).map_err(bad)?);
+            }
+            _ => scenario.ignored.push(format!("{kind}/{name}")),
+        }
+    }
+    if invalid.is_empty() {
+        Ok(scenario)
+    } else {
+        Err(ScenarioError::Invalid(invalid))
+    }
+}
+
+fn admit(admission: &admission::KindAdmission, object: &Value) -> Result<Admitted, Invalid> {
+    let admitted = admission.admit(object, None);
+    match admitted.rejection(admission) {
+        Some(invalid) => Err(invalid),
+        None => Ok(admitted),
+    }
+}
+
+/// The pods a workload runs: `replicas` (Jobs: `parallelism`) copies of its template, named `<name>-<i>`.
+fn expand(workload: &Value, kind: &str) -> Result<Vec<Pod>, serde_json::Error> {
+    let name = workload
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("workload");
+    let namespace = workload
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("default");
+    let count_field = if kind == "Job" {
+        "/spec/parallelism"
+    } else {
+        "/spec/replicas"
+    };
+    let count = workload
+        .pointer(count_field)
+        .and_then(Value::as_u64)
+        .unwrap_or(1);
+    let template = workload
+        .pointer("/spec/template")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    (0..count)
+        .map(|i| {
+            let mut pod = template.clone();
+            let metadata = pod
+                .as_object_mut()
+                .map(|p| p.entry("metadata").or_insert_with(|| json!({})));
+            if let Some(Value::Object(metadata)) = metadata {
+                metadata.insert("name".to_owned(), json!(format!("{name}-{i}")));
+                metadata.insert("namespace".to_owned(), json!(namespace));
+                metadata.insert("uid".to_owned(), json!(format!("{namespace}/{name}-{i}")));
+            }
+            Pod::deserialize(&pod)
+        })
+        .collect()
+}
