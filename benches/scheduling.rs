@@ -1,0 +1,164 @@
+//! The scheduling simulation at scale, modelled on Karpenter's scheduling benchmark: 400 synthetic instance
+//! types (cpu = i+1, memory = 2(i+1) GiB, pods = 10(i+1), overhead 100m / 10Mi, spot in 2 zones and on-demand
+//! in 3, price 0.1·cpu + 0.1·memory-GB) and one unlimited NodePool. Pods come in Karpenter's five-way diverse
+//! mix (generic, zonal spread, hostname spread, zonal self-affinity, hostname anti-affinity), and as generic
+//! pods alone. Requests cycle deterministically through Karpenter's sizes, so every run solves the same input.
+//!
+//! `cargo bench -p kerf --bench scheduling`; results and the machine are in docs/performance.md.
+
+use criterion::{criterion_group, BenchmarkId, Criterion};
+use kerf::api::nodepool::NodePool;
+use kerf::catalog::Catalog;
+use kerf::scheduling::{PodInfo, Scheduler};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const INSTANCE_TYPES: usize = 400;
+const CPUS: [&str; 5] = ["100m", "250m", "500m", "1", "1500m"];
+const MEMORIES: [&str; 5] = ["100Mi", "250Mi", "500Mi", "1Gi", "1500Mi"];
+
+fn catalog() -> Catalog {
+    let types: Vec<Value> = (0..INSTANCE_TYPES)
+        .map(|i| {
+            let (cpu, memory_gb) = ((i + 1) as f64, 2.0 * (i + 1) as f64);
+            let price = 0.1 * cpu + 0.1 * memory_gb;
+            let offering = |zone: &str, capacity_type: &str| {
+                json!({"zone": zone, "capacityType": capacity_type, "price": price, "available": true})
+            };
+            json!({
+                "name": format!("fake-it-{i}"), "cpu": (i + 1).to_string(), "memory": format!("{}Gi", 2 * (i + 1)),
+                "pods": 10 * (i + 1), "arch": "amd64", "os": ["linux"], "labels": {},
+                "overhead": {"cpu": "100m", "memory": "10Mi"},
+                "offerings": [offering("test-zone-1", "spot"), offering("test-zone-2", "spot"),
+                              offering("test-zone-1", "on-demand"), offering("test-zone-2", "on-demand"), offering("test-zone-3", "on-demand")]
+            })
+        })
+        .collect();
+    Catalog::from_instance_types_json(&json!({"instanceTypes": types}).to_string())
+        .expect("synthetic catalog")
+}
+
+fn nodepool() -> NodePool {
+    serde_json::from_value(json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+        "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                                        "requirements": []}}}}))
+    .expect("nodepool")
+}
+
+/// One pod of group `group` (its labels select its siblings), with `extra` merged into the spec.
+fn pod(group: &str, i: usize, extra: Value) -> PodInfo {
+    let mut spec = json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": CPUS[i % 5], "memory": MEMORIES[(i / 5) % 5]}}}]});
+    if let (Some(spec), Value::Object(extra)) = (spec.as_object_mut(), extra) {
+        spec.extend(extra);
+    }
+    let pod = json!({"metadata": {"name": format!("{group}-{i}"), "namespace": "default", "uid": format!("{group}-{i}"),
+                                  "labels": {"group": group}}, "spec": spec});
+    PodInfo::from_pod(&serde_json::from_value(pod).expect("pod")).expect("pod info")
+}
+
+fn selector(group: &str) -> Value {
+    json!({"matchLabels": {"group": group}})
+}
+
+/// Karpenter's diverse mix: a fifth each of generic, zonal spread, hostname spread, zonal self-affinity and
+/// hostname anti-affinity pods.
+fn diverse_pods(count: usize) -> Vec<PodInfo> {
+    let fifth = count / 5;
+    let spread = |key: &str, group: &str| {
+        json!({"topologySpreadConstraints": [
+        {"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule", "labelSelector": selector(group)}]})
+    };
+    let affinity = |key: &str, group: &str| {
+        json!({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": key, "labelSelector": selector(group)}]}}})
+    };
+    let anti_affinity = |key: &str, group: &str| {
+        json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": key, "labelSelector": selector(group)}]}}})
+    };
+    let mut pods = Vec::with_capacity(count);
+    pods.extend((0..fifth).map(|i| pod("generic", i, json!({}))));
+    pods.extend((0..fifth).map(|i| {
+        pod(
+            "zonal-spread",
+            i,
+            spread("topology.kubernetes.io/zone", "zonal-spread"),
+        )
+    }));
+    pods.extend((0..fifth).map(|i| {
+        pod(
+            "hostname-spread",
+            i,
+            spread("kubernetes.io/hostname", "hostname-spread"),
+        )
+    }));
+    pods.extend((0..fifth).map(|i| {
+        pod(
+            "zonal-affinity",
+            i,
+            affinity("topology.kubernetes.io/zone", "zonal-affinity"),
+        )
+    }));
+    pods.extend((0..fifth).map(|i| {
+        pod(
+            "hostname-anti-affinity",
+            i,
+            anti_affinity("kubernetes.io/hostname", "hostname-anti-affinity"),
+        )
+    }));
+    pods
+}
+
+fn generic_pods(count: usize) -> Vec<PodInfo> {
+    (0..count).map(|i| pod("generic", i, json!({}))).collect()
+}
+
+fn scheduling(c: &mut Criterion) {
+    let catalog = catalog();
+    let pools = [nodepool()];
+    let scheduler = Scheduler::new(&pools, &catalog);
+    let mut group = c.benchmark_group("scheduling");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(20))
+        .warm_up_time(Duration::from_secs(1));
+    for (mix, make) in [
+        ("generic", generic_pods as fn(usize) -> Vec<PodInfo>),
+        ("diverse", diverse_pods),
+    ] {
+        for count in [5_000, 20_000] {
+            let pods = make(count);
+            let plan = scheduler.solve(&pods);
+            let placed: usize = plan.claims.iter().map(|c| c.pods.len()).sum();
+            assert_eq!(
+                placed + plan.unschedulable.len(),
+                count,
+                "every pod is placed or reported"
+            );
+            eprintln!(
+                "{mix} {count}: {} claims, {} unschedulable",
+                plan.claims.len(),
+                plan.unschedulable.len()
+            );
+            group.bench_with_input(BenchmarkId::new(mix, count), &pods, |b, pods| {
+                b.iter(|| scheduler.solve(pods))
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, scheduling);
+
+fn main() {
+    benches();
+    criterion::Criterion::default()
+        .configure_from_args()
+        .final_summary();
+    // Peak resident memory of this process (catalog, 20,000 pods and the solves included).
+    if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
+        if let Some(line) = status.lines().find(|l| l.starts_with("VmHWM")) {
+            eprintln!("peak memory: {}", line.trim_start_matches("VmHWM:").trim());
+        }
+    }
+}
