@@ -1,10 +1,11 @@
-# The one test command: formatting, lints, and every test of the workspace.
-# Builds are cached under ~/.cache/kerf so repeated runs (and CI on the same machine) reuse them.
+# The one test command: formatting, lints, every unit and integration test, and the end-to-end suite on a real
+# control plane. Builds are cached under ~/.cache/kerf (the Rust target dir, the Kubernetes binaries, helm), so
+# repeated runs, and CI on the same machine, reuse them; a fresh machine builds them once (~11 minutes).
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/kerf/target
 
-.PHONY: test fmt lint unit bench
+.PHONY: test fmt lint unit e2e bench
 
-test: fmt lint unit
+test: fmt lint unit e2e
 
 fmt:
 	cargo fmt --all -- --check
@@ -13,7 +14,13 @@ lint:
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 
 unit:
-	cargo test --workspace --locked
+	cargo test --workspace --exclude kerf-e2e --locked
+
+e2e:
+	bash e2e/scripts/build-control-plane.sh
+	bash e2e/scripts/helm.sh
+	KERF_E2E=1 cargo test -p kerf-e2e --locked
 
 bench:
 	cargo bench -p kerf --bench webhook_https
+	cargo bench -p kerf --bench scheduling
