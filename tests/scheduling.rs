@@ -272,3 +272,246 @@ fn spot_only_pools_with_few_instance_types_get_a_warning() {
     mixed["spec"]["template"]["spec"]["requirements"][0]["values"] = json!(["spot", "on-demand"]);
     assert_eq!(catalog_warnings(&mixed, &catalog()), Vec::<String>::new());
 }
+
+/// Pods labelled `labels`, with `spec` merged in.
+fn labelled(n: usize, prefix: &str, labels: Value, spec: Value) -> Vec<PodInfo> {
+    (0..n)
+        .map(|i| {
+            let mut pod = json!({"metadata": {"name": format!("{prefix}-{i}"), "namespace": "default", "uid": format!("{prefix}-{i}"), "labels": labels},
+                                 "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}});
+            merge(&mut pod["spec"], spec.clone());
+            PodInfo::from_pod(&serde_json::from_value(pod).expect("pod")).expect("pod info")
+        })
+        .collect()
+}
+
+fn spread(key: &str, max_skew: i32, when: &str, extra: Value) -> Value {
+    let mut constraint = json!({"maxSkew": max_skew, "topologyKey": key, "whenUnsatisfiable": when,
+                                "labelSelector": {"matchLabels": {"app": "spread"}}});
+    merge(&mut constraint, extra);
+    json!({"topologySpreadConstraints": [constraint]})
+}
+
+/// The single zone each claim is narrowed to, with its pod count.
+fn pods_per_zone(plan: &kerf::scheduling::Plan) -> std::collections::BTreeMap<String, usize> {
+    let mut zones = std::collections::BTreeMap::new();
+    for claim in &plan.claims {
+        let zone = claim
+            .requirements
+            .get("topology.kubernetes.io/zone")
+            .and_then(|r| r.values())
+            .filter(|v| v.len() == 1)
+            .and_then(|v| v.first().cloned())
+            .expect("claim narrowed to one zone");
+        *zones.entry(zone).or_default() += claim.pods.len();
+    }
+    zones
+}
+
+const ZONE: &str = "topology.kubernetes.io/zone";
+const HOSTNAME: &str = "kubernetes.io/hostname";
+
+#[test]
+fn zonal_spread_balances_the_zones() {
+    let all = labelled(
+        6,
+        "s",
+        json!({"app": "spread"}),
+        spread(ZONE, 1, "DoNotSchedule", json!({})),
+    );
+    let plan = solve(&all, &[nodepool("default", json!({}))], &catalog());
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    let zones = pods_per_zone(&plan);
+    assert_eq!(
+        zones.into_iter().collect::<Vec<_>>(),
+        [
+            ("test-zone-a".to_owned(), 2),
+            ("test-zone-b".to_owned(), 2),
+            ("test-zone-c".to_owned(), 2)
+        ]
+    );
+    assert_eq!(plan.claims.len(), 3, "one claim per zone");
+}
+
+#[test]
+fn unmet_min_domains_forces_spreading() {
+    // Only three zones exist, so minDomains 5 is never met: the global minimum is 0 and each zone takes one pod.
+    let all = labelled(
+        4,
+        "s",
+        json!({"app": "spread"}),
+        spread(ZONE, 1, "DoNotSchedule", json!({"minDomains": 5})),
+    );
+    let plan = solve(&all, &[nodepool("default", json!({}))], &catalog());
+    assert_eq!(
+        pods_per_zone(&plan).values().copied().collect::<Vec<_>>(),
+        [1, 1, 1]
+    );
+    assert_eq!(plan.unschedulable.len(), 1);
+    let reason = &plan.unschedulable[0].reason;
+    assert!(
+        reason.contains(
+            "topology spread constraint on topology.kubernetes.io/zone (maxSkew 1, DoNotSchedule)"
+        ),
+        "{reason}"
+    );
+    // Without minDomains the fourth pod is allowed a second pod in a zone.
+    let all = labelled(
+        4,
+        "s",
+        json!({"app": "spread"}),
+        spread(ZONE, 1, "DoNotSchedule", json!({})),
+    );
+    let plan = solve(&all, &[nodepool("default", json!({}))], &catalog());
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+}
+
+#[test]
+fn hostname_spread_puts_one_pod_per_claim() {
+    let all = labelled(
+        4,
+        "h",
+        json!({"app": "spread"}),
+        spread(HOSTNAME, 1, "DoNotSchedule", json!({})),
+    );
+    let plan = solve(&all, &[nodepool("default", json!({}))], &catalog());
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    assert_eq!(plan.claims.len(), 4);
+    assert!(plan.claims.iter().all(|c| c.pods.len() == 1));
+}
+
+#[test]
+fn schedule_anyway_is_relaxed_and_do_not_schedule_is_reported() {
+    // Pinned to one zone with minDomains 2: after the first pod the skew cannot be met.
+    let pinned = |when: &str| {
+        let mut spec = spread(ZONE, 1, when, json!({"minDomains": 2}));
+        merge(&mut spec, json!({"nodeSelector": {ZONE: "test-zone-a"}}));
+        labelled(3, "p", json!({"app": "spread"}), spec)
+    };
+    let pools = [nodepool("default", json!({}))];
+    let plan = solve(&pinned("ScheduleAnyway"), &pools, &catalog());
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    assert_eq!(plan.claims.iter().map(|c| c.pods.len()).sum::<usize>(), 3);
+
+    let plan = solve(&pinned("DoNotSchedule"), &pools, &catalog());
+    assert_eq!(plan.claims.iter().map(|c| c.pods.len()).sum::<usize>(), 1);
+    assert_eq!(plan.unschedulable.len(), 2);
+    for u in &plan.unschedulable {
+        assert!(
+            u.reason.starts_with("nodepool default: topology spread constraint on topology.kubernetes.io/zone (maxSkew 1, DoNotSchedule)"),
+            "{}",
+            u.reason
+        );
+    }
+}
+
+#[test]
+fn hostname_anti_affinity_gives_one_pod_per_node() {
+    let anti = json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": HOSTNAME, "labelSelector": {"matchLabels": {"app": "nginx"}}}]}}});
+    let mut all = labelled(3, "nginx", json!({"app": "nginx"}), anti);
+    // Plain pods with the label may not join them either (the inverse); other pods may.
+    all.extend(labelled(2, "plain", json!({"app": "nginx"}), json!({})));
+    all.extend(labelled(2, "other", json!({"app": "other"}), json!({})));
+    let plan = solve(&all, &[nodepool("default", json!({}))], &catalog());
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    for claim in &plan.claims {
+        let nginx = claim
+            .pods
+            .iter()
+            .filter(|p| p.starts_with("default/nginx") || p.starts_with("default/plain"))
+            .count();
+        let owners = claim
+            .pods
+            .iter()
+            .filter(|p| p.starts_with("default/nginx"))
+            .count();
+        assert!(
+            owners <= 1 && (owners == 0 || nginx == 1),
+            "{:?}",
+            claim.pods
+        );
+    }
+    assert_eq!(
+        plan.claims
+            .iter()
+            .filter(|c| c.pods.iter().any(|p| p.starts_with("default/nginx")))
+            .count(),
+        3
+    );
+}
+
+#[test]
+fn zonal_self_affinity_keeps_a_group_in_one_zone() {
+    let affinity = json!({
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}}],
+        "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": ZONE, "labelSelector": {"matchLabels": {"group": "x"}}}]}}});
+    let all = labelled(12, "g", json!({"group": "x"}), affinity);
+    let plan = solve(&all, &[nodepool("default", json!({}))], &catalog());
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    assert!(plan.claims.len() > 1);
+    let zones = pods_per_zone(&plan);
+    assert_eq!(zones.len(), 1, "{zones:?}");
+    assert_eq!(zones.values().sum::<usize>(), 12);
+}
+
+#[test]
+fn pod_affinity_waits_for_its_target_through_the_requeue() {
+    // The followers are larger, so they are tried first; the leader lands later and the requeue places them.
+    let follower = json!({
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}],
+        "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": ZONE, "labelSelector": {"matchLabels": {"role": "leader"}}}]}}});
+    let mut all = labelled(2, "follower", json!({"role": "follower"}), follower);
+    all.extend(labelled(
+        1,
+        "leader",
+        json!({"role": "leader"}),
+        json!({"nodeSelector": {ZONE: "test-zone-b"}}),
+    ));
+    let plan = solve(&all, &[nodepool("default", json!({}))], &catalog());
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    assert_eq!(
+        pods_per_zone(&plan).keys().collect::<Vec<_>>(),
+        ["test-zone-b"]
+    );
+}
+
+#[test]
+fn unsatisfiable_preferred_anti_affinity_is_relaxed() {
+    let prefers = json!({"affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 10, "podAffinityTerm": {"topologyKey": ZONE, "labelSelector": {"matchLabels": {"app": "web"}}}}]}}});
+    let all = labelled(5, "web", json!({"app": "web"}), prefers);
+    let plan = solve(&all, &[nodepool("default", json!({}))], &catalog());
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    assert_eq!(plan.claims.iter().map(|c| c.pods.len()).sum::<usize>(), 5);
+}
+
+#[test]
+fn topology_plans_are_deterministic() {
+    let mut all = labelled(
+        9,
+        "s",
+        json!({"app": "spread"}),
+        spread(ZONE, 1, "DoNotSchedule", json!({})),
+    );
+    all.extend(labelled(
+        5,
+        "h",
+        json!({"app": "spread"}),
+        spread(HOSTNAME, 1, "DoNotSchedule", json!({})),
+    ));
+    all.extend(labelled(
+        4,
+        "n",
+        json!({"app": "nginx"}),
+        json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": HOSTNAME, "labelSelector": {"matchLabels": {"app": "nginx"}}}]}}}),
+    ));
+    let pools = [nodepool("default", json!({}))];
+    assert_eq!(
+        solve(&all, &pools, &catalog()),
+        solve(&all, &pools, &catalog())
+    );
+}

@@ -3,14 +3,16 @@
 //!
 //! Implemented so far: effective requests, node selectors and required/preferred node affinity with
 //! Karpenter's relaxation order, taints and tolerations, NodePool weights and limits, instance-type filtering
-//! on requirements, allocatable and offerings, and the cheapest-first launch list. Topology spread, pod
-//! (anti-)affinity, existing nodes, DaemonSet overhead, host ports and minValues are still to come.
+//! on requirements, allocatable and offerings, the cheapest-first launch list, topology spread and required and
+//! preferred pod (anti-)affinity on zone, capacity type and hostname, and the requeue of failed pods. Existing
+//! nodes, DaemonSet overhead, host ports and minValues are still to come.
 
 mod offerings;
 mod pod;
 mod solve;
 mod taints;
 mod template;
+mod topology;
 
 pub use pod::{PodError, PodInfo};
 pub use solve::{

@@ -1,6 +1,7 @@
 //! What the scheduler needs of a pod: its effective requests, the node requirements it brings (with the
 //! relaxation order of controller-behaviour.md §1.4), and its tolerations.
 
+use super::topology::{constraints, TopologyConstraint};
 use crate::api::requirements::{Requirement, RequirementError, Requirements};
 use crate::catalog::{CatalogError, Resources};
 use k8s_openapi::api::core::v1::{Container, NodeSelectorTerm, Pod, Toleration};
@@ -37,6 +38,13 @@ pub struct PodInfo {
     /// heaviest-first, then with fewer preferences (controller-behaviour.md §1.4 steps 1 and 4).
     pub variants: Vec<Requirements>,
     pub tolerations: Vec<Toleration>,
+    /// How many of `variants` come from the required node-selector terms (relaxation step 1); the rest shed
+    /// node-affinity preferences (step 4).
+    pub required_terms: usize,
+    pub namespace: String,
+    pub labels: BTreeMap<String, String>,
+    /// Spread constraints and pod (anti-)affinity on zone, capacity type and hostname.
+    pub topology: Vec<TopologyConstraint>,
 }
 
 impl PodInfo {
@@ -61,7 +69,27 @@ impl PodInfo {
             pod: key.clone(),
             source,
         })?;
+        let namespace = meta
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_owned());
+        let labels = meta.labels.clone().unwrap_or_default();
+        let topology = constraints(&spec, &namespace, &labels);
+        let required_terms = spec
+            .affinity
+            .as_ref()
+            .and_then(|a| a.node_affinity.as_ref())
+            .and_then(|n| {
+                n.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
+            .map_or(1, |r| r.node_selector_terms.len().max(1))
+            .min(variants.len());
         Ok(PodInfo {
+            required_terms,
+            namespace,
+            labels,
+            topology,
             uid: meta.uid.clone().unwrap_or_else(|| key.clone()),
             created: meta
                 .creation_timestamp

@@ -1,0 +1,702 @@
+//! Topology: spread constraints and required/preferred pod (anti-)affinity (controller-behaviour.md §1.3
+//! "Topology"), on zone, capacity type and hostname.
+//!
+//! Constraints are parsed once per pod ([`TopologyConstraint`]). A solve dedups them into groups (same kind,
+//! key, namespaces and selector) that keep a count of matching pods per domain, and precomputes which groups
+//! each pod owns and which it matches, so the per-claim checks are map lookups. A zone or capacity-type domain
+//! is a label value; a hostname domain is a claim (a new claim is a new hostname with no pods).
+
+use crate::api::labels;
+use crate::api::requirements::{Requirement, Requirements};
+use k8s_openapi::api::core::v1::{
+    PodAffinityTerm, PodSpec, TopologySpreadConstraint, WeightedPodAffinityTerm,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The topology keys kerf simulates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TopologyKey {
+    Zone,
+    CapacityType,
+    Hostname,
+}
+
+impl TopologyKey {
+    fn parse(key: &str) -> Option<Self> {
+        match labels::normalize_key(key) {
+            labels::ZONE => Some(Self::Zone),
+            labels::CAPACITY_TYPE => Some(Self::CapacityType),
+            labels::HOSTNAME => Some(Self::Hostname),
+            _ => None,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Zone => labels::ZONE,
+            Self::CapacityType => labels::CAPACITY_TYPE,
+            Self::Hostname => labels::HOSTNAME,
+        }
+    }
+}
+
+/// One `matchExpressions` entry (or `matchLabels` pair) of a label selector.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Expr {
+    In(String, BTreeSet<String>),
+    NotIn(String, BTreeSet<String>),
+    Exists(String),
+    DoesNotExist(String),
+    /// An operator Kubernetes does not know: matches nothing.
+    Never,
+}
+
+/// A compiled label selector; `None` inside (a null selector) matches no pod.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Selector(Option<Vec<Expr>>);
+
+impl Selector {
+    fn new(selector: Option<&LabelSelector>) -> Self {
+        let Some(selector) = selector else {
+            return Selector(None);
+        };
+        let mut exprs: Vec<Expr> = selector
+            .match_labels
+            .iter()
+            .flatten()
+            .map(|(k, v)| Expr::In(k.clone(), BTreeSet::from([v.clone()])))
+            .collect();
+        for e in selector.match_expressions.iter().flatten() {
+            let values = || e.values.iter().flatten().cloned().collect();
+            exprs.push(match e.operator.as_str() {
+                "In" => Expr::In(e.key.clone(), values()),
+                "NotIn" => Expr::NotIn(e.key.clone(), values()),
+                "Exists" => Expr::Exists(e.key.clone()),
+                "DoesNotExist" => Expr::DoesNotExist(e.key.clone()),
+                _ => Expr::Never,
+            });
+        }
+        exprs.sort();
+        exprs.dedup();
+        Selector(Some(exprs))
+    }
+
+    /// Adds `key In [the pod's value]` for each of `keys` the pod has (`matchLabelKeys`).
+    fn with_label_keys(mut self, keys: &[String], pod_labels: &BTreeMap<String, String>) -> Self {
+        if let Some(exprs) = self.0.as_mut() {
+            for key in keys {
+                if let Some(value) = pod_labels.get(key) {
+                    exprs.push(Expr::In(key.clone(), BTreeSet::from([value.clone()])));
+                }
+            }
+            exprs.sort();
+            exprs.dedup();
+        }
+        self
+    }
+
+    pub fn matches(&self, pod_labels: &BTreeMap<String, String>) -> bool {
+        let Some(exprs) = &self.0 else {
+            return false;
+        };
+        exprs.iter().all(|e| match e {
+            Expr::In(k, vs) => pod_labels.get(k).is_some_and(|v| vs.contains(v)),
+            Expr::NotIn(k, vs) => pod_labels.get(k).is_none_or(|v| !vs.contains(v)),
+            Expr::Exists(k) => pod_labels.contains_key(k),
+            Expr::DoesNotExist(k) => !pod_labels.contains_key(k),
+            Expr::Never => false,
+        })
+    }
+}
+
+/// What a constraint asks of its domain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ConstraintKind {
+    Spread { max_skew: i32, min_domains: i32 },
+    Affinity,
+    AntiAffinity,
+}
+
+/// When a constraint is relaxed (controller-behaviour.md §1.4); the rank orders those of one step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Relax {
+    Never,
+    /// Step 2: preferred pod affinity, heaviest first.
+    PreferredAffinity(usize),
+    /// Step 3: preferred pod anti-affinity, heaviest first.
+    PreferredAntiAffinity(usize),
+    /// Step 5: `ScheduleAnyway` spread, in written order.
+    ScheduleAnyway(usize),
+}
+
+/// A pod's topology constraint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopologyConstraint {
+    pub kind: ConstraintKind,
+    pub key: TopologyKey,
+    /// The namespaces whose pods count; `None` for all.
+    pub namespaces: Option<BTreeSet<String>>,
+    pub selector: Selector,
+    pub relax: Relax,
+}
+
+impl TopologyConstraint {
+    /// How the constraint reads in an unschedulable reason.
+    pub fn describe(&self) -> String {
+        let key = self.key.label();
+        match (self.kind, self.relax) {
+            (ConstraintKind::Spread { max_skew, .. }, relax) => {
+                let when = if relax == Relax::Never {
+                    "DoNotSchedule"
+                } else {
+                    "ScheduleAnyway"
+                };
+                format!("topology spread constraint on {key} (maxSkew {max_skew}, {when})")
+            }
+            (ConstraintKind::Affinity, Relax::Never) => format!("required pod affinity on {key}"),
+            (ConstraintKind::Affinity, _) => format!("preferred pod affinity on {key}"),
+            (ConstraintKind::AntiAffinity, Relax::Never) => {
+                format!("required pod anti-affinity on {key}")
+            }
+            (ConstraintKind::AntiAffinity, _) => format!("preferred pod anti-affinity on {key}"),
+        }
+    }
+}
+
+/// The topology constraints of a pod spec, on the keys kerf simulates (others are ignored).
+pub fn constraints(
+    spec: &PodSpec,
+    namespace: &str,
+    pod_labels: &BTreeMap<String, String>,
+) -> Vec<TopologyConstraint> {
+    let mut out = Vec::new();
+    let own_namespace = || Some(BTreeSet::from([namespace.to_owned()]));
+    let mut anyway = 0;
+    for c in spec.topology_spread_constraints.iter().flatten() {
+        let TopologySpreadConstraint {
+            max_skew,
+            min_domains,
+            topology_key,
+            when_unsatisfiable,
+            label_selector,
+            match_label_keys,
+            ..
+        } = c;
+        let Some(key) = TopologyKey::parse(topology_key) else {
+            continue;
+        };
+        let relax = if when_unsatisfiable == "ScheduleAnyway" {
+            anyway += 1;
+            Relax::ScheduleAnyway(anyway - 1)
+        } else {
+            Relax::Never
+        };
+        out.push(TopologyConstraint {
+            kind: ConstraintKind::Spread {
+                max_skew: (*max_skew).max(1),
+                min_domains: min_domains.unwrap_or(1).max(1),
+            },
+            key,
+            namespaces: own_namespace(),
+            selector: Selector::new(label_selector.as_ref())
+                .with_label_keys(match_label_keys.as_deref().unwrap_or_default(), pod_labels),
+            relax,
+        });
+    }
+    let affinity = spec.affinity.as_ref();
+    let term = |t: &PodAffinityTerm, kind, relax| {
+        let key = TopologyKey::parse(&t.topology_key)?;
+        let namespaces = match (&t.namespaces, &t.namespace_selector) {
+            (_, Some(sel)) if sel.match_labels.is_none() && sel.match_expressions.is_none() => None,
+            (Some(ns), _) if !ns.is_empty() => Some(ns.iter().cloned().collect()),
+            _ => own_namespace(),
+        };
+        Some(TopologyConstraint {
+            kind,
+            key,
+            namespaces,
+            selector: Selector::new(t.label_selector.as_ref()).with_label_keys(
+                t.match_label_keys.as_deref().unwrap_or_default(),
+                pod_labels,
+            ),
+            relax,
+        })
+    };
+    let pod_affinity = affinity.and_then(|a| a.pod_affinity.as_ref());
+    for t in pod_affinity
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .into_iter()
+        .flatten()
+    {
+        out.extend(term(t, ConstraintKind::Affinity, Relax::Never));
+    }
+    let preferred = heaviest_first(pod_affinity.and_then(|a| {
+        a.preferred_during_scheduling_ignored_during_execution
+            .as_ref()
+    }));
+    for (rank, t) in preferred.iter().enumerate() {
+        out.extend(term(
+            &t.pod_affinity_term,
+            ConstraintKind::Affinity,
+            Relax::PreferredAffinity(rank),
+        ));
+    }
+    let anti = affinity.and_then(|a| a.pod_anti_affinity.as_ref());
+    for t in anti
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .into_iter()
+        .flatten()
+    {
+        out.extend(term(t, ConstraintKind::AntiAffinity, Relax::Never));
+    }
+    let preferred = heaviest_first(anti.and_then(|a| {
+        a.preferred_during_scheduling_ignored_during_execution
+            .as_ref()
+    }));
+    for (rank, t) in preferred.iter().enumerate() {
+        out.extend(term(
+            &t.pod_affinity_term,
+            ConstraintKind::AntiAffinity,
+            Relax::PreferredAntiAffinity(rank),
+        ));
+    }
+    out
+}
+
+fn heaviest_first(terms: Option<&Vec<WeightedPodAffinityTerm>>) -> Vec<&WeightedPodAffinityTerm> {
+    let mut terms: Vec<&WeightedPodAffinityTerm> = terms.into_iter().flatten().collect();
+    terms.sort_by_key(|t| std::cmp::Reverse(t.weight));
+    terms
+}
+
+/// How far a pod has been relaxed: how many terms of each step are dropped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Relaxed {
+    pub affinity: usize,
+    pub anti_affinity: usize,
+    pub schedule_anyway: usize,
+}
+
+impl Relaxed {
+    pub fn keeps(&self, relax: Relax) -> bool {
+        match relax {
+            Relax::Never => true,
+            Relax::PreferredAffinity(r) => r >= self.affinity,
+            Relax::PreferredAntiAffinity(r) => r >= self.anti_affinity,
+            Relax::ScheduleAnyway(r) => r >= self.schedule_anyway,
+        }
+    }
+}
+
+/// Matching pods per domain.
+#[derive(Clone, Debug, Default)]
+struct Counts {
+    values: BTreeMap<String, u32>,
+    /// By claim index, for hostname.
+    hosts: Vec<u32>,
+    total: u32,
+}
+
+impl Counts {
+    fn value(&self, domain: &str) -> u32 {
+        self.values.get(domain).copied().unwrap_or(0)
+    }
+
+    fn host(&self, claim: usize) -> u32 {
+        self.hosts.get(claim).copied().unwrap_or(0)
+    }
+
+    fn add_value(&mut self, domain: &str) {
+        *self.values.entry(domain.to_owned()).or_default() += 1;
+        self.total += 1;
+    }
+
+    fn add_host(&mut self, claim: usize) {
+        if self.hosts.len() <= claim {
+            self.hosts.resize(claim + 1, 0);
+        }
+        self.hosts[claim] += 1;
+        self.total += 1;
+    }
+}
+
+/// Constraints shared by pods (same kind, key, namespaces, selector), with their counts.
+#[derive(Debug)]
+struct Group {
+    kind: ConstraintKind,
+    key: TopologyKey,
+    namespaces: Option<BTreeSet<String>>,
+    selector: Selector,
+    /// Pods the selector matches.
+    matching: Counts,
+    /// Anti-affinity only: where the owners are, which matching pods must avoid.
+    owners: Counts,
+}
+
+/// A constraint a pod owns: its index in the pod's constraints, its group, and whether the pod matches it.
+#[derive(Clone, Copy, Debug)]
+struct Owned {
+    constraint: usize,
+    group: usize,
+    self_match: bool,
+}
+
+/// What makes two constraints one group.
+type GroupKey = (
+    ConstraintKind,
+    TopologyKey,
+    Option<BTreeSet<String>>,
+    Selector,
+);
+
+/// The topology state of one solve.
+#[derive(Debug, Default)]
+pub struct Topology {
+    groups: Vec<Group>,
+    owned: Vec<Vec<Owned>>,
+    /// Per pod: the groups whose selector matches it.
+    matches: Vec<Vec<usize>>,
+    /// Per pod: the anti-affinity groups whose selector matches it (the inverse constraint).
+    inverse: Vec<Vec<usize>>,
+}
+
+/// The domains of a zone or capacity-type key for a pod on a template.
+pub struct Domains<'a> {
+    pub key: TopologyKey,
+    /// What the template and the pod allow and some offering provides: the domains skew is measured over.
+    pub eligible: Vec<&'a str>,
+}
+
+/// The domains a pod's constraints allow on one key, preferred first.
+#[derive(Clone, Debug)]
+pub struct Narrowing<'a> {
+    pub key: TopologyKey,
+    pub allowed: Vec<&'a str>,
+    /// Whether the claim must be narrowed to one of them (a spread or an affinity counts the placement).
+    pub single: bool,
+    /// Whether every eligible domain is allowed (nothing to narrow unless `single`).
+    pub all: bool,
+}
+
+impl Narrowing<'_> {
+    /// The requirements to try on a claim whose requirement on the key is `claim`, preferred first; empty when
+    /// the claim allows none of the domains.
+    pub fn alternatives(&self, claim: Option<&Requirement>) -> Vec<Requirement> {
+        let allowed = self
+            .allowed
+            .iter()
+            .copied()
+            .filter(|d| claim.is_none_or(|r| r.has(d)));
+        if self.single {
+            allowed
+                .map(|d| Requirement::one_of(self.key.label(), [d]))
+                .collect()
+        } else {
+            let allowed: Vec<&str> = allowed.collect();
+            if allowed.is_empty() {
+                Vec::new()
+            } else {
+                vec![Requirement::one_of(self.key.label(), allowed)]
+            }
+        }
+    }
+}
+
+impl Topology {
+    pub fn new(pods: &[super::PodInfo]) -> Self {
+        let mut ids: BTreeMap<GroupKey, usize> = BTreeMap::new();
+        let mut groups = Vec::new();
+        let mut owned = Vec::with_capacity(pods.len());
+        for pod in pods {
+            let mut mine = Vec::new();
+            for (i, c) in pod.topology.iter().enumerate() {
+                let id = *ids
+                    .entry((c.kind, c.key, c.namespaces.clone(), c.selector.clone()))
+                    .or_insert_with(|| {
+                        groups.push(Group {
+                            kind: c.kind,
+                            key: c.key,
+                            namespaces: c.namespaces.clone(),
+                            selector: c.selector.clone(),
+                            matching: Counts::default(),
+                            owners: Counts::default(),
+                        });
+                        groups.len() - 1
+                    });
+                mine.push(Owned {
+                    constraint: i,
+                    group: id,
+                    self_match: false,
+                });
+            }
+            owned.push(mine);
+        }
+        let mut matches = Vec::with_capacity(pods.len());
+        let mut inverse = Vec::with_capacity(pods.len());
+        for (p, pod) in pods.iter().enumerate() {
+            let matching: Vec<usize> = groups
+                .iter()
+                .enumerate()
+                .filter(|(_, g)| {
+                    g.namespaces
+                        .as_ref()
+                        .is_none_or(|ns| ns.contains(&pod.namespace))
+                        && g.selector.matches(&pod.labels)
+                })
+                .map(|(i, _)| i)
+                .collect();
+            for o in owned[p].iter_mut() {
+                o.self_match = matching.contains(&o.group);
+            }
+            inverse.push(
+                matching
+                    .iter()
+                    .copied()
+                    .filter(|g| groups[*g].kind == ConstraintKind::AntiAffinity)
+                    .collect(),
+            );
+            matches.push(matching);
+        }
+        Topology {
+            groups,
+            owned,
+            matches,
+            inverse,
+        }
+    }
+
+    /// Whether pod `p` has any constraint or inverse constraint on `key`.
+    pub fn touches(&self, p: usize, key: TopologyKey) -> bool {
+        self.owned[p]
+            .iter()
+            .any(|o| self.groups[o.group].key == key)
+            || self.inverse[p].iter().any(|g| self.groups[*g].key == key)
+    }
+
+    /// Whether pod `p` may go onto claim `claim` (a new claim when it has no pods yet) as far as hostname
+    /// constraints go; the error names the constraint.
+    pub fn host_allows(
+        &self,
+        pods: &[super::PodInfo],
+        p: usize,
+        relaxed: Relaxed,
+        claim: usize,
+    ) -> Result<(), String> {
+        if self.host_ok(pods, p, relaxed, claim) {
+            return Ok(());
+        }
+        self.host_check(pods, p, relaxed, claim)
+    }
+
+    /// [`Self::host_allows`] without building the error: the scheduler's hot path over planned claims.
+    pub fn host_ok(
+        &self,
+        pods: &[super::PodInfo],
+        p: usize,
+        relaxed: Relaxed,
+        claim: usize,
+    ) -> bool {
+        self.owned[p].iter().all(|o| {
+            let g = &self.groups[o.group];
+            g.key != TopologyKey::Hostname
+                || !relaxed.keeps(pods[p].topology[o.constraint].relax)
+                || Self::host_fits(g, o, claim)
+        }) && self.inverse[p].iter().all(|g| {
+            let g = &self.groups[*g];
+            g.key != TopologyKey::Hostname || g.owners.host(claim) == 0
+        })
+    }
+
+    fn host_fits(g: &Group, o: &Owned, claim: usize) -> bool {
+        let count = g.matching.host(claim);
+        match g.kind {
+            ConstraintKind::Spread { max_skew, .. } => {
+                i64::from(count) + i64::from(o.self_match) <= i64::from(max_skew)
+            }
+            ConstraintKind::Affinity => count > 0 || (g.matching.total == 0 && o.self_match),
+            ConstraintKind::AntiAffinity => count == 0,
+        }
+    }
+
+    fn host_check(
+        &self,
+        pods: &[super::PodInfo],
+        p: usize,
+        relaxed: Relaxed,
+        claim: usize,
+    ) -> Result<(), String> {
+        for o in &self.owned[p] {
+            let g = &self.groups[o.group];
+            let c = &pods[p].topology[o.constraint];
+            if g.key != TopologyKey::Hostname || !relaxed.keeps(c.relax) {
+                continue;
+            }
+            if !Self::host_fits(g, o, claim) {
+                return Err(format!("{} is not satisfied", c.describe()));
+            }
+        }
+        for g in &self.inverse[p] {
+            let g = &self.groups[*g];
+            if g.key == TopologyKey::Hostname && g.owners.host(claim) > 0 {
+                return Err(format!(
+                    "the pod matches the pod anti-affinity on {} of a pod on that node",
+                    g.key.label()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The requirements to try on a zone or capacity-type key, preferred first: `None` when the pod has no
+    /// constraint there; an error naming the constraint when no eligible domain is allowed.
+    pub fn narrowing<'d>(
+        &self,
+        pods: &[super::PodInfo],
+        p: usize,
+        relaxed: Relaxed,
+        domains: &Domains<'d>,
+    ) -> Result<Option<Narrowing<'d>>, String> {
+        let key = domains.key;
+        let mut allowed: Vec<&'d str> = domains.eligible.clone();
+        let mut touched = false;
+        // The single domain wanted when a spread or an affinity needs its placement counted.
+        let mut single = false;
+        let mut spread_counts: Option<usize> = None;
+        for o in &self.owned[p] {
+            let g = &self.groups[o.group];
+            let c = &pods[p].topology[o.constraint];
+            if g.key != key || !relaxed.keeps(c.relax) {
+                continue;
+            }
+            touched = true;
+            match g.kind {
+                ConstraintKind::Spread {
+                    max_skew,
+                    min_domains,
+                } => {
+                    single = true;
+                    spread_counts.get_or_insert(o.group);
+                    let min = if (domains.eligible.len() as i64) < i64::from(min_domains) {
+                        0
+                    } else {
+                        domains
+                            .eligible
+                            .iter()
+                            .map(|d| g.matching.value(d))
+                            .min()
+                            .unwrap_or(0)
+                    };
+                    allowed.retain(|d| {
+                        i64::from(g.matching.value(d)) + i64::from(o.self_match) - i64::from(min)
+                            <= i64::from(max_skew)
+                    });
+                }
+                ConstraintKind::Affinity => {
+                    single = true;
+                    if !(g.matching.total == 0 && o.self_match) {
+                        allowed.retain(|d| g.matching.value(d) > 0);
+                    }
+                }
+                ConstraintKind::AntiAffinity => allowed.retain(|d| g.matching.value(d) == 0),
+            }
+            if allowed.is_empty() {
+                return Err(format!(
+                    "{} allows none of {} [{}]",
+                    c.describe(),
+                    key.label(),
+                    domains.eligible.join(", ")
+                ));
+            }
+        }
+        for g in &self.inverse[p] {
+            let g = &self.groups[*g];
+            if g.key != key {
+                continue;
+            }
+            touched = true;
+            allowed.retain(|d| g.owners.value(d) == 0);
+            if allowed.is_empty() {
+                return Err(format!(
+                    "the pod matches the pod anti-affinity on {} of pods in every allowed domain",
+                    key.label()
+                ));
+            }
+        }
+        if !touched {
+            return Ok(None);
+        }
+        if single {
+            // Lowest count of the first spread first; then the order of the domains.
+            if let Some(g) = spread_counts {
+                let counts = &self.groups[g].matching;
+                allowed.sort_by_key(|d| counts.value(d));
+            }
+        }
+        Ok(Some(Narrowing {
+            key,
+            all: allowed.len() == domains.eligible.len(),
+            allowed,
+            single,
+        }))
+    }
+
+    /// Counts pod `p`, placed on claim `claim` whose requirements are now `requirements`. `values` gives the
+    /// domains of a zone or capacity-type key the claim may still take.
+    pub fn record<'d>(
+        &mut self,
+        pods: &[super::PodInfo],
+        p: usize,
+        claim: usize,
+        values: impl Fn(TopologyKey) -> Vec<&'d str>,
+        requirements: &Requirements,
+    ) {
+        for g in &self.matches[p] {
+            let g = &mut self.groups[*g];
+            match g.key {
+                TopologyKey::Hostname => g.matching.add_host(claim),
+                key => {
+                    let domains = values(key);
+                    if g.kind == ConstraintKind::AntiAffinity {
+                        for d in domains {
+                            g.matching.add_value(d);
+                        }
+                    } else if let [d] = domains.as_slice() {
+                        g.matching.add_value(d);
+                    } else if let Some(v) = requirements
+                        .get(key.label())
+                        .and_then(|r| r.values())
+                        .filter(|v| v.len() == 1)
+                        .and_then(|v| v.first())
+                    {
+                        g.matching.add_value(v);
+                    }
+                }
+            }
+        }
+        // Only required anti-affinity keeps matching pods away (Karpenter's inverse topology).
+        for o in &self.owned[p] {
+            if pods[p].topology[o.constraint].relax != Relax::Never {
+                continue;
+            }
+            let g = &mut self.groups[o.group];
+            if g.kind != ConstraintKind::AntiAffinity {
+                continue;
+            }
+            match g.key {
+                TopologyKey::Hostname => g.owners.add_host(claim),
+                key => {
+                    for d in values(key) {
+                        g.owners.add_value(d);
+                    }
+                }
+            }
+        }
+    }
+}
