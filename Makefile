@@ -19,7 +19,8 @@ unit:
 e2e:
 	bash e2e/scripts/build-control-plane.sh
 	bash e2e/scripts/helm.sh
-	KERF_E2E=1 cargo test -p kerf-e2e --locked
+	cargo build -p kerf --bin kerf --locked
+	KERF_E2E=1 KERF_BIN=$(CARGO_TARGET_DIR)/debug/kerf cargo test -p kerf-e2e --locked
 
 bench:
 	cargo bench -p kerf --bench webhook_https

@@ -1,0 +1,410 @@
+//! A user's first hour, on the real control plane: `helm install` the chart pointing its webhooks at a
+//! `kerf webhook` running on this machine, `kubectl apply` bad NodePools and EC2NodeClasses and see them refused
+//! with kerf's message, apply good ones and see their defaults, then kill the webhook and see NodePools fail
+//! closed while pods keep being created.
+
+use anyhow::{bail, ensure, Context, Result};
+use kerf_e2e::{poll, repo_root, Cluster};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, SystemTime};
+
+/// The `kerf` binary under test: `KERF_BIN` (the Makefile builds it), else the default target dir's.
+fn kerf_binary() -> Result<PathBuf> {
+    let path = std::env::var_os("KERF_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target/debug/kerf"));
+    ensure!(
+        path.exists(),
+        "no kerf binary at {} (build it with `cargo build -p kerf`, or set KERF_BIN)",
+        path.display()
+    );
+    Ok(path)
+}
+
+/// A `kerf webhook` process; killed on drop.
+struct Webhook(Child);
+
+impl Drop for Webhook {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+async fn start_webhook(dir: &Path, port: u16) -> Result<(Webhook, String)> {
+    let certs = kerf_certs::SelfSigned::generate(
+        ["127.0.0.1"],
+        SystemTime::now(),
+        kerf_certs::DEFAULT_VALIDITY,
+    )?;
+    let paths = certs.write_files(dir)?;
+    let log = std::fs::File::create(dir.join("kerf-webhook.log"))?;
+    let child = Command::new(kerf_binary()?)
+        .args(["webhook", "--bind", &format!("127.0.0.1:{port}")])
+        .arg("--tls-cert-file")
+        .arg(&paths.cert)
+        .arg("--tls-private-key-file")
+        .arg(&paths.key)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .context("starting kerf webhook")?;
+    let webhook = Webhook(child);
+    poll(
+        "kerf webhook listening",
+        Duration::from_secs(30),
+        || async {
+            Ok(std::net::TcpStream::connect(("127.0.0.1", port))
+                .ok()
+                .map(|_| ()))
+        },
+    )
+    .await?;
+    Ok((webhook, certs.ca_bundle_base64()))
+}
+
+async fn helm(cluster: &Cluster, args: &[&str]) -> Result<String> {
+    let helm = kerf_e2e::cache_dir().join("bin/helm");
+    let out = tokio::process::Command::new(&helm)
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig())
+        .current_dir(repo_root())
+        .output()
+        .await
+        .with_context(|| format!("running {}", helm.display()))?;
+    if !out.status.success() {
+        bail!(
+            "helm {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `kubectl apply` of one object; returns (succeeded, stderr).
+async fn apply(cluster: &Cluster, object: &Value) -> Result<(bool, String)> {
+    let file = cluster.dir().join(format!("object-{}.json", free_port()?));
+    std::fs::write(&file, serde_json::to_vec(object)?)?;
+    let out = cluster
+        .kubectl(&[
+            std::ffi::OsStr::new("apply"),
+            "-f".as_ref(),
+            file.as_os_str(),
+        ])
+        .await?;
+    Ok((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+fn nodepool(name: &str, spec: Value) -> Value {
+    let mut np = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
+        "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}}}});
+    merge(&mut np["spec"], spec);
+    np
+}
+
+fn nodeclass(name: &str, spec: Value) -> Value {
+    let mut nc = json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": name},
+        "spec": {"role": "KarpenterNodeRole", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                 "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "e2e"}}],
+                 "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "e2e"}}]}});
+    merge(&mut nc["spec"], spec);
+    nc
+}
+
+fn merge(target: &mut Value, patch: Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(&k);
+                } else {
+                    merge(t.entry(k).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (t, p) => *t = p,
+    }
+}
+
+/// (object, a fragment of the message kubectl must print)
+fn mistakes() -> Vec<(Value, &'static str)> {
+    let req = |r: Value| json!({"template": {"spec": {"requirements": [r]}}});
+    vec![
+        (
+            nodepool(
+                "bad-cron",
+                json!({"disruption": {"budgets": [{"nodes": "0", "schedule": "0 0 * * sat-sun", "duration": "48h"}]}}),
+            ),
+            "invalid cron, beginning of range (6) beyond end of range (0): sat-sun",
+        ),
+        (
+            nodepool(
+                "bad-cron-dow",
+                json!({"disruption": {"budgets": [{"nodes": "0", "schedule": "0 0 * * 7", "duration": "1h"}]}}),
+            ),
+            "invalid cron, end of range (7) above maximum (6): 7",
+        ),
+        (
+            nodepool(
+                "bad-capacity-type",
+                req(
+                    json!({"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spots"]}),
+                ),
+            ),
+            "no valid values found in [spots] for karpenter.sh/capacity-type",
+        ),
+        (
+            nodepool(
+                "bad-domain",
+                req(json!({"key": "karpenter.sh/team", "operator": "Exists"})),
+            ),
+            r#"label domain "karpenter.sh" is restricted"#,
+        ),
+        (
+            nodepool(
+                "bad-hostname",
+                req(json!({"key": "kubernetes.io/hostname", "operator": "Exists"})),
+            ),
+            r#"label "kubernetes.io/hostname" is restricted"#,
+        ),
+        (
+            nodepool(
+                "bad-in",
+                req(json!({"key": "team", "operator": "In", "values": []})),
+            ),
+            "requirements with operator 'In' must have a value defined",
+        ),
+        (
+            nodepool(
+                "bad-gt",
+                req(
+                    json!({"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gt", "values": ["a"]}),
+                ),
+            ),
+            "must have a single positive integer value",
+        ),
+        (
+            nodepool(
+                "bad-minvalues",
+                req(json!({"key": "team", "operator": "In", "values": ["a"], "minValues": 2})),
+            ),
+            "requirements with 'minValues' must have at least that many values",
+        ),
+        (
+            nodepool(
+                "bad-policy",
+                json!({"disruption": {"consolidationPolicy": "WhenUnderutilized"}}),
+            ),
+            "WhenUnderutilized",
+        ),
+        (
+            nodepool("bad-weight", json!({"weight": 0})),
+            "should be greater than or equal to 1",
+        ),
+        (
+            nodepool(
+                "bad-budget-nodes",
+                json!({"disruption": {"budgets": [{"nodes": "101%"}]}}),
+            ),
+            "nodes in body should match '^((100|[0-9]{1,2})%|[0-9]+)$'",
+        ),
+        (
+            nodepool(
+                "bad-schedule-alone",
+                json!({"disruption": {"budgets": [{"nodes": "0", "schedule": "@daily"}]}}),
+            ),
+            "'schedule' must be set with 'duration'",
+        ),
+        (
+            nodepool(
+                "bad-expire",
+                json!({"template": {"spec": {"expireAfter": "1d"}}}),
+            ),
+            "expireAfter",
+        ),
+        (
+            nodepool(
+                "bad-taints",
+                json!({"template": {"spec": {"taints": [{"key": "a", "effect": "NoSchedule"}], "startupTaints": [{"key": "a", "effect": "NoSchedule"}]}}}),
+            ),
+            "duplicate taint Key/Effect pair a=NoSchedule",
+        ),
+        (
+            nodepool(
+                "bad-group",
+                json!({"template": {"spec": {"nodeClassRef": {"group": ""}}}}),
+            ),
+            "group may not be empty",
+        ),
+        (
+            nodepool("bad-static", json!({"replicas": 2, "weight": 5})),
+            "'weight' is not supported on static NodePools",
+        ),
+        (
+            nodeclass(
+                "bad-subnet-id",
+                json!({"subnetSelectorTerms": [{"id": "xsubnet-1"}]}),
+            ),
+            "id in body should match '^subnet-[0-9a-z]+$'",
+        ),
+        (
+            nodeclass("bad-role", json!({"role": null})),
+            "must specify exactly one of ['role', 'instanceProfile']",
+        ),
+        (
+            nodeclass(
+                "bad-alias",
+                json!({"amiSelectorTerms": [{"alias": "ubuntu@latest"}]}),
+            ),
+            "family is not supported",
+        ),
+        (
+            nodeclass(
+                "bad-tags",
+                json!({"tags": {"kubernetes.io/cluster/x": "owned"}}),
+            ),
+            "tag contains a restricted tag matching kubernetes.io/cluster/",
+        ),
+        (
+            nodeclass(
+                "bad-volume",
+                json!({"blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "100Mi"}}]}),
+            ),
+            "volumeSize",
+        ),
+        (
+            nodeclass("bad-empty-subnets", json!({"subnetSelectorTerms": []})),
+            "subnetSelectorTerms cannot be empty",
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn chart_webhooks_refuse_bad_specs_default_good_ones_and_fail_closed() -> Result<()> {
+    let Some(cluster) =
+        Cluster::start_or_skip("chart_webhooks_refuse_bad_specs_default_good_ones_and_fail_closed")
+            .await?
+    else {
+        return Ok(());
+    };
+    let port = free_port()?;
+    let (webhook, ca_bundle) = start_webhook(cluster.dir(), port).await?;
+    helm(
+        &cluster,
+        &[
+            "install",
+            "kerf",
+            "charts/kerf",
+            "--namespace",
+            "kerf",
+            "--create-namespace",
+            "--set",
+            &format!("webhook.url=https://127.0.0.1:{port}"),
+            "--set",
+            &format!("webhook.caBundle={ca_bundle}"),
+        ],
+    )
+    .await?;
+    for crd in [
+        "nodepools.karpenter.sh",
+        "nodeclaims.karpenter.sh",
+        "ec2nodeclasses.karpenter.k8s.aws",
+    ] {
+        cluster
+            .wait_crd_established(crd, Duration::from_secs(60))
+            .await?;
+    }
+
+    // Every mistake is refused with kerf's message, and nothing of them is stored.
+    let mut failures = Vec::new();
+    for (object, expected) in mistakes() {
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let (ok, stderr) = apply(&cluster, &object).await?;
+        if ok || !stderr.contains(expected) {
+            failures.push(format!(
+                "{name}: applied={ok}, expected {expected:?} in: {stderr}"
+            ));
+        }
+    }
+    ensure!(
+        failures.is_empty(),
+        "{} mistake(s) not refused as expected:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    let stored = cluster
+        .kubectl_ok(&["get", "nodepools,ec2nodeclasses", "-o", "name"])
+        .await?;
+    ensure!(
+        stored.trim().is_empty(),
+        "refused objects were stored: {stored}"
+    );
+
+    // Good objects are stored with their defaults.
+    let (ok, stderr) = apply(&cluster, &nodepool("default", json!({}))).await?;
+    ensure!(ok, "the good NodePool was refused: {stderr}");
+    let (ok, stderr) = apply(&cluster, &nodeclass("default", json!({}))).await?;
+    ensure!(ok, "the good EC2NodeClass was refused: {stderr}");
+    let np: Value = serde_json::from_str(
+        &cluster
+            .kubectl_ok(&["get", "nodepool", "default", "-o", "json"])
+            .await?,
+    )?;
+    ensure!(
+        np["spec"]["disruption"]
+            == json!({"consolidateAfter": "0s", "consolidationPolicy": "WhenEmptyOrUnderutilized", "budgets": [{"nodes": "10%"}]}),
+        "NodePool defaults: {}",
+        np["spec"]
+    );
+    ensure!(
+        np["spec"]["template"]["spec"]["expireAfter"] == "720h",
+        "expireAfter: {}",
+        np["spec"]
+    );
+    let nc: Value = serde_json::from_str(
+        &cluster
+            .kubectl_ok(&["get", "ec2nodeclass", "default", "-o", "json"])
+            .await?,
+    )?;
+    ensure!(
+        nc["spec"]["metadataOptions"]["httpTokens"] == "required",
+        "EC2NodeClass defaults: {}",
+        nc["spec"]
+    );
+
+    // With the webhook gone, NodePools fail closed and pods are still created (failurePolicy Ignore).
+    drop(webhook);
+    let (ok, stderr) = apply(&cluster, &nodepool("while-down", json!({}))).await?;
+    ensure!(
+        !ok && stderr.contains("failed calling webhook"),
+        "a NodePool slipped past a dead webhook: {stderr}"
+    );
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "while-down", "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "pause"}]}});
+    let (ok, stderr) = apply(&cluster, &pod).await?;
+    ensure!(ok, "pod creation must not depend on the webhook: {stderr}");
+
+    // Restarting the webhook restores service.
+    let (_webhook, _) = start_webhook(cluster.dir(), port)
+        .await
+        .context("restart on the same port")?;
+    let _ = &_webhook;
+    Ok(())
+}
