@@ -223,51 +223,59 @@ pub fn constraints(
             relax,
         })
     };
+    // Affinity and anti-affinity terms have the same shape in different types: gather them per kind.
     let pod_affinity = affinity.and_then(|a| a.pod_affinity.as_ref());
-    for t in pod_affinity
-        .and_then(|a| {
-            a.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
-        .into_iter()
-        .flatten()
-    {
-        out.extend(term(t, ConstraintKind::Affinity, Relax::Never));
-    }
-    let preferred = heaviest_first(pod_affinity.and_then(|a| {
-        a.preferred_during_scheduling_ignored_during_execution
-            .as_ref()
-    }));
-    for (rank, t) in preferred.iter().enumerate() {
-        out.extend(term(
-            &t.pod_affinity_term,
-            ConstraintKind::Affinity,
-            Relax::PreferredAffinity(rank),
-        ));
-    }
     let anti = affinity.and_then(|a| a.pod_anti_affinity.as_ref());
-    for t in anti
-        .and_then(|a| {
-            a.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
-        .into_iter()
-        .flatten()
+    let groups = [
+        AffinityTerms {
+            kind: ConstraintKind::Affinity,
+            required: pod_affinity.and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            }),
+            preferred: pod_affinity.and_then(|a| {
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+            }),
+            relax: Relax::PreferredAffinity,
+        },
+        AffinityTerms {
+            kind: ConstraintKind::AntiAffinity,
+            required: anti.and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            }),
+            preferred: anti.and_then(|a| {
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+            }),
+            relax: Relax::PreferredAntiAffinity,
+        },
+    ];
+    for AffinityTerms {
+        kind,
+        required,
+        preferred,
+        relax,
+    } in groups
     {
-        out.extend(term(t, ConstraintKind::AntiAffinity, Relax::Never));
-    }
-    let preferred = heaviest_first(anti.and_then(|a| {
-        a.preferred_during_scheduling_ignored_during_execution
-            .as_ref()
-    }));
-    for (rank, t) in preferred.iter().enumerate() {
-        out.extend(term(
-            &t.pod_affinity_term,
-            ConstraintKind::AntiAffinity,
-            Relax::PreferredAntiAffinity(rank),
-        ));
+        for t in required.into_iter().flatten() {
+            out.extend(term(t, kind, Relax::Never));
+        }
+        for (rank, t) in heaviest_first(preferred).iter().enumerate() {
+            out.extend(term(&t.pod_affinity_term, kind, relax(rank)));
+        }
     }
     out
+}
+
+/// A pod's affinity or anti-affinity terms: the same shape in two Kubernetes types.
+struct AffinityTerms<'a> {
+    kind: ConstraintKind,
+    required: Option<&'a Vec<PodAffinityTerm>>,
+    preferred: Option<&'a Vec<WeightedPodAffinityTerm>>,
+    /// The relaxation step of the preferred terms, by rank.
+    relax: fn(usize) -> Relax,
 }
 
 fn heaviest_first(terms: Option<&Vec<WeightedPodAffinityTerm>>) -> Vec<&WeightedPodAffinityTerm> {
