@@ -124,6 +124,24 @@ impl Resources {
     }
 }
 
+impl Resources {
+    /// The larger of the two amounts of every resource.
+    pub fn max(&self, other: &Resources) -> Resources {
+        let mut max = Resources {
+            cpu: self.cpu.max(other.cpu),
+            memory: self.memory.max(other.memory),
+            pods: self.pods.max(other.pods),
+            ephemeral_storage: self.ephemeral_storage.max(other.ephemeral_storage),
+            extended: self.extended.clone(),
+        };
+        for (name, amount) in &other.extended {
+            let entry = max.extended.entry(name.clone()).or_default();
+            *entry = (*entry).max(*amount);
+        }
+        max
+    }
+}
+
 /// The amount in `name`'s unit from milli-units: CPU stays in millicores, everything else rounds up.
 pub(super) fn value_from_milli(name: &str, milli: i64) -> i64 {
     if name == CPU {

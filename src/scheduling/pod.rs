@@ -125,21 +125,6 @@ fn container_requests(container: &Container) -> Result<Resources, CatalogError> 
     Resources::from_quantities(quantities)
 }
 
-fn max_resources(a: &Resources, b: &Resources) -> Resources {
-    let mut max = Resources {
-        cpu: a.cpu.max(b.cpu),
-        memory: a.memory.max(b.memory),
-        pods: a.pods.max(b.pods),
-        ephemeral_storage: a.ephemeral_storage.max(b.ephemeral_storage),
-        extended: a.extended.clone(),
-    };
-    for (name, amount) in &b.extended {
-        let entry = max.extended.entry(name.clone()).or_default();
-        *entry = (*entry).max(*amount);
-    }
-    max
-}
-
 /// Kubernetes' effective pod requests, with sidecars (init containers that keep running).
 fn effective_requests(
     containers: &[Container],
@@ -156,12 +141,12 @@ fn effective_requests(
         let requests = container_requests(init)?;
         if init.restart_policy.as_deref() == Some("Always") {
             sidecars += &requests;
-            init_peak = max_resources(&init_peak, &sidecars);
+            init_peak = init_peak.max(&sidecars);
         } else {
-            init_peak = max_resources(&init_peak, &(requests + &sidecars));
+            init_peak = init_peak.max(&(requests + &sidecars));
         }
     }
-    let mut total = max_resources(&(running + &sidecars), &init_peak);
+    let mut total = (running + &sidecars).max(&init_peak);
     if let Some(overhead) = overhead {
         total += &Resources::from_quantities(overhead.iter().map(|(k, v)| (k, &v.0)))?;
     }

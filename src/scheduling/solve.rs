@@ -633,18 +633,12 @@ impl<'s> Solver<'s, '_> {
     }
 }
 
-/// The largest amount of each core resource among `instance_types`: what a claim might take off a limit.
+/// The largest amount of each resource among `instance_types`: what a claim might take off a limit.
 fn largest_capacity(catalog: &Catalog, instance_types: &[usize]) -> Resources {
     instance_types
         .iter()
         .map(|i| &catalog.instance_types[*i].capacity)
-        .fold(Resources::default(), |max, c| Resources {
-            cpu: max.cpu.max(c.cpu),
-            memory: max.memory.max(c.memory),
-            pods: max.pods.max(c.pods),
-            ephemeral_storage: max.ephemeral_storage.max(c.ephemeral_storage),
-            extended: max.extended,
-        })
+        .fold(Resources::default(), |max, c| max.max(c))
 }
 
 /// `cpu 1500m, memory 2Gi, pods 3`: the requests in the words a user wrote them.
