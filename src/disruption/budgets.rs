@@ -115,7 +115,7 @@ pub enum BudgetError {
 
 /// A budget's `nodes`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Nodes {
+pub(super) enum Nodes {
     Count(u64),
     Percent(u64),
 }
@@ -133,7 +133,7 @@ impl Nodes {
     }
 
     /// Rounded up: 10 % of 1–10 nodes is 1, of 0 nodes is 0, 20 % of 19 is 4.
-    fn of(self, total: u64) -> u64 {
+    pub(super) fn of(self, total: u64) -> u64 {
         match self {
             Nodes::Count(n) => n,
             Nodes::Percent(p) => {
@@ -148,7 +148,7 @@ impl Nodes {
 #[derive(Clone, Debug)]
 pub(super) struct ParsedBudget {
     pub(super) spec: Budget,
-    nodes: Nodes,
+    pub(super) nodes: Nodes,
     /// `None`: always active.
     pub(super) window: Option<Schedule>,
 }
