@@ -35,6 +35,20 @@ fn worked_example_at_five_past_midnight() {
     assert_eq!(under.allowed, Allowed::Nodes(0));
     assert_eq!(under.budget, Allowed::Nodes(0));
     assert_eq!(under.binding, Binding::Budget(2));
+    assert_eq!(
+        under.blocked_message().as_deref(),
+        Some("No allowed disruptions for disruption reason Underutilized due to blocking budget")
+    );
+    assert_eq!(
+        b.evaluate(Empty, counts(25, 2), now).blocked_message(),
+        None
+    );
+    // An empty pool is not reported as blocked.
+    assert_eq!(
+        b.evaluate(Underutilized, counts(0, 0), now)
+            .blocked_message(),
+        None
+    );
     for reason in [Empty, Drifted] {
         let a = b.evaluate(reason, counts(25, 2), now);
         assert_eq!(a.allowed, Allowed::Nodes(5), "{reason:?}");

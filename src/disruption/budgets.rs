@@ -3,9 +3,12 @@
 //! nodes already disrupting.
 
 use super::window::Window;
+use crate::api::condition::Condition;
 use crate::api::cron::CronError;
+use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::{Budget, DisruptionReason, NodePool};
 use crate::api::validation::grammar::parse_duration;
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -31,6 +34,37 @@ pub struct NodeState {
     pub ready: bool,
     /// A deletionTimestamp is set for any reason (expiry, manual, interruption), or disruption queued it.
     pub marked_for_deletion: bool,
+}
+
+impl NodeState {
+    /// Reads the state off a claim, its Node once registered, and whether disruption has queued it.
+    pub fn of(claim: &NodeClaim, node: Option<&Node>, queued: bool) -> Self {
+        let claim_condition = |type_: &str| {
+            claim
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_deref())
+                .is_some_and(|c| is_true(c, type_))
+        };
+        let ready = node
+            .and_then(|n| n.status.as_ref())
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        let deleting = claim.metadata.deletion_timestamp.is_some()
+            || node.is_some_and(|n| n.metadata.deletion_timestamp.is_some());
+        NodeState {
+            initialized: claim_condition("Initialized"),
+            instance_terminating: claim_condition("InstanceTerminating"),
+            ready,
+            marked_for_deletion: deleting || queued,
+        }
+    }
+}
+
+fn is_true(conditions: &[Condition], type_: &str) -> bool {
+    conditions
+        .iter()
+        .any(|c| c.type_ == type_ && c.status == "True")
 }
 
 /// The counts one pool's budgets work on (step 1).
@@ -83,6 +117,14 @@ impl Allowed {
 
     pub fn is_zero(self) -> bool {
         self == Allowed::Nodes(0)
+    }
+
+    /// The gauge value: Karpenter reports "unlimited" as the largest int32.
+    pub fn metric_value(self) -> i64 {
+        match self {
+            Allowed::Nodes(n) => i64::try_from(n).unwrap_or(i64::MAX),
+            Allowed::Unlimited => i64::from(i32::MAX),
+        }
     }
 }
 
@@ -242,6 +284,8 @@ pub enum Binding {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Allowance {
     pub reason: DisruptionReason,
+    /// The pool's initialized nodes, the base of percentages.
+    pub total: u64,
     /// The minimum over the active budgets, before subtracting the disrupting nodes: what
     /// `karpenter_nodepools_allowed_disruptions` reports.
     pub allowed: Allowed,
@@ -250,6 +294,18 @@ pub struct Allowance {
     /// How many more nodes the method may disrupt now: `max(allowed − disrupting, 0)`.
     pub budget: Allowed,
     pub binding: Binding,
+}
+
+impl Allowance {
+    /// The message of the NodePool `DisruptionBlocked` event, when the pool has nodes and allows none.
+    pub fn blocked_message(&self) -> Option<String> {
+        (self.total > 0 && self.allowed.is_zero()).then(|| {
+            format!(
+                "No allowed disruptions for disruption reason {:?} due to blocking budget",
+                self.reason
+            )
+        })
+    }
 }
 
 impl Budgets {
@@ -310,6 +366,7 @@ impl Budgets {
         };
         Allowance {
             reason,
+            total: counts.total,
             allowed,
             disrupting: counts.disrupting,
             budget: allowed.minus(counts.disrupting),
@@ -390,5 +447,53 @@ mod tests {
                 disrupting: 0
             }
         );
+    }
+
+    #[test]
+    fn node_state_reads_claim_conditions_node_readiness_and_deletion() {
+        let condition = |t: &str| {
+            serde_json::json!({"type": t, "status": "True", "lastTransitionTime": "2026-11-22T00:00:00Z",
+                "reason": t, "message": ""})
+        };
+        let claim = |conditions: Vec<serde_json::Value>, deleting: bool| -> NodeClaim {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+                "metadata": {"name": "c", "deletionTimestamp": deleting.then_some("2026-11-22T00:00:00Z")},
+                "spec": {"requirements": [], "nodeClassRef": {"group": "g", "kind": "k", "name": "n"}},
+                "status": {"conditions": conditions},
+            }))
+            .expect("claim")
+        };
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n"},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        }))
+        .expect("node");
+        let live = claim(vec![condition("Initialized")], false);
+        assert_eq!(
+            NodeState::of(&live, Some(&node), false),
+            NodeState {
+                initialized: true,
+                instance_terminating: false,
+                ready: true,
+                marked_for_deletion: false
+            }
+        );
+        assert!(!NodeState::of(&live, None, false).ready);
+        assert!(NodeState::of(&live, Some(&node), true).marked_for_deletion);
+        let deleting = claim(vec![condition("Initialized")], true);
+        assert!(NodeState::of(&deleting, Some(&node), false).marked_for_deletion);
+        let terminating = claim(
+            vec![condition("Initialized"), condition("InstanceTerminating")],
+            true,
+        );
+        assert!(NodeState::of(&terminating, Some(&node), false).instance_terminating);
+        assert!(!NodeState::of(&claim(vec![], false), Some(&node), false).initialized);
+    }
+
+    #[test]
+    fn unlimited_reports_as_the_largest_int32() {
+        assert_eq!(Allowed::Unlimited.metric_value(), 2_147_483_647);
+        assert_eq!(Allowed::Nodes(3).metric_value(), 3);
     }
 }

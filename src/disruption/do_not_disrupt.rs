@@ -2,6 +2,7 @@
 //! from `status.startTime`; on nodes and claims only `"true"`.
 
 use super::go_duration::parse_go_duration;
+use super::pods::{is_active, pod_key};
 use crate::api::nodeclaim::NodeClaim;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
@@ -49,6 +50,31 @@ pub fn pod_do_not_disrupt(pod: &Pod, now: Timestamp) -> PodDoNotDisrupt {
         Err(_) if duration.is_positive() => PodDoNotDisrupt::Active { until: None },
         _ => PodDoNotDisrupt::Inactive,
     }
+}
+
+/// What the pods of one node say about disrupting it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodsDoNotDisrupt {
+    /// The first pod (`namespace/name`) whose annotation is active: the node is not a candidate.
+    pub blocking: Option<String>,
+    /// Pods whose value is invalid, with the value, for `InvalidDoNotDisruptAnnotation` events.
+    pub invalid: Vec<(String, String)>,
+}
+
+/// Scans a node's pods, DaemonSet and mirror pods included. Finished or deleting pods are skipped: a completed
+/// Job must not pin its node for ever.
+pub fn scan_pods(pods: &[Pod], now: Timestamp) -> PodsDoNotDisrupt {
+    let mut scan = PodsDoNotDisrupt::default();
+    for pod in pods.iter().filter(|p| is_active(p)) {
+        match pod_do_not_disrupt(pod, now) {
+            PodDoNotDisrupt::Active { .. } if scan.blocking.is_none() => {
+                scan.blocking = Some(pod_key(pod));
+            }
+            PodDoNotDisrupt::Invalid { value } => scan.invalid.push((pod_key(pod), value)),
+            _ => {}
+        }
+    }
+    scan
 }
 
 /// Whether a node may not be disrupted: only `"true"` counts, read from the Node once it exists and from the
@@ -129,6 +155,27 @@ mod tests {
         assert_eq!(
             pod_do_not_disrupt(&plain, at("2026-11-22T00:00:00Z")),
             PodDoNotDisrupt::Inactive
+        );
+    }
+
+    #[test]
+    fn a_scan_names_the_blocking_pod_and_the_invalid_values() {
+        let mut finished = annotated("true", None);
+        finished.status =
+            Some(serde_json::from_value(json!({"phase": "Succeeded"})).expect("status"));
+        let mut invalid = annotated("always", None);
+        invalid.metadata.name = Some("q".into());
+        let now = at("2026-11-22T00:00:00Z");
+        assert_eq!(
+            scan_pods(&[finished.clone()], now),
+            PodsDoNotDisrupt::default()
+        );
+        assert_eq!(
+            scan_pods(&[finished, invalid, annotated("true", None)], now),
+            PodsDoNotDisrupt {
+                blocking: Some("default/p".into()),
+                invalid: vec![("default/q".into(), "always".into())],
+            }
         );
     }
 

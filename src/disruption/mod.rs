@@ -29,7 +29,8 @@ pub use costs::{
     POD_DELETION_COST,
 };
 pub use do_not_disrupt::{
-    node_do_not_disrupt, pod_do_not_disrupt, PodDoNotDisrupt, DO_NOT_DISRUPT,
+    node_do_not_disrupt, pod_do_not_disrupt, scan_pods, PodDoNotDisrupt, PodsDoNotDisrupt,
+    DO_NOT_DISRUPT,
 };
 pub use drift_hash::{
     nodepool_hash, static_drift, StaticDrift, HASH_VERSION, NODEPOOL_HASH, NODEPOOL_HASH_VERSION,
