@@ -38,6 +38,17 @@ fn schedule() -> impl Strategy<Value = String> {
     ]
 }
 
+/// Mostly valid schedules, sometimes ones that never parse (which block the whole pool).
+fn budget_schedule() -> impl Strategy<Value = String> {
+    let invalid = prop::sample::select(vec![
+        "0 0 * * sat-sun",
+        "0 0 * * 1-7",
+        "0 0 0 * * *",
+        "@every 1h",
+    ]);
+    prop_oneof![9 => schedule(), 1 => invalid.prop_map(str::to_owned)]
+}
+
 /// Budget durations in minutes: mostly short, sometimes days.
 fn duration_minutes() -> impl Strategy<Value = u64> {
     prop_oneof![3 => 1..=180u64, 1 => 1..=4320u64]
@@ -55,7 +66,7 @@ fn budget() -> impl Strategy<Value = Budget> {
         (0..=100u64).prop_map(|p| format!("{p}%")),
     ];
     let reasons = prop::option::of(prop::sample::subsequence(REASONS.to_vec(), 0..=3));
-    let window = prop::option::of((schedule(), duration_minutes()));
+    let window = prop::option::of((budget_schedule(), duration_minutes()));
     (nodes, reasons, window).prop_map(|(nodes, reasons, window)| Budget {
         nodes: Some(nodes),
         schedule: window.as_ref().map(|(s, _)| s.clone()),

@@ -348,6 +348,23 @@ mod tests {
     }
 
     #[test]
+    fn reads_hits_off_the_fields() {
+        use k8s_openapi::jiff::civil::date;
+        let fires = |spec: &str, day: i8, hour: i8, minute: i8, second: i8| {
+            CronSchedule::parse(spec)
+                .map(|s| s.fires_at(date(2026, 11, day).at(hour, minute, second, 0)))
+                .unwrap_or(false)
+        };
+        // 2026-11-01 is a Sunday, 2026-11-02 a Monday.
+        assert!(fires("0 9 1 * mon", 1, 9, 0, 0) && fires("0 9 1 * mon", 2, 9, 0, 0));
+        assert!(!fires("0 9 1 * mon", 3, 9, 0, 0));
+        assert!(!fires("0 9 * * mon", 1, 9, 0, 0) && fires("0 9 * * mon", 2, 9, 0, 0));
+        assert!(!fires("0 9 * * *", 1, 9, 0, 30), "whole minutes only");
+        assert!(!fires("0 9 * * *", 1, 9, 1, 0));
+        assert!(fires("*/20 9 * nov *", 1, 9, 40, 0) && !fires("*/20 9 * dec *", 1, 9, 40, 0));
+    }
+
+    #[test]
     fn translates_to_the_cron_crate_with_robfig_day_semantics() {
         let and = CronSchedule::parse("0 9 * * mon")
             .and_then(|s| s.to_cron_crate())
