@@ -6,11 +6,12 @@
 //! - `explain`: which budget binds and until when, in words users can check their schedules against;
 //! - candidate facts (§3.2–3.5): `do_not_disrupt` on pods, nodes and claims, `costs` (eviction, disruption,
 //!   reschedule, emptiness), `pdb` blocking, `lifetime` (`consolidateAfter`, expiration), `drift_hash` (static
-//!   NodePool drift); `pods` and `go_duration` serve them.
+//!   NodePool drift), and `candidate` putting the blockers together; `pods` and `go_duration` serve them.
 //!
 //! The methods themselves (emptiness, drift, consolidation) and their commands are still to come.
 
 mod budgets;
+mod candidate;
 mod costs;
 mod do_not_disrupt;
 mod drift_hash;
@@ -24,6 +25,7 @@ mod window;
 pub use budgets::{
     count_nodes, Allowance, Allowed, Binding, BudgetError, Budgets, NodeState, PoolCounts, REASONS,
 };
+pub use candidate::{blocker, Blocker, NodeView};
 pub use costs::{
     disruption_cost, eviction_cost, is_empty, lifetime_remaining, reschedule_cost,
     POD_DELETION_COST,

@@ -16,9 +16,9 @@ pub const DISRUPTED_TAINT: &str = "karpenter.sh/disrupted";
 /// Why PDBs block a node, naming the pod and the budgets.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PdbBlock {
-    #[error("pod {pod} is matched by more than one PDB ({})", pdbs.join(", "))]
+    #[error("pod {pod:?} is matched by more than one pdb ({}): eviction refuses it", pdbs.join(", "))]
     MultiplePdbs { pod: String, pdbs: Vec<String> },
-    #[error("PDB {pdb} prevents pod evictions (pod {pod})")]
+    #[error("pdb {pdb:?} prevents pod evictions (pod {pod:?})")]
     NoDisruptionsAllowed { pod: String, pdb: String },
 }
 
@@ -176,7 +176,7 @@ mod tests {
         let zero = pdb("web", json!({"matchLabels": {"app": "web"}}), 0, None);
         assert_eq!(
             pdb_block(std::slice::from_ref(&p), &[zero], now()).map(|b| b.to_string()),
-            Some("PDB shop/web prevents pod evictions (pod shop/web-1)".to_owned())
+            Some("pdb \"shop/web\" prevents pod evictions (pod \"shop/web-1\")".to_owned())
         );
         let one = pdb("web", json!({"matchLabels": {"app": "web"}}), 1, None);
         assert_eq!(pdb_block(&[p], &[one], now()), None);

@@ -38,12 +38,13 @@ pub fn pod_key(pod: &Pod) -> String {
     )
 }
 
+/// Any owner of that kind counts, controller or not, as in Karpenter's `IsOwnedBy`.
 fn owned_by_kind(pod: &Pod, kind: &str) -> bool {
     pod.metadata
         .owner_references
         .iter()
         .flatten()
-        .any(|o| o.kind == kind && o.controller.unwrap_or(false))
+        .any(|o| o.kind == kind)
 }
 
 #[cfg(test)]
