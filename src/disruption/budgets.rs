@@ -455,14 +455,11 @@ mod tests {
             serde_json::json!({"type": t, "status": "True", "lastTransitionTime": "2026-11-22T00:00:00Z",
                 "reason": t, "message": ""})
         };
-        let claim = |conditions: Vec<serde_json::Value>, deleting: bool| -> NodeClaim {
-            serde_json::from_value(serde_json::json!({
-                "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-                "metadata": {"name": "c", "deletionTimestamp": deleting.then_some("2026-11-22T00:00:00Z")},
-                "spec": {"requirements": [], "nodeClassRef": {"group": "g", "kind": "k", "name": "n"}},
+        let claim = |conditions: Vec<serde_json::Value>, deleting: bool| {
+            super::super::fixtures::claim(serde_json::json!({
+                "metadata": {"deletionTimestamp": deleting.then_some("2026-11-22T00:00:00Z")},
                 "status": {"conditions": conditions},
             }))
-            .expect("claim")
         };
         let node: Node = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "n"},

@@ -51,7 +51,7 @@ pub fn blocker(
 
 #[cfg(test)]
 mod tests {
-    use super::super::pods::fixtures::pod;
+    use super::super::fixtures::pod;
     use super::*;
     use serde_json::json;
 

@@ -77,8 +77,8 @@ pub fn is_empty(pods: &[Pod]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::lifetime::fixtures::claim;
-    use super::super::pods::fixtures::pod;
+    use super::super::fixtures::created_claim as claim;
+    use super::super::fixtures::pod;
     use super::*;
     use serde_json::json;
 

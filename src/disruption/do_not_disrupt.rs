@@ -96,7 +96,7 @@ fn annotation(annotations: Option<&BTreeMap<String, String>>) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::pods::fixtures::pod;
+    use super::super::fixtures::{claim, pod};
     use super::*;
     use serde_json::json;
 
@@ -187,14 +187,7 @@ mod tests {
             )
             .expect("node")
         };
-        let claim = |v: &str| -> NodeClaim {
-            serde_json::from_value(json!({
-                "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-                "metadata": {"name": "c", "annotations": {DO_NOT_DISRUPT: v}},
-                "spec": {"requirements": [], "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "d"}}
-            }))
-            .expect("claim")
-        };
+        let claim = |v: &str| claim(json!({"metadata": {"annotations": {DO_NOT_DISRUPT: v}}}));
         assert!(node_do_not_disrupt(Some(&node("true")), None));
         assert!(!node_do_not_disrupt(Some(&node("1h")), None));
         assert!(node_do_not_disrupt(None, Some(&claim("true"))));

@@ -140,7 +140,7 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::lifetime::fixtures::{claim, pool};
+    use super::super::fixtures::{created_claim as claim, pool};
     use super::*;
     use serde_json::json;
 

@@ -144,40 +144,8 @@ fn add(t: Timestamp, d: Duration) -> Timestamp {
 }
 
 #[cfg(test)]
-pub(super) mod fixtures {
-    use crate::api::nodeclaim::NodeClaim;
-    use crate::api::nodepool::NodePool;
-    use serde_json::json;
-
-    /// A claim created at `created` with `expireAfter` and status from the arguments.
-    pub fn claim(
-        created: &str,
-        expire_after: Option<&str>,
-        status: serde_json::Value,
-    ) -> NodeClaim {
-        serde_json::from_value(json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-            "metadata": {"name": "c", "creationTimestamp": created},
-            "spec": {"requirements": [], "expireAfter": expire_after,
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "d"}},
-            "status": status,
-        }))
-        .expect("claim")
-    }
-
-    pub fn pool(disruption: serde_json::Value) -> NodePool {
-        serde_json::from_value(json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "p"},
-            "spec": {"disruption": disruption, "template": {"spec": {"requirements": [],
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "d"}}}}
-        }))
-        .expect("pool")
-    }
-}
-
-#[cfg(test)]
 mod tests {
-    use super::fixtures::{claim, pool};
+    use super::super::fixtures::{created_claim as claim, pool};
     use super::*;
     use serde_json::json;
 

@@ -16,6 +16,8 @@ mod costs;
 mod do_not_disrupt;
 mod drift_hash;
 mod explain;
+#[cfg(test)]
+mod fixtures;
 mod go_duration;
 mod lifetime;
 mod pdb;

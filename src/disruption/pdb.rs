@@ -132,7 +132,7 @@ fn selects(selector: Option<&LabelSelector>, labels: &BTreeMap<String, String>) 
 
 #[cfg(test)]
 mod tests {
-    use super::super::pods::fixtures::pod;
+    use super::super::fixtures::pod;
     use super::*;
     use serde_json::json;
 

@@ -48,18 +48,8 @@ fn owned_by_kind(pod: &Pod, kind: &str) -> bool {
 }
 
 #[cfg(test)]
-pub(super) mod fixtures {
-    use k8s_openapi::api::core::v1::Pod;
-
-    /// A pod from JSON, for the tests of this module's siblings.
-    pub fn pod(json: serde_json::Value) -> Pod {
-        serde_json::from_value(json).expect("pod")
-    }
-}
-
-#[cfg(test)]
 mod tests {
-    use super::fixtures::pod;
+    use super::super::fixtures::pod;
     use super::*;
     use serde_json::json;
 
