@@ -9,9 +9,9 @@ use crate::api::cron::{CronError, CronSchedule};
 use k8s_openapi::jiff::Timestamp;
 use std::time::Duration;
 
-/// How far ahead [`Window::next_transition`] looks, in hits of the schedule and in time. Beyond either, the
-/// window is reported as staying as it is.
-const MAX_HITS_SEARCHED: usize = 20_000;
+/// How far ahead [`Window::next_transition`] looks, in steps (each at most one duration long) and in time.
+/// Beyond either, the window is reported as staying as it is.
+const MAX_STEPS: usize = 20_000;
 const SEARCH_HORIZON_SECONDS: i64 = 400 * 24 * 3600;
 
 /// A budget's `schedule` with its `duration`.
@@ -30,7 +30,7 @@ pub enum Transition {
     Opens(Timestamp),
     /// Active now; the window closes at this instant.
     Closes(Timestamp),
-    /// No change within the search horizon (for example a duration at least the schedule's period, or a
+    /// No change within the search bounds (for example a duration at least the schedule's period, or a
     /// schedule that never fires).
     None,
 }
@@ -78,23 +78,37 @@ impl Window {
                 _ => Transition::None,
             };
         }
-        // Active: walk the hits from the first one of the current window until one comes after the end of the
-        // window before it.
-        let Some(mut hit) = self.first_hit_after(now_s.saturating_sub(self.duration_seconds))
+        // Active: the stretch of merged windows lasts at least until the latest hit plus the duration. At that
+        // end it goes on if the latest hit by then is still within one duration, and so on. Each step jumps by
+        // up to a duration.
+        let Some(mut end) = self
+            .last_hit_at_or_before(now_s)
+            .map(|h| h.saturating_add(self.duration_seconds))
         else {
             return Transition::None;
         };
-        for _ in 0..MAX_HITS_SEARCHED {
-            let end = hit.saturating_add(self.duration_seconds);
+        for _ in 0..MAX_STEPS {
             if end > horizon {
                 return Transition::None;
             }
-            match self.first_hit_after(hit) {
-                Some(next) if next <= end => hit = next,
+            match self.last_hit_at_or_before(end) {
+                Some(h) if h.saturating_add(self.duration_seconds) > end => {
+                    end = h.saturating_add(self.duration_seconds);
+                }
                 _ => return to_timestamp(end).map_or(Transition::None, Transition::Closes),
             }
         }
         Transition::None
+    }
+
+    /// The latest hit at or before `at` (Unix seconds), as Unix seconds.
+    fn last_hit_at_or_before(&self, at: i64) -> Option<i64> {
+        let before = chrono::DateTime::<chrono::Utc>::from_timestamp(at.checked_add(1)?, 0)?;
+        self.hits
+            .iter()
+            .filter_map(|s| s.after(&before).next_back())
+            .map(|h| h.timestamp())
+            .max()
     }
 
     /// The first hit strictly after `after` (Unix seconds), as Unix seconds.
@@ -180,6 +194,26 @@ mod tests {
         assert_eq!(
             w.next_transition(at("2026-11-22T10:05:00Z")),
             Transition::Opens(at("2026-11-23T09:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn long_stretches_of_frequent_hits_are_followed_to_their_end() {
+        // Every minute but 23:xx, one-minute windows: open from 00:00 until 23:00.
+        let w = window("* 0-22 * * *", 1);
+        assert_eq!(
+            w.next_transition(at("2026-11-22T00:30:00Z")),
+            Transition::Closes(at("2026-11-22T23:00:00Z"))
+        );
+        assert_eq!(
+            w.next_transition(at("2026-11-22T23:30:00Z")),
+            Transition::Opens(at("2026-11-23T00:00:00Z"))
+        );
+        // Every minute of weekdays with a day's duration: closes a day after Friday's last minute.
+        let weekdays = window("* * * * mon-fri", 24 * 60);
+        assert_eq!(
+            weekdays.next_transition(at("2026-11-23T12:00:00Z")),
+            Transition::Closes(at("2026-11-28T23:59:00Z"))
         );
     }
 
