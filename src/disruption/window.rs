@@ -47,10 +47,6 @@ impl Window {
         })
     }
 
-    pub fn schedule(&self) -> &CronSchedule {
-        &self.schedule
-    }
-
     /// Whether the window is open at `now`. A schedule that never fires counts as always active, as in
     /// Karpenter, whose next-hit search then returns the zero time (api-rules.md §2.8).
     pub fn is_active(&self, now: Timestamp) -> bool {
