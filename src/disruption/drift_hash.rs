@@ -7,8 +7,8 @@
 //! in decimal: object keys sorted, lists treated as sets (sorted, duplicates dropped), and zero values
 //! (`null`, `""`, `0`, `false`, empty lists and maps) left out, so that a list's order or an explicit empty
 //! value does not drift a node, as with Karpenter's `SlicesAsSets`/`IgnoreZeroValue` options. The numbers differ
-//! from Karpenter's (which hashes Go structs), so a fleet taken over from Karpenter must have its claims' hashes
-//! rewritten before static drift is trusted.
+//! from Karpenter's (which hashes Go structs), so kerf writes its own hash version: a fleet taken over from
+//! Karpenter then reads as a version change (hashes rewritten, nothing drifted) rather than as drift.
 
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 
 pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
 pub const NODEPOOL_HASH_VERSION: &str = "karpenter.sh/nodepool-hash-version";
-/// The hash version this code computes.
-pub const HASH_VERSION: &str = "v3";
+/// The hash version this code computes: not Karpenter's `v3`, whose numbers kerf does not reproduce.
+pub const HASH_VERSION: &str = "kerf-v1";
 
 /// The template hash of `pool`, for its `karpenter.sh/nodepool-hash` annotation and its new claims'.
 pub fn nodepool_hash(pool: &NodePool) -> String {
