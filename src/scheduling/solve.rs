@@ -6,11 +6,12 @@
 use super::cluster::{Cluster, DaemonSetPod, ExistingNode};
 use super::daemons::{self, DaemonGroups};
 use super::min_values::{self, MinValuesPolicy};
-use super::offerings::{allows, cheapest_offering};
+use super::offerings::{allows, cheapest_offering, OfferingBits};
 use super::pod::{ports_clash, HostPort, PodInfo};
 use super::taints::{describe, untolerated};
 use super::template::Template;
 use super::topology::{Bound, Domains, Narrowing, Relax, Relaxed, Topology, TopologyKey};
+use crate::api::labels;
 use crate::api::nodepool::{NodePool, TaintEffect};
 use crate::api::requirements::{AllowUndefined, Requirement, Requirements};
 use crate::catalog::{CapacityType, Catalog, Resources};
@@ -92,6 +93,8 @@ pub struct Scheduler<'a> {
     /// Per template: its instance types grouped by DaemonSet overhead.
     daemons: Vec<DaemonGroups>,
     min_values: MinValuesPolicy,
+    /// The catalog's offerings as bits, when it has few enough zones.
+    offering_bits: Option<OfferingBits>,
 }
 
 /// What one NodePool offers a pod: the instance types that fit it, or why none does.
@@ -177,6 +180,7 @@ impl<'a> Scheduler<'a> {
             daemonsets: daemonsets.to_vec(),
             daemons,
             min_values: MinValuesPolicy::default(),
+            offering_bits: OfferingBits::new(catalog),
         }
     }
 
@@ -284,8 +288,9 @@ impl<'a> Scheduler<'a> {
             })
             .collect();
         let mut claims = Vec::with_capacity(solver.claims.len());
+        let mut rankings = Rankings::new();
         for claim in &solver.claims {
-            match solver.finish(claim, pods) {
+            match solver.finish(claim, pods, &mut rankings) {
                 Ok(planned) => claims.push(planned),
                 // The truncated launch list broke minValues: the claim's pods wait (Strict policy).
                 Err(reason) => unschedulable.extend(claim.pods.iter().map(|p| Unschedulable {
@@ -439,6 +444,28 @@ impl<'a> Scheduler<'a> {
         } else {
             None
         };
+        // The claim's types already meet its requirements: only the keys the pod and `extra` add can rule a
+        // type out, and only a zone or capacity type can rule out its offerings.
+        let touched: Option<Requirements> = merged.as_ref().map(|merged| {
+            requirements
+                .iter()
+                .map(Requirement::key)
+                .chain(extra.iter().map(Requirement::key))
+                .filter_map(|key| merged.get(key).cloned())
+                .collect()
+        });
+        let offers = match (&merged, &touched) {
+            (Some(merged), Some(touched))
+                if touched.get(labels::ZONE).is_some()
+                    || touched.get(labels::CAPACITY_TYPE).is_some() =>
+            {
+                Some(match &self.offering_bits {
+                    Some(bits) => Offers::Bits(bits, bits.allowed(merged)),
+                    None => Offers::Slow(merged),
+                })
+            }
+            _ => None,
+        };
         let total = claim.requests.clone() + &pod.requests;
         let daemons = &self.daemons[claim.template];
         let types: Vec<usize> = claim
@@ -452,10 +479,13 @@ impl<'a> Scheduler<'a> {
             })
             .filter(|i| {
                 let it = &self.catalog.instance_types[*i];
-                merged.as_ref().is_none_or(|merged| {
-                    merged.intersects(&it.requirements).is_ok()
-                        && cheapest_offering(it, merged).is_some()
-                })
+                touched
+                    .as_ref()
+                    .is_none_or(|t| t.intersects(&it.requirements).is_ok())
+                    && offers.as_ref().is_none_or(|o| match o {
+                        Offers::Bits(bits, allowed) => bits.offers(*i) & allowed != 0,
+                        Offers::Slow(merged) => cheapest_offering(it, merged).is_some(),
+                    })
             })
             .collect();
         if types.is_empty() {
@@ -475,13 +505,17 @@ impl<'a> Scheduler<'a> {
 
     /// The claim's instance types with their cheapest allowed price, cheapest first.
     fn ranked(&self, claim: &Claim) -> Vec<(usize, f64)> {
-        let mut ranked: Vec<(usize, f64)> = claim
-            .instance_types
+        self.rank(&claim.instance_types, &claim.requirements)
+    }
+
+    /// `types` with their cheapest price `requirements` allow, cheapest first; types with no allowed offering
+    /// left out.
+    fn rank(&self, types: &[usize], requirements: &Requirements) -> Vec<(usize, f64)> {
+        let mut ranked: Vec<(usize, f64)> = types
             .iter()
             .filter_map(|i| {
                 let it = &self.catalog.instance_types[*i];
-                cheapest_offering(it, &claim.requirements)
-                    .map(|o| (*i, o.price.unwrap_or(f64::INFINITY)))
+                cheapest_offering(it, requirements).map(|o| (*i, o.price.unwrap_or(f64::INFINITY)))
             })
             .collect();
         ranked
@@ -889,10 +923,31 @@ impl<'s> Solver<'s, '_> {
     /// The claim as planned: its launch list cut to [`MAX_INSTANCE_TYPES`] cheapest types, and the smallest
     /// DaemonSet overhead of those added to its requests. Under the Strict minValues policy, a cut that breaks
     /// minValues is an error for the claim's pods.
-    fn finish(&self, claim: &Claim, pods: &[PodInfo]) -> Result<PlannedClaim, String> {
+    fn finish(
+        &self,
+        claim: &Claim,
+        pods: &[PodInfo],
+        rankings: &mut Rankings,
+    ) -> Result<PlannedClaim, String> {
         let scheduler = self.scheduler;
         let template = &self.templates[claim.template];
-        let mut ranked = scheduler.ranked(claim);
+        let mut ranked = match &scheduler.offering_bits {
+            // Claims of one template that allow the same offerings rank their types alike: rank the template's
+            // types once and keep the claim's.
+            Some(bits) => {
+                let all = rankings
+                    .entry((claim.template, bits.allowed(&claim.requirements)))
+                    .or_insert_with(|| {
+                        scheduler.rank(&template.instance_types, &claim.requirements)
+                    });
+                let mut member = vec![false; scheduler.catalog.instance_types.len()];
+                for i in &claim.instance_types {
+                    member[*i] = true;
+                }
+                all.iter().filter(|(i, _)| member[*i]).copied().collect()
+            }
+            None => scheduler.ranked(claim),
+        };
         if template.min_values && scheduler.min_values == MinValuesPolicy::Strict {
             let types: Vec<usize> = ranked.iter().map(|(i, _)| *i).collect();
             let needed =
@@ -924,6 +979,17 @@ impl<'s> Solver<'s, '_> {
             cheapest: scheduler.choice(claim, &ranked),
         })
     }
+}
+
+/// Per template and allowed offerings (as bits): the template's types ranked, cheapest first.
+type Rankings = std::collections::HashMap<(usize, u64), Vec<(usize, f64)>>;
+
+/// How `narrow` checks that a type still has an allowed offering.
+enum Offers<'a> {
+    /// Through the catalog's offering bits: the allowed ones.
+    Bits(&'a OfferingBits, u64),
+    /// Offering by offering, against the merged requirements.
+    Slow(&'a Requirements),
 }
 
 /// The largest amount of each resource among `instance_types`: what a claim might take off a limit.
