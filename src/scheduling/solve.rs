@@ -79,6 +79,46 @@ struct Claim {
     pods: Vec<usize>,
     /// The host ports its pods bind.
     ports: Vec<HostPort>,
+    /// The least room among its instance types.
+    floor: Floor,
+}
+
+/// The least room (allocatable minus daemon overhead) among a claim's instance types, in the core resources: a
+/// pod whose requests fit under it, with no extended resources, host ports or requirements, keeps every type.
+#[derive(Clone, Copy, Debug, Default)]
+struct Floor {
+    cpu: i64,
+    memory: i64,
+    pods: i64,
+    ephemeral_storage: i64,
+}
+
+impl Floor {
+    fn of<'r>(rooms: impl IntoIterator<Item = &'r Resources>) -> Floor {
+        rooms
+            .into_iter()
+            .map(|r| Floor {
+                cpu: r.cpu,
+                memory: r.memory,
+                pods: r.pods,
+                ephemeral_storage: r.ephemeral_storage,
+            })
+            .reduce(|a, b| Floor {
+                cpu: a.cpu.min(b.cpu),
+                memory: a.memory.min(b.memory),
+                pods: a.pods.min(b.pods),
+                ephemeral_storage: a.ephemeral_storage.min(b.ephemeral_storage),
+            })
+            .unwrap_or_default()
+    }
+
+    fn holds(&self, total: &Resources) -> bool {
+        total.extended.is_empty()
+            && total.cpu <= self.cpu
+            && total.memory <= self.memory
+            && total.pods <= self.pods
+            && total.ephemeral_storage <= self.ephemeral_storage
+    }
 }
 
 /// NodePools prepared against a catalog: built once, then used for any number of solves and pod advice.
@@ -409,10 +449,13 @@ impl<'a> Scheduler<'a> {
             requests: Resources::default(),
             pods: Vec::new(),
             ports: Vec::new(),
+            floor: Floor::default(),
         };
         let (requirements, instance_types) = self.narrow(&empty, pod, requirements, extra)?;
+        let instance_types = instance_types.unwrap_or(empty.instance_types);
         Ok(Claim {
-            requirements: requirements.unwrap_or(empty.requirements.clone()),
+            requirements: requirements.unwrap_or(empty.requirements),
+            floor: self.floor(t, &instance_types),
             instance_types,
             requests: pod.requests.clone(),
             ports: pod.host_ports.clone(),
@@ -420,16 +463,27 @@ impl<'a> Scheduler<'a> {
         })
     }
 
-    /// The claim's requirements (`None` when unchanged) and instance types with the pod and the topology
-    /// narrowing `extra` added, or why the pod does not fit.
+    /// The least room among `types` on template `t`.
+    fn floor(&self, t: usize, types: &[usize]) -> Floor {
+        Floor::of(types.iter().map(|i| &self.daemons[t].room[*i]))
+    }
+
+    /// The claim's requirements and instance types with the pod and the topology narrowing `extra` added (each
+    /// `None` when unchanged), or why the pod does not fit.
     fn narrow(
         &self,
         claim: &Claim,
         pod: &PodInfo,
         requirements: &Requirements,
         extra: &[Requirement],
-    ) -> Result<(Option<Requirements>, Vec<usize>), String> {
+    ) -> Result<(Option<Requirements>, Option<Vec<usize>>), String> {
         let narrowed = !requirements.is_empty() || !extra.is_empty();
+        if !narrowed
+            && pod.host_ports.is_empty()
+            && claim.floor.holds(&(claim.requests.clone() + &pod.requests))
+        {
+            return Ok((None, None));
+        }
         let merged = if narrowed {
             claim
                 .requirements
@@ -445,25 +499,27 @@ impl<'a> Scheduler<'a> {
             None
         };
         // The claim's types already meet its requirements: only the keys the pod and `extra` add can rule a
-        // type out, and only a zone or capacity type can rule out its offerings.
+        // type out, and only a zone or capacity type can rule out its offerings. An allowed offering implies the
+        // type's zone and capacity type meet the requirements, so with offering bits those keys are left to them.
+        let mut offers_touched = false;
         let touched: Option<Requirements> = merged.as_ref().map(|merged| {
             requirements
                 .iter()
                 .map(Requirement::key)
                 .chain(extra.iter().map(Requirement::key))
+                .filter(|key| {
+                    let offering_key = *key == labels::ZONE || *key == labels::CAPACITY_TYPE;
+                    offers_touched |= offering_key;
+                    !(offering_key && self.offering_bits.is_some())
+                })
                 .filter_map(|key| merged.get(key).cloned())
                 .collect()
         });
-        let offers = match (&merged, &touched) {
-            (Some(merged), Some(touched))
-                if touched.get(labels::ZONE).is_some()
-                    || touched.get(labels::CAPACITY_TYPE).is_some() =>
-            {
-                Some(match &self.offering_bits {
-                    Some(bits) => Offers::Bits(bits, bits.allowed(merged)),
-                    None => Offers::Slow(merged),
-                })
-            }
+        let offers = match &merged {
+            Some(merged) if offers_touched => Some(match &self.offering_bits {
+                Some(bits) => Offers::Bits(bits, bits.allowed(merged)),
+                None => Offers::Slow(merged),
+            }),
             _ => None,
         };
         let total = claim.requests.clone() + &pod.requests;
@@ -481,7 +537,7 @@ impl<'a> Scheduler<'a> {
                 let it = &self.catalog.instance_types[*i];
                 touched
                     .as_ref()
-                    .is_none_or(|t| t.intersects(&it.requirements).is_ok())
+                    .is_none_or(|t| t.is_empty() || t.intersects(&it.requirements).is_ok())
                     && offers.as_ref().is_none_or(|o| match o {
                         Offers::Bits(bits, allowed) => bits.offers(*i) & allowed != 0,
                         Offers::Slow(merged) => cheapest_offering(it, merged).is_some(),
@@ -500,7 +556,7 @@ impl<'a> Scheduler<'a> {
             min_values::shortest_prefix(self.catalog, requirements, &types)
                 .map_err(|unmet| unmet.to_string())?;
         }
-        Ok((merged, types))
+        Ok((merged, Some(types)))
     }
 
     /// The claim's instance types with their cheapest allowed price, cheapest first.
@@ -745,10 +801,23 @@ impl<'s> Solver<'s, '_> {
             else {
                 continue;
             };
-            for extra in combine(narrowing, &claim.requirements) {
-                if let Ok(fit) = self.scheduler.narrow(claim, pod, requirements, &extra) {
+            // Most claims a pod walks past are in a domain it may not take: rule them out before allocating.
+            if !narrowing
+                .iter()
+                .all(|n| n.admits_any(claim.requirements.get(n.key.label())))
+            {
+                continue;
+            }
+            if narrowing.is_empty() {
+                if let Ok(fit) = self.scheduler.narrow(claim, pod, requirements, &[]) {
                     placed = Some((c, fit));
-                    break;
+                }
+            } else {
+                for extra in combine(narrowing, &claim.requirements) {
+                    if let Ok(fit) = self.scheduler.narrow(claim, pod, requirements, &extra) {
+                        placed = Some((c, fit));
+                        break;
+                    }
                 }
             }
             if placed.is_some() {
@@ -760,7 +829,10 @@ impl<'s> Solver<'s, '_> {
             if let Some(merged) = merged {
                 claim.requirements = merged;
             }
-            claim.instance_types = types;
+            if let Some(types) = types {
+                claim.floor = self.scheduler.floor(claim.template, &types);
+                claim.instance_types = types;
+            }
             claim.requests += &pod.requests;
             claim.ports.extend(pod.host_ports.iter().cloned());
             claim.pods.push(index);

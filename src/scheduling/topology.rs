@@ -407,6 +407,12 @@ pub struct Narrowing<'a> {
 }
 
 impl Narrowing<'_> {
+    /// Whether a claim whose requirement on the key is `claim` allows one of the domains: [`Self::alternatives`]
+    /// is not empty.
+    pub fn admits_any(&self, claim: Option<&Requirement>) -> bool {
+        claim.is_none_or(|r| self.allowed.iter().any(|d| r.has(d)))
+    }
+
     /// The requirements to try on a claim whose requirement on the key is `claim`, preferred first; empty when
     /// the claim allows none of the domains.
     pub fn alternatives(&self, claim: Option<&Requirement>) -> Vec<Requirement> {
