@@ -5,6 +5,9 @@
 //! pods alone. Requests cycle deterministically through Karpenter's sizes, so every run solves the same input.
 //!
 //! `cargo bench -p kerf --bench scheduling`; results and the machine are in docs/performance.md.
+//!
+//! `KERF_SOLVE_ONCE=20000` instead builds that many diverse pods, solves once, prints the time and the peak
+//! memory of the process, and exits: run the bench binary under `/usr/bin/time -v` or a profiler this way.
 
 use criterion::{criterion_group, BenchmarkId, Criterion};
 use kerf::api::nodepool::NodePool;
@@ -150,15 +153,45 @@ fn scheduling(c: &mut Criterion) {
 
 criterion_group!(benches, scheduling);
 
-fn main() {
-    benches();
-    criterion::Criterion::default()
-        .configure_from_args()
-        .final_summary();
-    // Peak resident memory of this process (catalog, 20,000 pods and the solves included).
+/// One solve of `count` diverse pods, for a profiler or a peak-memory measurement of a single solve.
+fn solve_once(count: usize) {
+    let catalog = catalog();
+    let pools = [nodepool()];
+    let scheduler = Scheduler::new(&pools, &catalog);
+    let pods = diverse_pods(count);
+    let started = std::time::Instant::now();
+    let plan = scheduler.solve(&pods);
+    let elapsed = started.elapsed();
+    eprintln!(
+        "diverse {count}: {:.3} s, {} claims, {} unschedulable",
+        elapsed.as_secs_f64(),
+        plan.claims.len(),
+        plan.unschedulable.len()
+    );
+    print_peak_memory();
+}
+
+/// Peak resident memory of this process so far.
+fn print_peak_memory() {
     if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
         if let Some(line) = status.lines().find(|l| l.starts_with("VmHWM")) {
             eprintln!("peak memory: {}", line.trim_start_matches("VmHWM:").trim());
         }
     }
+}
+
+fn main() {
+    if let Some(count) = std::env::var("KERF_SOLVE_ONCE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        solve_once(count);
+        return;
+    }
+    benches();
+    criterion::Criterion::default()
+        .configure_from_args()
+        .final_summary();
+    // Peak resident memory of this process (catalog, 20,000 pods and the solves included).
+    print_peak_memory();
 }

@@ -1,63 +1,10 @@
 //! The scheduling simulation on a small synthetic catalog: each constraint placed and refused, with reasons.
 
-use kerf::api::nodepool::NodePool;
-use kerf::catalog::Catalog;
-use kerf::scheduling::{solve, PodInfo};
+mod support;
+
+use kerf::scheduling::solve;
 use serde_json::{json, Value};
-
-/// Three sizes of amd64 and one arm64 type; spot in two zones, on-demand in three; price grows with size.
-fn catalog() -> Catalog {
-    let offerings = |price: f64| {
-        json!([
-            {"zone": "test-zone-a", "capacityType": "spot", "price": price * 0.4, "available": true},
-            {"zone": "test-zone-b", "capacityType": "spot", "price": price * 0.5, "available": true},
-            {"zone": "test-zone-a", "capacityType": "on-demand", "price": price, "available": true},
-            {"zone": "test-zone-b", "capacityType": "on-demand", "price": price, "available": true},
-            {"zone": "test-zone-c", "capacityType": "on-demand", "price": price, "available": true}
-        ])
-    };
-    let it = |name: &str, cpu: &str, memory: &str, pods: i64, arch: &str, price: f64| {
-        json!({"name": name, "cpu": cpu, "memory": memory, "pods": pods, "arch": arch, "os": ["linux"], "labels": {},
-               "overhead": {"cpu": "100m", "memory": "100Mi"}, "offerings": offerings(price)})
-    };
-    let file = json!({"instanceTypes": [
-        it("small", "2", "4Gi", 10, "amd64", 0.1),
-        it("medium", "4", "8Gi", 20, "amd64", 0.2),
-        it("large", "16", "32Gi", 100, "amd64", 0.8),
-        it("arm-medium", "4", "8Gi", 20, "arm64", 0.15),
-    ]});
-    Catalog::from_instance_types_json(&file.to_string()).expect("catalog")
-}
-
-fn nodepool(name: &str, spec: Value) -> NodePool {
-    let mut base = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
-        "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                                        "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}}}});
-    merge(&mut base["spec"], spec);
-    serde_json::from_value(base).expect("nodepool")
-}
-
-fn merge(target: &mut Value, patch: Value) {
-    match (target, patch) {
-        (Value::Object(t), Value::Object(p)) => {
-            for (k, v) in p {
-                merge(t.entry(k).or_insert(Value::Null), v);
-            }
-        }
-        (t, p) => *t = p,
-    }
-}
-
-fn pods(n: usize, prefix: &str, spec: Value) -> Vec<PodInfo> {
-    (0..n)
-        .map(|i| {
-            let mut pod = json!({"metadata": {"name": format!("{prefix}-{i}"), "namespace": "default", "uid": format!("{prefix}-{i}")},
-                                 "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}});
-            merge(&mut pod["spec"], spec.clone());
-            PodInfo::from_pod(&serde_json::from_value(pod).expect("pod")).expect("pod info")
-        })
-        .collect()
-}
+use support::{catalog, labelled, merge, nodepool, pods};
 
 #[test]
 fn packs_pods_onto_the_cheapest_types_that_fit() {
@@ -274,17 +221,6 @@ fn spot_only_pools_with_few_instance_types_get_a_warning() {
 }
 
 /// Pods labelled `labels`, with `spec` merged in.
-fn labelled(n: usize, prefix: &str, labels: Value, spec: Value) -> Vec<PodInfo> {
-    (0..n)
-        .map(|i| {
-            let mut pod = json!({"metadata": {"name": format!("{prefix}-{i}"), "namespace": "default", "uid": format!("{prefix}-{i}"), "labels": labels},
-                                 "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}});
-            merge(&mut pod["spec"], spec.clone());
-            PodInfo::from_pod(&serde_json::from_value(pod).expect("pod")).expect("pod info")
-        })
-        .collect()
-}
-
 fn spread(key: &str, max_skew: i32, when: &str, extra: Value) -> Value {
     let mut constraint = json!({"maxSkew": max_skew, "topologyKey": key, "whenUnsatisfiable": when,
                                 "labelSelector": {"matchLabels": {"app": "spread"}}});

@@ -1,8 +1,8 @@
 //! The example scenarios through `kerf simulate`'s engine: what a user sees for each, pinned down.
 
 use kerf::catalog::{Catalog, CatalogSettings, Pricing};
-use kerf::scheduling::{PodInfo, Scheduler};
-use kerf::simulate::{load, Report};
+use kerf::simulate::{load, Report, Simulation};
+use serde_json::Value;
 
 /// us-east-1 with the on-demand prices of the shared reference data (read, not copied into the repository).
 fn catalog() -> Catalog {
@@ -24,13 +24,8 @@ fn simulate(example: &str, catalog: &Catalog) -> Report {
         std::fs::read_to_string(format!("{}/examples/{example}", env!("CARGO_MANIFEST_DIR")))
             .expect("example");
     let scenario = load(&text).expect("valid scenario");
-    let pods: Vec<PodInfo> = scenario
-        .pods
-        .iter()
-        .map(|p| PodInfo::from_pod(p).expect("pod"))
-        .collect();
-    let plan = Scheduler::new(&scenario.nodepools, catalog).solve(&pods);
-    Report::new(pods.len(), &plan, 0.0)
+    let simulation = Simulation::new(&scenario, catalog).expect("simulation");
+    simulation.report(&simulation.solve(), 0.0)
 }
 
 #[test]
@@ -109,4 +104,68 @@ fn invalid_scenarios_are_refused_with_every_error() {
         err.contains("invalid cron") && err.contains("spots"),
         "{err}"
     );
+}
+
+/// Set to regenerate the golden reports instead of comparing with them.
+const UPDATE_GOLDEN: &str = "KERF_UPDATE_GOLDEN";
+
+/// Every example's JSON report (without `solveSeconds`) equals the checked-in one under tests/golden/.
+/// `KERF_UPDATE_GOLDEN=1 cargo test -p kerf --test simulate golden` rewrites them after an intended change.
+#[test]
+fn golden_reports_of_the_examples() {
+    let catalog = catalog();
+    let mut differ = Vec::new();
+    for example in [
+        "inflate",
+        "advice",
+        "spot-fallback",
+        "gpu",
+        "zonal-spread",
+        "existing-cluster",
+    ] {
+        let report = simulate(&format!("{example}.yaml"), &catalog);
+        let mut json = serde_json::to_value(&report).expect("json");
+        if let Some(Value::Object(summary)) = json.get_mut("summary") {
+            summary.remove("solveSeconds");
+        }
+        let text = serde_json::to_string_pretty(&json).expect("json") + "\n";
+        let path = format!("{}/tests/golden/{example}.json", env!("CARGO_MANIFEST_DIR"));
+        if std::env::var_os(UPDATE_GOLDEN).is_some() {
+            std::fs::write(&path, &text).expect("write golden file");
+            continue;
+        }
+        let golden = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{path}: {e}; run with {UPDATE_GOLDEN}=1 to create it"));
+        if golden != text {
+            differ.push(format!("{example}: expected {path}\n{golden}\ngot\n{text}"));
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "reports differ from tests/golden (set {UPDATE_GOLDEN}=1 to accept):\n{}",
+        differ.join("\n")
+    );
+}
+
+#[test]
+fn the_existing_cluster_fills_existing_capacity_first_and_echoes_the_seed() {
+    let report = simulate("existing-cluster.yaml", &catalog());
+    assert_eq!(
+        report.summary.unschedulable, 0,
+        "{:?}",
+        report.unschedulable
+    );
+    let on: Vec<(&str, usize)> = report
+        .existing_nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n.pods.len()))
+        .collect();
+    // The kerf node has 3.92 CPUs: 0.2 for the running agent and 2 for the old api pods leave room for three
+    // 500m pods; the in-flight m5.large keeps 0.2 for the agent it will run and takes the other three. The
+    // tainted system node takes none; the 2-CPU workers need a new node.
+    assert_eq!(on, [("ip-10-0-1-10.ec2.internal", 3), ("default-q9m4t", 3)]);
+    assert_eq!(report.summary.node_claims, 1);
+    assert_eq!(report.node_claims[0].pods.len(), 2);
+    assert_eq!(report.seed, None);
+    assert_eq!(simulate("spot-fallback.yaml", &catalog()).seed, Some(7));
 }

@@ -1,16 +1,15 @@
 //! `kerf simulate SCENARIO`: run the admission and scheduling engine on a scenario and report.
 
 use super::validate::CatalogArgs;
-use crate::scheduling::{PodInfo, Scheduler};
-use crate::simulate::{load, Report};
+use crate::simulate::{load, Report, Simulation};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 #[derive(clap::Args, Debug)]
 pub struct SimulateArgs {
-    /// The scenario: multi-document YAML or JSON of NodePools, EC2NodeClasses, Pods, workloads and an optional
-    /// `kerf.sh/v1alpha1` Simulation document.
+    /// The scenario: multi-document YAML or JSON of NodePools, EC2NodeClasses, Pods, workloads, Nodes,
+    /// NodeClaims, DaemonSets, PodDisruptionBudgets and an optional `kerf.sh/v1alpha1` Simulation document.
     pub scenario: PathBuf,
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
     pub output: Format,
@@ -71,17 +70,9 @@ fn simulate(args: &SimulateArgs) -> Result<Report, (u8, String)> {
             .or_else(|| args.catalog.instance_types.clone()),
     };
     let catalog = catalog_args.load().map_err(|e| (2, e))?;
-    let pods = scenario
-        .pods
-        .iter()
-        .map(PodInfo::from_pod)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| (1, e.to_string()))?;
+    let simulation =
+        Simulation::new(&scenario, &catalog).map_err(|e| (1, format!("{name}: {e}")))?;
     let started = Instant::now();
-    let plan = Scheduler::new(&scenario.nodepools, &catalog).solve(&pods);
-    Ok(Report::new(
-        pods.len(),
-        &plan,
-        started.elapsed().as_secs_f64(),
-    ))
+    let plan = simulation.solve();
+    Ok(simulation.report(&plan, started.elapsed().as_secs_f64()))
 }

@@ -4,9 +4,12 @@
 //! Implemented so far: effective requests, node selectors and required/preferred node affinity with
 //! Karpenter's relaxation order, taints and tolerations, NodePool weights and limits, instance-type filtering
 //! on requirements, allocatable and offerings, the cheapest-first launch list, topology spread and required and
-//! preferred pod (anti-)affinity on zone, capacity type and hostname, and the requeue of failed pods. Existing
-//! nodes, DaemonSet overhead, host ports and minValues are still to come.
+//! preferred pod (anti-)affinity on zone, capacity type and hostname, the requeue of failed pods, existing nodes
+//! and in-flight NodeClaims (with their pods counted in topology), DaemonSet overhead, host ports and minValues.
 
+mod cluster;
+mod daemons;
+mod min_values;
 mod offerings;
 mod pod;
 mod solve;
@@ -14,9 +17,11 @@ mod taints;
 mod template;
 mod topology;
 
-pub use pod::{PodError, PodInfo};
+pub use cluster::{bound_node, BoundPod, Cluster, ClusterError, DaemonSetPod, ExistingNode};
+pub use min_values::MinValuesPolicy;
+pub use pod::{HostPort, PodError, PodInfo};
 pub use solve::{
-    solve, Choice, Plan, PlannedClaim, PoolFit, PoolOption, Scheduler, Unschedulable,
-    MAX_INSTANCE_TYPES,
+    solve, solve_cluster, Choice, NodePlacement, Plan, PlannedClaim, PoolFit, PoolOption,
+    Scheduler, Unschedulable, MAX_INSTANCE_TYPES,
 };
 pub use template::{Limits, Template, NODES};

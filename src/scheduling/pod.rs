@@ -45,6 +45,57 @@ pub struct PodInfo {
     pub labels: BTreeMap<String, String>,
     /// Spread constraints and pod (anti-)affinity on zone, capacity type and hostname.
     pub topology: Vec<TopologyConstraint>,
+    /// The host ports the pod's containers bind.
+    pub host_ports: Vec<HostPort>,
+}
+
+/// A host port a container binds: no two pods on a node may bind the same one.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct HostPort {
+    pub protocol: String,
+    /// The host IP; `0.0.0.0` (the default) binds every address.
+    pub ip: String,
+    pub port: i32,
+}
+
+impl HostPort {
+    /// Whether two bindings collide: the same port and protocol on the same address, or on every address.
+    pub fn clashes(&self, other: &HostPort) -> bool {
+        let wildcard = |ip: &str| ip == "0.0.0.0" || ip == "::";
+        self.port == other.port
+            && self.protocol == other.protocol
+            && (self.ip == other.ip || wildcard(&self.ip) || wildcard(&other.ip))
+    }
+}
+
+/// Whether any of `wanted` clashes with any of `taken`.
+pub fn ports_clash(wanted: &[HostPort], taken: &[HostPort]) -> bool {
+    wanted.iter().any(|w| taken.iter().any(|t| w.clashes(t)))
+}
+
+/// The host ports of every container and init container of `spec` (port 0 binds nothing).
+fn host_ports(spec: &k8s_openapi::api::core::v1::PodSpec) -> Vec<HostPort> {
+    let mut ports: Vec<HostPort> = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter_map(|p| {
+            let port = p.host_port.filter(|port| *port > 0)?;
+            Some(HostPort {
+                protocol: p.protocol.clone().unwrap_or_else(|| "TCP".to_owned()),
+                ip: p
+                    .host_ip
+                    .clone()
+                    .filter(|ip| !ip.is_empty())
+                    .unwrap_or_else(|| "0.0.0.0".to_owned()),
+                port,
+            })
+        })
+        .collect();
+    ports.sort();
+    ports.dedup();
+    ports
 }
 
 impl PodInfo {
@@ -85,7 +136,9 @@ impl PodInfo {
             })
             .map_or(1, |r| r.node_selector_terms.len().max(1))
             .min(variants.len());
+        let host_ports = host_ports(&spec);
         Ok(PodInfo {
+            host_ports,
             required_terms,
             namespace,
             labels,

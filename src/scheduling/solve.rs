@@ -1,12 +1,17 @@
-//! The provisioning simulation (controller-behaviour.md §1.3): pending pods, largest first, onto claims planned
-//! earlier in this solve (fewest pods first), else onto a new claim from the NodePools in weight order. Pure and
-//! deterministic: the same input gives the same plan.
+//! The provisioning simulation (controller-behaviour.md §1.3): pending pods, largest first, onto existing nodes
+//! (initialized first, then by name), else onto claims planned earlier in this solve (fewest pods first), else
+//! onto a new claim from the NodePools in weight order. Pure and deterministic: the same input gives the same
+//! plan.
 
-use super::offerings::{allows, cheapest_offering};
-use super::pod::PodInfo;
+use super::cluster::{Cluster, DaemonSetPod, ExistingNode};
+use super::daemons::{self, DaemonGroups};
+use super::min_values::{self, MinValuesPolicy};
+use super::offerings::{allows, cheapest_offering, OfferingBits};
+use super::pod::{ports_clash, HostPort, PodInfo};
 use super::taints::{describe, untolerated};
 use super::template::Template;
-use super::topology::{Domains, Narrowing, Relax, Relaxed, Topology, TopologyKey};
+use super::topology::{Bound, Domains, Narrowing, Relax, Relaxed, Topology, TopologyKey};
+use crate::api::labels;
 use crate::api::nodepool::{NodePool, TaintEffect};
 use crate::api::requirements::{AllowUndefined, Requirement, Requirements};
 use crate::catalog::{CapacityType, Catalog, Resources};
@@ -25,7 +30,7 @@ pub struct PlannedClaim {
     pub instance_types: Vec<String>,
     /// `namespace/name` of each pod, in placement order.
     pub pods: Vec<String>,
-    /// The sum of the pods' requests.
+    /// The sum of the pods' requests and the smallest DaemonSet overhead among the instance types.
     pub requests: Resources,
     /// What a launch would most likely pick: the cheapest allowed offering.
     pub cheapest: Option<Choice>,
@@ -51,7 +56,17 @@ pub struct Unschedulable {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Plan {
     pub claims: Vec<PlannedClaim>,
+    /// The existing nodes that take pods, in the order they were tried.
+    pub existing: Vec<NodePlacement>,
     pub unschedulable: Vec<Unschedulable>,
+}
+
+/// Pods the solve places onto an existing node (or in-flight NodeClaim).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodePlacement {
+    pub node: String,
+    /// `namespace/name` of each pod, in placement order.
+    pub pods: Vec<String>,
 }
 
 /// A claim being filled during the solve.
@@ -62,17 +77,64 @@ struct Claim {
     instance_types: Vec<usize>,
     requests: Resources,
     pods: Vec<usize>,
+    /// The host ports its pods bind.
+    ports: Vec<HostPort>,
+    /// The least room among its instance types.
+    floor: Floor,
+}
+
+/// The least room (allocatable minus daemon overhead) among a claim's instance types, in the core resources: a
+/// pod whose requests fit under it, with no extended resources, host ports or requirements, keeps every type.
+#[derive(Clone, Copy, Debug, Default)]
+struct Floor {
+    cpu: i64,
+    memory: i64,
+    pods: i64,
+    ephemeral_storage: i64,
+}
+
+impl Floor {
+    fn of<'r>(rooms: impl IntoIterator<Item = &'r Resources>) -> Floor {
+        rooms
+            .into_iter()
+            .map(|r| Floor {
+                cpu: r.cpu,
+                memory: r.memory,
+                pods: r.pods,
+                ephemeral_storage: r.ephemeral_storage,
+            })
+            .reduce(|a, b| Floor {
+                cpu: a.cpu.min(b.cpu),
+                memory: a.memory.min(b.memory),
+                pods: a.pods.min(b.pods),
+                ephemeral_storage: a.ephemeral_storage.min(b.ephemeral_storage),
+            })
+            .unwrap_or_default()
+    }
+
+    fn holds(&self, total: &Resources) -> bool {
+        total.extended.is_empty()
+            && total.cpu <= self.cpu
+            && total.memory <= self.memory
+            && total.pods <= self.pods
+            && total.ephemeral_storage <= self.ephemeral_storage
+    }
 }
 
 /// NodePools prepared against a catalog: built once, then used for any number of solves and pod advice.
 pub struct Scheduler<'a> {
     catalog: &'a Catalog,
-    allocatable: Vec<Resources>,
     templates: Vec<Template>,
     /// Per template: the zones and the capacity types its instance types offer (topology domains).
     domains: Vec<[Vec<String>; 2]>,
     /// Whether some pool has a `PreferNoSchedule` taint (relaxation step 6 applies).
     soft_taints: bool,
+    daemonsets: Vec<DaemonSetPod>,
+    /// Per template: its instance types grouped by DaemonSet overhead.
+    daemons: Vec<DaemonGroups>,
+    min_values: MinValuesPolicy,
+    /// The catalog's offerings as bits, when it has few enough zones.
+    offering_bits: Option<OfferingBits>,
 }
 
 /// What one NodePool offers a pod: the instance types that fit it, or why none does.
@@ -90,8 +152,18 @@ pub struct PoolFit {
 }
 
 impl<'a> Scheduler<'a> {
-    /// Prepares `nodepools` (static and deleting pools dropped, weight order) over `catalog`.
+    /// Prepares `nodepools` (static and deleting pools dropped, weight order) over `catalog`, with no
+    /// DaemonSets.
     pub fn new(nodepools: &[NodePool], catalog: &'a Catalog) -> Self {
+        Self::with_daemonsets(nodepools, catalog, &[])
+    }
+
+    /// Prepares `nodepools` over `catalog`; every node runs the `daemonsets` that tolerate and match it.
+    pub fn with_daemonsets(
+        nodepools: &[NodePool],
+        catalog: &'a Catalog,
+        daemonsets: &[DaemonSetPod],
+    ) -> Self {
         let allocatable: Vec<Resources> = catalog
             .instance_types
             .iter()
@@ -136,13 +208,26 @@ impl<'a> Scheduler<'a> {
                 .iter()
                 .any(|taint| taint.effect == TaintEffect::PreferNoSchedule)
         });
+        let daemons = templates
+            .iter()
+            .map(|t| DaemonGroups::new(t, daemonsets, catalog, &allocatable))
+            .collect();
         Scheduler {
             catalog,
-            allocatable,
             templates,
             domains,
             soft_taints,
+            daemonsets: daemonsets.to_vec(),
+            daemons,
+            min_values: MinValuesPolicy::default(),
+            offering_bits: OfferingBits::new(catalog),
         }
+    }
+
+    /// Sets what happens when a claim cannot keep a NodePool's `minValues` (Karpenter's `MIN_VALUES_POLICY`).
+    pub fn with_min_values_policy(mut self, policy: MinValuesPolicy) -> Self {
+        self.min_values = policy;
+        self
     }
 
     /// The prepared NodePools, in the order they are tried.
@@ -150,15 +235,63 @@ impl<'a> Scheduler<'a> {
         &self.templates
     }
 
-    /// Plans NodeClaims for `pods`.
+    /// Plans NodeClaims for `pods` in an empty cluster.
     pub fn solve(&self, pods: &[PodInfo]) -> Plan {
+        self.solve_on(pods, &[])
+    }
+
+    /// Plans where `pods` go: onto the existing `nodes` first, else onto new NodeClaims.
+    pub fn solve_on(&self, pods: &[PodInfo], nodes: &[ExistingNode]) -> Plan {
+        let mut order: Vec<&ExistingNode> = nodes.iter().collect();
+        order.sort_by(|a, b| (!a.initialized, &a.name).cmp(&(!b.initialized, &b.name)));
+        let nodes: Vec<NodeState> = order.into_iter().map(|n| self.node_state(n)).collect();
+        let bound: Vec<Bound> = nodes
+            .iter()
+            .enumerate()
+            .flat_map(|(host, state)| {
+                let node = state.node;
+                node.pods.iter().map(move |b| Bound {
+                    pod: &b.pod,
+                    host,
+                    zone: single_value(&node.requirements, TopologyKey::Zone),
+                    capacity_type: single_value(&node.requirements, TopologyKey::CapacityType),
+                })
+            })
+            .collect();
+        let mut templates = self.templates.clone();
+        for template in &mut templates {
+            if let Some(left) = template.remaining.as_mut() {
+                for state in nodes
+                    .iter()
+                    .filter(|s| s.node.nodepool.as_ref() == Some(&template.nodepool))
+                {
+                    left.consume(&state.node.capacity);
+                }
+            }
+        }
+        let mut node_domains = [Vec::new(), Vec::new()];
+        for (key, k) in VALUE_KEYS {
+            let mut values: std::collections::BTreeSet<&str> = self
+                .domains
+                .iter()
+                .flat_map(|d| d[k].iter().map(String::as_str))
+                .collect();
+            values.extend(
+                nodes
+                    .iter()
+                    .filter_map(|s| single_value(&s.node.requirements, key)),
+            );
+            node_domains[k] = values.into_iter().map(str::to_owned).collect();
+        }
         let mut solver = Solver {
             scheduler: self,
             pods,
-            templates: self.templates.clone(),
+            templates,
             claims: Vec::new(),
             order: Vec::new(),
-            topology: Topology::new(pods),
+            topology: Topology::new(pods, &bound),
+            nodes,
+            node_domains,
         };
         // Largest first: CPU, then memory, then oldest, then UID.
         let mut queue: Vec<usize> = (0..pods.len()).collect();
@@ -187,20 +320,74 @@ impl<'a> Scheduler<'a> {
                 break;
             }
         }
-        let unschedulable = queue
+        let mut unschedulable: Vec<Unschedulable> = queue
             .into_iter()
             .map(|index| Unschedulable {
                 pod: pods[index].key.clone(),
                 reason: std::mem::take(&mut reasons[index]),
             })
             .collect();
+        let mut claims = Vec::with_capacity(solver.claims.len());
+        let mut rankings = Rankings::new();
+        for claim in &solver.claims {
+            match solver.finish(claim, pods, &mut rankings) {
+                Ok(planned) => claims.push(planned),
+                // The truncated launch list broke minValues: the claim's pods wait (Strict policy).
+                Err(reason) => unschedulable.extend(claim.pods.iter().map(|p| Unschedulable {
+                    pod: pods[*p].key.clone(),
+                    reason: reason.clone(),
+                })),
+            }
+        }
+        let existing = solver
+            .nodes
+            .iter()
+            .filter(|s| !s.pods.is_empty())
+            .map(|s| NodePlacement {
+                node: s.node.name.clone(),
+                pods: s.pods.iter().map(|p| pods[*p].key.clone()).collect(),
+            })
+            .collect();
         Plan {
-            claims: solver
-                .claims
-                .iter()
-                .map(|c| solver.finish(c, pods))
-                .collect(),
+            claims,
+            existing,
             unschedulable,
+        }
+    }
+
+    /// An existing node at the start of the solve: its room is what is allocatable minus its pods' requests and
+    /// minus the DaemonSets that would run there but do not yet (controller-behaviour.md §1.3).
+    fn node_state<'n>(&self, node: &'n ExistingNode) -> NodeState<'n> {
+        let allow = if node.in_flight {
+            AllowUndefined::well_known_labels()
+        } else {
+            &DEFINED_ONLY
+        };
+        let missing = self.daemonsets.iter().filter(|d| {
+            !node
+                .pods
+                .iter()
+                .any(|b| b.daemonset.as_deref() == Some(d.name.as_str()))
+                && daemons::runs_on(&d.pod, &node.taints, &node.requirements, allow)
+        });
+        let taken = daemons::overhead(
+            node.pods
+                .iter()
+                .map(|b| &b.pod)
+                .chain(missing.map(|d| &d.pod)),
+        );
+        let mut room = node.allocatable.clone() - &taken.overhead;
+        // A node already over-committed has no room left, not negative room.
+        room.cpu = room.cpu.max(0);
+        room.memory = room.memory.max(0);
+        room.pods = room.pods.max(0);
+        room.ephemeral_storage = room.ephemeral_storage.max(0);
+        NodeState {
+            node,
+            allow,
+            room,
+            ports: taken.ports,
+            pods: Vec::new(),
         }
     }
 
@@ -261,26 +448,42 @@ impl<'a> Scheduler<'a> {
             instance_types,
             requests: Resources::default(),
             pods: Vec::new(),
+            ports: Vec::new(),
+            floor: Floor::default(),
         };
         let (requirements, instance_types) = self.narrow(&empty, pod, requirements, extra)?;
+        let instance_types = instance_types.unwrap_or(empty.instance_types);
         Ok(Claim {
-            requirements: requirements.unwrap_or(empty.requirements.clone()),
+            requirements: requirements.unwrap_or(empty.requirements),
+            floor: self.floor(t, &instance_types),
             instance_types,
             requests: pod.requests.clone(),
+            ports: pod.host_ports.clone(),
             ..empty
         })
     }
 
-    /// The claim's requirements (`None` when unchanged) and instance types with the pod and the topology
-    /// narrowing `extra` added, or why the pod does not fit.
+    /// The least room among `types` on template `t`.
+    fn floor(&self, t: usize, types: &[usize]) -> Floor {
+        Floor::of(types.iter().map(|i| &self.daemons[t].room[*i]))
+    }
+
+    /// The claim's requirements and instance types with the pod and the topology narrowing `extra` added (each
+    /// `None` when unchanged), or why the pod does not fit.
     fn narrow(
         &self,
         claim: &Claim,
         pod: &PodInfo,
         requirements: &Requirements,
         extra: &[Requirement],
-    ) -> Result<(Option<Requirements>, Vec<usize>), String> {
+    ) -> Result<(Option<Requirements>, Option<Vec<usize>>), String> {
         let narrowed = !requirements.is_empty() || !extra.is_empty();
+        if !narrowed
+            && pod.host_ports.is_empty()
+            && claim.floor.holds(&(claim.requests.clone() + &pod.requests))
+        {
+            return Ok((None, None));
+        }
         let merged = if narrowed {
             claim
                 .requirements
@@ -295,18 +498,50 @@ impl<'a> Scheduler<'a> {
         } else {
             None
         };
+        // The claim's types already meet its requirements: only the keys the pod and `extra` add can rule a
+        // type out, and only a zone or capacity type can rule out its offerings. An allowed offering implies the
+        // type's zone and capacity type meet the requirements, so with offering bits those keys are left to them.
+        let mut offers_touched = false;
+        let touched: Option<Requirements> = merged.as_ref().map(|merged| {
+            requirements
+                .iter()
+                .map(Requirement::key)
+                .chain(extra.iter().map(Requirement::key))
+                .filter(|key| {
+                    let offering_key = *key == labels::ZONE || *key == labels::CAPACITY_TYPE;
+                    offers_touched |= offering_key;
+                    !(offering_key && self.offering_bits.is_some())
+                })
+                .filter_map(|key| merged.get(key).cloned())
+                .collect()
+        });
+        let offers = match &merged {
+            Some(merged) if offers_touched => Some(match &self.offering_bits {
+                Some(bits) => Offers::Bits(bits, bits.allowed(merged)),
+                None => Offers::Slow(merged),
+            }),
+            _ => None,
+        };
         let total = claim.requests.clone() + &pod.requests;
+        let daemons = &self.daemons[claim.template];
         let types: Vec<usize> = claim
             .instance_types
             .iter()
             .copied()
-            .filter(|i| total.fits_in(&self.allocatable[*i]))
+            .filter(|i| total.fits_in(&daemons.room[*i]))
+            .filter(|i| {
+                pod.host_ports.is_empty()
+                    || !ports_clash(&pod.host_ports, &daemons.groups[daemons.group[*i]].ports)
+            })
             .filter(|i| {
                 let it = &self.catalog.instance_types[*i];
-                merged.as_ref().is_none_or(|merged| {
-                    merged.intersects(&it.requirements).is_ok()
-                        && cheapest_offering(it, merged).is_some()
-                })
+                touched
+                    .as_ref()
+                    .is_none_or(|t| t.is_empty() || t.intersects(&it.requirements).is_ok())
+                    && offers.as_ref().is_none_or(|o| match o {
+                        Offers::Bits(bits, allowed) => bits.offers(*i) & allowed != 0,
+                        Offers::Slow(merged) => cheapest_offering(it, merged).is_some(),
+                    })
             })
             .collect();
         if types.is_empty() {
@@ -316,18 +551,27 @@ impl<'a> Scheduler<'a> {
                 merged.as_ref().unwrap_or(&claim.requirements)
             ));
         }
-        Ok((merged, types))
+        if self.templates[claim.template].min_values && self.min_values == MinValuesPolicy::Strict {
+            let requirements = merged.as_ref().unwrap_or(&claim.requirements);
+            min_values::shortest_prefix(self.catalog, requirements, &types)
+                .map_err(|unmet| unmet.to_string())?;
+        }
+        Ok((merged, Some(types)))
     }
 
     /// The claim's instance types with their cheapest allowed price, cheapest first.
     fn ranked(&self, claim: &Claim) -> Vec<(usize, f64)> {
-        let mut ranked: Vec<(usize, f64)> = claim
-            .instance_types
+        self.rank(&claim.instance_types, &claim.requirements)
+    }
+
+    /// `types` with their cheapest price `requirements` allow, cheapest first; types with no allowed offering
+    /// left out.
+    fn rank(&self, types: &[usize], requirements: &Requirements) -> Vec<(usize, f64)> {
+        let mut ranked: Vec<(usize, f64)> = types
             .iter()
             .filter_map(|i| {
                 let it = &self.catalog.instance_types[*i];
-                cheapest_offering(it, &claim.requirements)
-                    .map(|o| (*i, o.price.unwrap_or(f64::INFINITY)))
+                cheapest_offering(it, requirements).map(|o| (*i, o.price.unwrap_or(f64::INFINITY)))
             })
             .collect();
         ranked
@@ -364,11 +608,54 @@ struct Solver<'s, 'a> {
     /// Claim indices, fewest pods first, then oldest: the order planned claims are tried in.
     order: Vec<usize>,
     topology: Topology,
+    /// Existing nodes in the order they are tried; node `n` is host `n` in the topology, claim `c` host
+    /// `nodes.len() + c`.
+    nodes: Vec<NodeState<'s>>,
+    /// The zones and capacity types of every pool and existing node: the domains skew is measured over on
+    /// existing nodes.
+    node_domains: [Vec<String>; 2],
 }
 
-/// Plans NodeClaims for `pods` over `nodepools` and the `catalog`.
+/// A node's labels are final: a pod may require only the labels it has.
+static DEFINED_ONLY: AllowUndefined = AllowUndefined::NONE;
+
+/// An existing node during a solve.
+struct NodeState<'n> {
+    node: &'n ExistingNode,
+    /// Which labels the node may still get (an in-flight claim's well-known labels).
+    allow: &'static AllowUndefined,
+    /// What is left for pods: allocatable minus bound pods, missing DaemonSets and pods placed by this solve.
+    room: Resources,
+    /// Host ports taken by its pods and DaemonSets.
+    ports: Vec<HostPort>,
+    /// Pods this solve placed on it.
+    pods: Vec<usize>,
+}
+
+/// The single value `requirements` allow for `key`, if exactly one.
+fn single_value(requirements: &Requirements, key: TopologyKey) -> Option<&str> {
+    requirements
+        .get(key.label())
+        .and_then(|r| r.values())
+        .filter(|v| v.len() == 1)
+        .and_then(|v| v.first())
+        .map(String::as_str)
+}
+
+/// Plans NodeClaims for `pods` over `nodepools` and the `catalog`, in an empty cluster.
 pub fn solve(pods: &[PodInfo], nodepools: &[NodePool], catalog: &Catalog) -> Plan {
-    Scheduler::new(nodepools, catalog).solve(pods)
+    solve_cluster(pods, nodepools, catalog, &Cluster::default())
+}
+
+/// Plans where `pods` go in `cluster`: its existing nodes first, then new NodeClaims over `nodepools`.
+pub fn solve_cluster(
+    pods: &[PodInfo],
+    nodepools: &[NodePool],
+    catalog: &Catalog,
+    cluster: &Cluster,
+) -> Plan {
+    Scheduler::with_daemonsets(nodepools, catalog, &cluster.daemonsets)
+        .solve_on(pods, &cluster.nodes)
 }
 
 /// The keys whose domains are label values, with their index into `Scheduler::domains`.
@@ -430,6 +717,17 @@ impl<'s> Solver<'s, '_> {
         relaxed: Relaxed,
     ) -> Result<Vec<Narrowing<'s>>, String> {
         let scheduler: &'s Scheduler<'_> = self.scheduler;
+        self.narrowings_over(p, &scheduler.domains[t], requirements, relaxed)
+    }
+
+    /// [`Self::narrowings`] over the zones and capacity types `domains`.
+    fn narrowings_over<'d>(
+        &self,
+        p: usize,
+        domains: &'d [Vec<String>; 2],
+        requirements: &Requirements,
+        relaxed: Relaxed,
+    ) -> Result<Vec<Narrowing<'d>>, String> {
         let mut out = Vec::new();
         for (key, k) in VALUE_KEYS {
             if !self.topology.touches(p, key) {
@@ -438,7 +736,7 @@ impl<'s> Solver<'s, '_> {
             let theirs = requirements.get(key.label());
             let domains = Domains {
                 key,
-                eligible: scheduler.domains[t][k]
+                eligible: domains[k]
                     .iter()
                     .map(String::as_str)
                     .filter(|d| theirs.is_none_or(|r| r.has(d)))
@@ -462,6 +760,23 @@ impl<'s> Solver<'s, '_> {
     ) -> Result<(), String> {
         let pod = &self.pods[index];
         let requirements = &pod.variants[variant];
+        if let Some(n) = self.existing_fit(index, requirements, relaxed, soft) {
+            let pods = self.pods;
+            let state = &mut self.nodes[n];
+            state.room -= &pod.requests;
+            state.ports.extend(pod.host_ports.iter().cloned());
+            state.pods.push(index);
+            let node: &'s ExistingNode = state.node;
+            self.topology.record(
+                pods,
+                index,
+                n,
+                |key| single_value(&node.requirements, key).into_iter().collect(),
+                &node.requirements,
+            );
+            return Ok(());
+        }
+        let hosts = self.nodes.len();
         let well_known = AllowUndefined::well_known_labels();
         // Per template, computed on first use: the zone and capacity-type narrowings.
         let mut narrowings: Vec<Option<Result<Vec<Narrowing<'s>>, String>>> =
@@ -472,7 +787,8 @@ impl<'s> Solver<'s, '_> {
             let claim = &self.claims[c];
             let template = &self.templates[claim.template];
             if untolerated(&pod.tolerations, &template.taints, soft).is_some()
-                || !self.topology.host_ok(self.pods, index, relaxed, c)
+                || ports_clash(&pod.host_ports, &claim.ports)
+                || !self.topology.host_ok(self.pods, index, relaxed, hosts + c)
                 || !claim.requirements.is_compatible(requirements, well_known)
             {
                 continue;
@@ -485,10 +801,23 @@ impl<'s> Solver<'s, '_> {
             else {
                 continue;
             };
-            for extra in combine(narrowing, &claim.requirements) {
-                if let Ok(fit) = self.scheduler.narrow(claim, pod, requirements, &extra) {
+            // Most claims a pod walks past are in a domain it may not take: rule them out before allocating.
+            if !narrowing
+                .iter()
+                .all(|n| n.admits_any(claim.requirements.get(n.key.label())))
+            {
+                continue;
+            }
+            if narrowing.is_empty() {
+                if let Ok(fit) = self.scheduler.narrow(claim, pod, requirements, &[]) {
                     placed = Some((c, fit));
-                    break;
+                }
+            } else {
+                for extra in combine(narrowing, &claim.requirements) {
+                    if let Ok(fit) = self.scheduler.narrow(claim, pod, requirements, &extra) {
+                        placed = Some((c, fit));
+                        break;
+                    }
                 }
             }
             if placed.is_some() {
@@ -500,8 +829,12 @@ impl<'s> Solver<'s, '_> {
             if let Some(merged) = merged {
                 claim.requirements = merged;
             }
-            claim.instance_types = types;
+            if let Some(types) = types {
+                claim.floor = self.scheduler.floor(claim.template, &types);
+                claim.instance_types = types;
+            }
             claim.requests += &pod.requests;
+            claim.ports.extend(pod.host_ports.iter().cloned());
             claim.pods.push(index);
             self.reorder(c);
             self.record(index, c);
@@ -533,6 +866,45 @@ impl<'s> Solver<'s, '_> {
         self.order.insert(to, c);
     }
 
+    /// The first existing node that takes pod `index` with `requirements`, checked as Karpenter does: taints,
+    /// host ports, resources, labels, then topology.
+    fn existing_fit(
+        &self,
+        index: usize,
+        requirements: &Requirements,
+        relaxed: Relaxed,
+        soft: bool,
+    ) -> Option<usize> {
+        let pod = &self.pods[index];
+        // The zone and capacity-type narrowings, computed on first use: the same for every node.
+        let mut narrowings: Option<Result<Vec<Narrowing>, String>> = None;
+        (0..self.nodes.len()).find(|&host| {
+            let state = &self.nodes[host];
+            let node = state.node;
+            if untolerated(&pod.tolerations, &node.taints, soft).is_some()
+                || ports_clash(&pod.host_ports, &state.ports)
+                || !pod.requests.fits_in(&state.room)
+                || !node.requirements.is_compatible(requirements, state.allow)
+            {
+                return false;
+            }
+            if !self.topology.host_ok(self.pods, index, relaxed, host) {
+                return false;
+            }
+            let Ok(narrowings) = narrowings
+                .get_or_insert_with(|| {
+                    self.narrowings_over(index, &self.node_domains, requirements, relaxed)
+                })
+                .as_ref()
+            else {
+                return false;
+            };
+            narrowings.iter().all(|n| {
+                single_value(&node.requirements, n.key).is_some_and(|v| n.allowed.contains(&v))
+            })
+        })
+    }
+
     /// Counts pod `p`, just placed on claim `c`, in the topology groups.
     fn record(&mut self, p: usize, c: usize) {
         let claim = &self.claims[c];
@@ -546,7 +918,8 @@ impl<'s> Solver<'s, '_> {
                 .filter(|d| requirements.get(key.label()).is_none_or(|r| r.has(d)))
                 .collect()
         };
-        self.topology.record(self.pods, p, c, values, requirements);
+        self.topology
+            .record(self.pods, p, self.nodes.len() + c, values, requirements);
     }
 
     /// A new claim from template `t` holding the pod, if the pool (and what is left of its limits) can take it.
@@ -562,8 +935,12 @@ impl<'s> Solver<'s, '_> {
         let pod = &self.pods[index];
         let template = &self.templates[t];
         if template.unusable.is_none() {
-            self.topology
-                .host_allows(self.pods, index, relaxed, self.claims.len())?;
+            self.topology.host_allows(
+                self.pods,
+                index,
+                relaxed,
+                self.nodes.len() + self.claims.len(),
+            )?;
         }
         let instance_types = match &template.remaining {
             Some(left) if template.unusable.is_none() => {
@@ -615,22 +992,76 @@ impl<'s> Solver<'s, '_> {
         self.record(index, c);
         Ok(())
     }
-    fn finish(&self, claim: &Claim, pods: &[PodInfo]) -> PlannedClaim {
+    /// The claim as planned: its launch list cut to [`MAX_INSTANCE_TYPES`] cheapest types, and the smallest
+    /// DaemonSet overhead of those added to its requests. Under the Strict minValues policy, a cut that breaks
+    /// minValues is an error for the claim's pods.
+    fn finish(
+        &self,
+        claim: &Claim,
+        pods: &[PodInfo],
+        rankings: &mut Rankings,
+    ) -> Result<PlannedClaim, String> {
         let scheduler = self.scheduler;
-        let ranked = scheduler.ranked(claim);
-        PlannedClaim {
-            nodepool: self.templates[claim.template].nodepool.clone(),
+        let template = &self.templates[claim.template];
+        let mut ranked = match &scheduler.offering_bits {
+            // Claims of one template that allow the same offerings rank their types alike: rank the template's
+            // types once and keep the claim's.
+            Some(bits) => {
+                let all = rankings
+                    .entry((claim.template, bits.allowed(&claim.requirements)))
+                    .or_insert_with(|| {
+                        scheduler.rank(&template.instance_types, &claim.requirements)
+                    });
+                let mut member = vec![false; scheduler.catalog.instance_types.len()];
+                for i in &claim.instance_types {
+                    member[*i] = true;
+                }
+                all.iter().filter(|(i, _)| member[*i]).copied().collect()
+            }
+            None => scheduler.ranked(claim),
+        };
+        if template.min_values && scheduler.min_values == MinValuesPolicy::Strict {
+            let types: Vec<usize> = ranked.iter().map(|(i, _)| *i).collect();
+            let needed =
+                min_values::shortest_prefix(scheduler.catalog, &claim.requirements, &types)
+                    .map_err(|unmet| format!("nodepool {}: {unmet}", template.nodepool))?;
+            if needed > MAX_INSTANCE_TYPES {
+                return Err(format!(
+                    "nodepool {}: minValues needs the {needed} cheapest instance types, more than the {MAX_INSTANCE_TYPES} a NodeClaim may list",
+                    template.nodepool
+                ));
+            }
+        }
+        ranked.truncate(MAX_INSTANCE_TYPES);
+        let mut requests = claim.requests.clone();
+        if let Some(daemons) =
+            scheduler.daemons[claim.template].smallest(ranked.iter().map(|(i, _)| *i))
+        {
+            requests += &daemons.overhead;
+        }
+        Ok(PlannedClaim {
+            nodepool: template.nodepool.clone(),
             requirements: claim.requirements.clone(),
             instance_types: ranked
                 .iter()
-                .take(MAX_INSTANCE_TYPES)
                 .map(|(i, _)| scheduler.catalog.instance_types[*i].name.clone())
                 .collect(),
             pods: claim.pods.iter().map(|p| pods[*p].key.clone()).collect(),
-            requests: claim.requests.clone(),
+            requests,
             cheapest: scheduler.choice(claim, &ranked),
-        }
+        })
     }
+}
+
+/// Per template and allowed offerings (as bits): the template's types ranked, cheapest first.
+type Rankings = std::collections::HashMap<(usize, u64), Vec<(usize, f64)>>;
+
+/// How `narrow` checks that a type still has an allowed offering.
+enum Offers<'a> {
+    /// Through the catalog's offering bits: the allowed ones.
+    Bits(&'a OfferingBits, u64),
+    /// Offering by offering, against the merged requirements.
+    Slow(&'a Requirements),
 }
 
 /// The largest amount of each resource among `instance_types`: what a claim might take off a limit.

@@ -22,6 +22,8 @@ pub struct Template {
     pub remaining: Option<Limits>,
     /// Why the pool can launch nothing, when `instance_types` is empty.
     pub unusable: Option<String>,
+    /// Whether some requirement has `minValues`.
+    pub min_values: bool,
 }
 
 impl Template {
@@ -83,6 +85,7 @@ impl Template {
             }
         });
         Ok(Template {
+            min_values: super::min_values::any(&requirements),
             nodepool: name,
             weight: pool.spec.weight.unwrap_or(0),
             requirements,

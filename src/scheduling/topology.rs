@@ -4,7 +4,8 @@
 //! Constraints are parsed once per pod ([`TopologyConstraint`]). A solve dedups them into groups (same kind,
 //! key, namespaces and selector) that keep a count of matching pods per domain, and precomputes which groups
 //! each pod owns and which it matches, so the per-claim checks are map lookups. A zone or capacity-type domain
-//! is a label value; a hostname domain is a claim (a new claim is a new hostname with no pods).
+//! is a label value; a hostname domain is a host: an existing node, or a claim (a new claim is a new hostname
+//! with no pods). Hosts are numbered existing nodes first, then claims.
 
 use crate::api::labels;
 use crate::api::requirements::{Requirement, Requirements};
@@ -307,9 +308,21 @@ impl Relaxed {
 #[derive(Clone, Debug, Default)]
 struct Counts {
     values: BTreeMap<String, u32>,
-    /// By claim index, for hostname.
+    /// By host index, for hostname.
     hosts: Vec<u32>,
     total: u32,
+}
+
+/// Counts a running pod in its node's domain of `key` (nothing when the node lacks the label).
+fn count_bound(counts: &mut Counts, key: TopologyKey, running: &Bound) {
+    match key {
+        TopologyKey::Hostname => counts.add_host(running.host),
+        key => {
+            if let Some(domain) = running.domain(key) {
+                counts.add_value(domain);
+            }
+        }
+    }
 }
 
 impl Counts {
@@ -317,8 +330,8 @@ impl Counts {
         self.values.get(domain).copied().unwrap_or(0)
     }
 
-    fn host(&self, claim: usize) -> u32 {
-        self.hosts.get(claim).copied().unwrap_or(0)
+    fn host(&self, host: usize) -> u32 {
+        self.hosts.get(host).copied().unwrap_or(0)
     }
 
     fn add_value(&mut self, domain: &str) {
@@ -326,11 +339,11 @@ impl Counts {
         self.total += 1;
     }
 
-    fn add_host(&mut self, claim: usize) {
-        if self.hosts.len() <= claim {
-            self.hosts.resize(claim + 1, 0);
+    fn add_host(&mut self, host: usize) {
+        if self.hosts.len() <= host {
+            self.hosts.resize(host + 1, 0);
         }
-        self.hosts[claim] += 1;
+        self.hosts[host] += 1;
         self.total += 1;
     }
 }
@@ -394,6 +407,12 @@ pub struct Narrowing<'a> {
 }
 
 impl Narrowing<'_> {
+    /// Whether a claim whose requirement on the key is `claim` allows one of the domains: [`Self::alternatives`]
+    /// is not empty.
+    pub fn admits_any(&self, claim: Option<&Requirement>) -> bool {
+        claim.is_none_or(|r| self.allowed.iter().any(|d| r.has(d)))
+    }
+
     /// The requirements to try on a claim whose requirement on the key is `claim`, preferred first; empty when
     /// the claim allows none of the domains.
     pub fn alternatives(&self, claim: Option<&Requirement>) -> Vec<Requirement> {
@@ -417,34 +436,76 @@ impl Narrowing<'_> {
     }
 }
 
+/// A pod already running on a node, and the domains it counts in.
+pub struct Bound<'a> {
+    pub pod: &'a super::PodInfo,
+    /// The node's hostname domain (its index among the solve's hosts).
+    pub host: usize,
+    pub zone: Option<&'a str>,
+    pub capacity_type: Option<&'a str>,
+}
+
+impl Bound<'_> {
+    fn domain(&self, key: TopologyKey) -> Option<&str> {
+        match key {
+            TopologyKey::Zone => self.zone,
+            TopologyKey::CapacityType => self.capacity_type,
+            TopologyKey::Hostname => None,
+        }
+    }
+}
+
+impl Group {
+    fn selects(&self, pod: &super::PodInfo) -> bool {
+        self.namespaces
+            .as_ref()
+            .is_none_or(|ns| ns.contains(&pod.namespace))
+            && self.selector.matches(&pod.labels)
+    }
+}
+
 impl Topology {
-    pub fn new(pods: &[super::PodInfo]) -> Self {
+    /// The topology of a solve of the pending `pods`, with the `bound` pods of existing nodes counted: they
+    /// count for the pending pods' constraints, and their required anti-affinity keeps matching pods away.
+    pub fn new(pods: &[super::PodInfo], bound: &[Bound]) -> Self {
         let mut ids: BTreeMap<GroupKey, usize> = BTreeMap::new();
         let mut groups = Vec::new();
+        let mut group_of = |c: &TopologyConstraint| {
+            *ids.entry((c.kind, c.key, c.namespaces.clone(), c.selector.clone()))
+                .or_insert_with(|| {
+                    groups.push(Group {
+                        kind: c.kind,
+                        key: c.key,
+                        namespaces: c.namespaces.clone(),
+                        selector: c.selector.clone(),
+                        matching: Counts::default(),
+                        owners: Counts::default(),
+                    });
+                    groups.len() - 1
+                })
+        };
         let mut owned = Vec::with_capacity(pods.len());
         for pod in pods {
-            let mut mine = Vec::new();
-            for (i, c) in pod.topology.iter().enumerate() {
-                let id = *ids
-                    .entry((c.kind, c.key, c.namespaces.clone(), c.selector.clone()))
-                    .or_insert_with(|| {
-                        groups.push(Group {
-                            kind: c.kind,
-                            key: c.key,
-                            namespaces: c.namespaces.clone(),
-                            selector: c.selector.clone(),
-                            matching: Counts::default(),
-                            owners: Counts::default(),
-                        });
-                        groups.len() - 1
-                    });
-                mine.push(Owned {
+            let mine: Vec<Owned> = pod
+                .topology
+                .iter()
+                .enumerate()
+                .map(|(i, c)| Owned {
                     constraint: i,
-                    group: id,
+                    group: group_of(c),
                     self_match: false,
-                });
-            }
+                })
+                .collect();
             owned.push(mine);
+        }
+        // Running pods' required anti-affinity, as (group, pod) pairs.
+        let mut bound_owned = Vec::new();
+        for (b, running) in bound.iter().enumerate() {
+            for c in &running.pod.topology {
+                if c.kind == ConstraintKind::AntiAffinity && c.relax == Relax::Never {
+                    bound_owned.push((group_of(c), b));
+                }
+            }
         }
         let mut matches = Vec::with_capacity(pods.len());
         let mut inverse = Vec::with_capacity(pods.len());
@@ -452,12 +513,7 @@ impl Topology {
             let matching: Vec<usize> = groups
                 .iter()
                 .enumerate()
-                .filter(|(_, g)| {
-                    g.namespaces
-                        .as_ref()
-                        .is_none_or(|ns| ns.contains(&pod.namespace))
-                        && g.selector.matches(&pod.labels)
-                })
+                .filter(|(_, g)| g.selects(pod))
                 .map(|(i, _)| i)
                 .collect();
             for o in owned[p].iter_mut() {
@@ -471,6 +527,15 @@ impl Topology {
                     .collect(),
             );
             matches.push(matching);
+        }
+        for running in bound {
+            for g in groups.iter_mut().filter(|g| g.selects(running.pod)) {
+                count_bound(&mut g.matching, g.key, running);
+            }
+        }
+        for (g, b) in bound_owned {
+            let g = &mut groups[g];
+            count_bound(&mut g.owners, g.key, &bound[b]);
         }
         Topology {
             groups,
@@ -488,19 +553,19 @@ impl Topology {
             || self.inverse[p].iter().any(|g| self.groups[*g].key == key)
     }
 
-    /// Whether pod `p` may go onto claim `claim` (a new claim when it has no pods yet) as far as hostname
+    /// Whether pod `p` may go onto host `host` (a new claim when it has no pods yet) as far as hostname
     /// constraints go; the error names the constraint.
     pub fn host_allows(
         &self,
         pods: &[super::PodInfo],
         p: usize,
         relaxed: Relaxed,
-        claim: usize,
+        host: usize,
     ) -> Result<(), String> {
-        if self.host_ok(pods, p, relaxed, claim) {
+        if self.host_ok(pods, p, relaxed, host) {
             return Ok(());
         }
-        self.host_check(pods, p, relaxed, claim)
+        self.host_check(pods, p, relaxed, host)
     }
 
     /// [`Self::host_allows`] without building the error: the scheduler's hot path over planned claims.
@@ -509,21 +574,21 @@ impl Topology {
         pods: &[super::PodInfo],
         p: usize,
         relaxed: Relaxed,
-        claim: usize,
+        host: usize,
     ) -> bool {
         self.owned[p].iter().all(|o| {
             let g = &self.groups[o.group];
             g.key != TopologyKey::Hostname
                 || !relaxed.keeps(pods[p].topology[o.constraint].relax)
-                || Self::host_fits(g, o, claim)
+                || Self::host_fits(g, o, host)
         }) && self.inverse[p].iter().all(|g| {
             let g = &self.groups[*g];
-            g.key != TopologyKey::Hostname || g.owners.host(claim) == 0
+            g.key != TopologyKey::Hostname || g.owners.host(host) == 0
         })
     }
 
-    fn host_fits(g: &Group, o: &Owned, claim: usize) -> bool {
-        let count = g.matching.host(claim);
+    fn host_fits(g: &Group, o: &Owned, host: usize) -> bool {
+        let count = g.matching.host(host);
         match g.kind {
             ConstraintKind::Spread { max_skew, .. } => {
                 i64::from(count) + i64::from(o.self_match) <= i64::from(max_skew)
@@ -538,7 +603,7 @@ impl Topology {
         pods: &[super::PodInfo],
         p: usize,
         relaxed: Relaxed,
-        claim: usize,
+        host: usize,
     ) -> Result<(), String> {
         for o in &self.owned[p] {
             let g = &self.groups[o.group];
@@ -546,13 +611,13 @@ impl Topology {
             if g.key != TopologyKey::Hostname || !relaxed.keeps(c.relax) {
                 continue;
             }
-            if !Self::host_fits(g, o, claim) {
+            if !Self::host_fits(g, o, host) {
                 return Err(format!("{} is not satisfied", c.describe()));
             }
         }
         for g in &self.inverse[p] {
             let g = &self.groups[*g];
-            if g.key == TopologyKey::Hostname && g.owners.host(claim) > 0 {
+            if g.key == TopologyKey::Hostname && g.owners.host(host) > 0 {
                 return Err(format!(
                     "the pod matches the pod anti-affinity on {} of a pod on that node",
                     g.key.label()
@@ -655,20 +720,20 @@ impl Topology {
         }))
     }
 
-    /// Counts pod `p`, placed on claim `claim` whose requirements are now `requirements`. `values` gives the
-    /// domains of a zone or capacity-type key the claim may still take.
+    /// Counts pod `p`, placed on host `host` whose requirements are now `requirements`. `values` gives the
+    /// domains of a zone or capacity-type key the host may still take.
     pub fn record<'d>(
         &mut self,
         pods: &[super::PodInfo],
         p: usize,
-        claim: usize,
+        host: usize,
         values: impl Fn(TopologyKey) -> Vec<&'d str>,
         requirements: &Requirements,
     ) {
         for g in &self.matches[p] {
             let g = &mut self.groups[*g];
             match g.key {
-                TopologyKey::Hostname => g.matching.add_host(claim),
+                TopologyKey::Hostname => g.matching.add_host(host),
                 key => {
                     let domains = values(key);
                     if g.kind == ConstraintKind::AntiAffinity {
@@ -698,7 +763,7 @@ impl Topology {
                 continue;
             }
             match g.key {
-                TopologyKey::Hostname => g.owners.add_host(claim),
+                TopologyKey::Hostname => g.owners.add_host(host),
                 key => {
                     for d in values(key) {
                         g.owners.add_value(d);

@@ -7,10 +7,12 @@ use std::fmt::Write;
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Report {
+    /// The scenario's `Simulation` seed, echoed.
+    pub seed: Option<u64>,
     pub summary: Summary,
     pub node_claims: Vec<ClaimReport>,
-    /// Existing capacity is not modelled yet; always empty for now.
-    pub existing_nodes: Vec<ExistingNode>,
+    /// Existing nodes (and in-flight NodeClaims) that take pending pods.
+    pub existing_nodes: Vec<NodeReport>,
     pub unschedulable: Vec<UnschedulableReport>,
 }
 
@@ -38,8 +40,8 @@ pub struct ClaimReport {
     pub pods: Vec<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ExistingNode {
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NodeReport {
     pub name: String,
     pub pods: Vec<String>,
 }
@@ -81,7 +83,16 @@ impl Report {
                 reason: u.reason.clone(),
             })
             .collect();
+        let existing_nodes = plan
+            .existing
+            .iter()
+            .map(|n| NodeReport {
+                name: n.node.clone(),
+                pods: n.pods.clone(),
+            })
+            .collect();
         Report {
+            seed: None,
             summary: Summary {
                 pods,
                 scheduled: pods - unschedulable.len(),
@@ -91,7 +102,7 @@ impl Report {
                 solve_seconds,
             },
             node_claims,
-            existing_nodes: Vec::new(),
+            existing_nodes,
             unschedulable,
         }
     }
@@ -131,6 +142,18 @@ impl Report {
                 claim.pods.len(),
                 abbreviate(&claim.pods)
             );
+        }
+        if !self.existing_nodes.is_empty() {
+            let _ = writeln!(out, "onto existing nodes:");
+            for node in &self.existing_nodes {
+                let _ = writeln!(
+                    out,
+                    "  {:<20} {} pods: {}",
+                    node.name,
+                    node.pods.len(),
+                    abbreviate(&node.pods)
+                );
+            }
         }
         if !self.unschedulable.is_empty() {
             let _ = writeln!(out, "unschedulable:");

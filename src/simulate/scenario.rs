@@ -1,12 +1,16 @@
-//! A scenario: ordinary Kubernetes objects (NodePools, EC2NodeClasses, Pods and the workloads that make them)
-//! plus an optional `kerf.sh/v1alpha1 Simulation` document with settings. Loading is pure: the caller reads
-//! the files.
+//! A scenario: ordinary Kubernetes objects (NodePools, EC2NodeClasses, Pods and the workloads that make them,
+//! Nodes, NodeClaims, DaemonSets, PodDisruptionBudgets) plus an optional `kerf.sh/v1alpha1 Simulation` document
+//! with settings. Loading is pure: the caller reads the files.
 
 use crate::admission::{self, Admitted};
+use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
 use crate::api::validation::Invalid;
 use crate::manifest::{group_kind, parse_documents, ManifestError};
-use k8s_openapi::api::core::v1::Pod;
+use crate::scheduling::{ClusterError, PodError};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -18,6 +22,8 @@ pub struct SimulationSettings {
     /// An `--instance-types` file replacing the embedded catalog.
     pub instance_types: Option<String>,
     pub pricing_file: Option<String>,
+    /// Echoed in the report. The solve is deterministic and draws no random numbers; the seed is kept for
+    /// the randomised parts of later simulations, so a scenario states it once.
     pub seed: Option<u64>,
 }
 
@@ -26,7 +32,15 @@ pub struct Scenario {
     pub settings: SimulationSettings,
     /// Defaulted and validated.
     pub nodepools: Vec<NodePool>,
+    /// Pending pods, and pods already bound to a node (`spec.nodeName`).
     pub pods: Vec<Pod>,
+    /// Existing capacity.
+    pub nodes: Vec<Node>,
+    /// NodeClaims of kerf's nodes, and in-flight ones without a node yet.
+    pub nodeclaims: Vec<NodeClaim>,
+    pub daemonsets: Vec<DaemonSet>,
+    /// Accepted and kept for disruption; the provisioning simulation does not use them.
+    pub disruption_budgets: Vec<PodDisruptionBudget>,
     /// Objects of kinds the simulation does not model yet, as `Kind/name`.
     pub ignored: Vec<String>,
 }
@@ -37,6 +51,10 @@ pub enum ScenarioError {
     Manifest(#[from] ManifestError),
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
     Invalid(Vec<Invalid>),
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    #[error(transparent)]
+    Pod(#[from] PodError),
     #[error("{kind} {name:?}: {source}")]
     Object {
         kind: String,
@@ -84,6 +102,18 @@ pub fn load(text: &str) -> Result<Scenario, ScenarioError> {
                 }
             }
             ("", "Pod") => scenario.pods.push(Pod::deserialize(&object).map_err(bad)?),
+            ("", "Node") => scenario
+                .nodes
+                .push(Node::deserialize(&object).map_err(bad)?),
+            ("karpenter.sh", "NodeClaim") => scenario
+                .nodeclaims
+                .push(NodeClaim::deserialize(&object).map_err(bad)?),
+            ("apps", "DaemonSet") => scenario
+                .daemonsets
+                .push(DaemonSet::deserialize(&object).map_err(bad)?),
+            ("policy", "PodDisruptionBudget") => scenario
+                .disruption_budgets
+                .push(PodDisruptionBudget::deserialize(&object).map_err(bad)?),
             ("apps", "Deployment" | "ReplicaSet" | "StatefulSet") | ("batch", "Job") => {
                 scenario.pods.extend(expand(&object, kind).map_err(bad)?);
             }

@@ -1,0 +1,338 @@
+//! What the cluster already runs, as the solve sees it (controller-behaviour.md §1.2–1.3): existing nodes and
+//! in-flight NodeClaims with the pods bound to them, and the DaemonSets whose pods every new node will run.
+//!
+//! Pure data, built from ordinary Kubernetes objects by [`Cluster::from_objects`]: `kerf simulate` builds it
+//! from a scenario, the controller from its watch cache.
+
+use super::pod::{PodError, PodInfo};
+use crate::api::labels;
+use crate::api::nodeclaim::NodeClaim;
+use crate::api::nodepool::{Taint, TaintEffect};
+use crate::api::requirements::{RequirementError, RequirementTerm, Requirements};
+use crate::catalog::{Catalog, CatalogError, Resources};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Existing capacity and the DaemonSets; [`Cluster::default`] is an empty cluster.
+#[derive(Clone, Debug, Default)]
+pub struct Cluster {
+    pub nodes: Vec<ExistingNode>,
+    pub daemonsets: Vec<DaemonSetPod>,
+}
+
+/// A node pods may be placed on without launching anything: a Node, or a NodeClaim still without one.
+#[derive(Clone, Debug)]
+pub struct ExistingNode {
+    pub name: String,
+    /// The NodePool that launched it (`karpenter.sh/nodepool`), whose limits it uses up.
+    pub nodepool: Option<String>,
+    /// A Node's labels, each as `key In [value]`; for an in-flight NodeClaim its labels and requirements.
+    pub requirements: Requirements,
+    pub taints: Vec<Taint>,
+    pub capacity: Resources,
+    pub allocatable: Resources,
+    /// Initialized nodes are tried before the others.
+    pub initialized: bool,
+    /// An in-flight NodeClaim: well-known labels it does not define yet may still come.
+    pub in_flight: bool,
+    /// The pods bound to it (terminal and terminating pods left out).
+    pub pods: Vec<BoundPod>,
+}
+
+/// A pod running on an existing node.
+#[derive(Clone, Debug)]
+pub struct BoundPod {
+    pub pod: PodInfo,
+    /// `namespace/name` of the DaemonSet that owns it.
+    pub daemonset: Option<String>,
+}
+
+/// A DaemonSet as the pod it runs on each compatible node: its template with the required node affinity only.
+#[derive(Clone, Debug)]
+pub struct DaemonSetPod {
+    /// `namespace/name` of the DaemonSet.
+    pub name: String,
+    pub pod: PodInfo,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error(transparent)]
+    Pod(#[from] PodError),
+    #[error("{object}: {resource} {source}")]
+    Resources {
+        object: String,
+        resource: &'static str,
+        #[source]
+        source: CatalogError,
+    },
+    #[error("{object}: {source}")]
+    Requirements {
+        object: String,
+        #[source]
+        source: RequirementError,
+    },
+    #[error("NodeClaim {0}: no instance type of the catalog matches its requirements, so its capacity is unknown")]
+    UnknownCapacity(String),
+}
+
+impl Cluster {
+    /// The cluster from its objects. Pods with a `spec.nodeName` are bound to that node (unless terminal or
+    /// terminating); NodeClaims whose node is among `nodes` are that node, the others are in flight.
+    pub fn from_objects(
+        nodes: &[Node],
+        nodeclaims: &[NodeClaim],
+        daemonsets: &[DaemonSet],
+        pods: &[Pod],
+        catalog: &Catalog,
+    ) -> Result<Cluster, ClusterError> {
+        let node_names: BTreeSet<&str> = nodes
+            .iter()
+            .filter_map(|n| n.metadata.name.as_deref())
+            .collect();
+        let mut existing: Vec<ExistingNode> = nodes
+            .iter()
+            .filter(|n| n.metadata.deletion_timestamp.is_none())
+            .filter(|n| {
+                !n.spec
+                    .as_ref()
+                    .and_then(|s| s.unschedulable)
+                    .unwrap_or(false)
+            })
+            .map(from_node)
+            .collect::<Result<_, _>>()?;
+        for claim in nodeclaims {
+            let node_name = claim.status.as_ref().and_then(|s| s.node_name.as_deref());
+            if claim.metadata.deletion_timestamp.is_some()
+                || node_name.is_some_and(|n| node_names.contains(n))
+            {
+                continue;
+            }
+            existing.push(from_nodeclaim(claim, catalog)?);
+        }
+        let index: BTreeMap<String, usize> = existing
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i))
+            .collect();
+        for pod in pods {
+            let Some(node) = bound_node(pod) else {
+                continue;
+            };
+            if let Some(&i) = index.get(node) {
+                existing[i].pods.push(BoundPod {
+                    pod: PodInfo::from_pod(pod)?,
+                    daemonset: owner(pod, "DaemonSet"),
+                });
+            }
+        }
+        let daemonsets = daemonsets
+            .iter()
+            .map(DaemonSetPod::from_daemonset)
+            .collect::<Result<_, _>>()?;
+        Ok(Cluster {
+            nodes: existing,
+            daemonsets,
+        })
+    }
+}
+
+impl DaemonSetPod {
+    /// The pod the DaemonSet runs: its template, keeping the required node affinity and dropping preferences.
+    pub fn from_daemonset(daemonset: &DaemonSet) -> Result<Self, PodError> {
+        let meta = &daemonset.metadata;
+        let namespace = meta.namespace.as_deref().unwrap_or("default");
+        let name = format!("{namespace}/{}", meta.name.as_deref().unwrap_or_default());
+        let template = daemonset.spec.template.clone();
+        let mut spec = template.spec.unwrap_or_default();
+        if let Some(node_affinity) = spec
+            .affinity
+            .as_mut()
+            .and_then(|a| a.node_affinity.as_mut())
+        {
+            node_affinity.preferred_during_scheduling_ignored_during_execution = None;
+        }
+        let mut metadata = template.metadata.unwrap_or_default();
+        metadata.name = Some(name.clone());
+        metadata.namespace = Some(namespace.to_owned());
+        let pod = Pod {
+            metadata,
+            spec: Some(spec),
+            status: None,
+        };
+        Ok(DaemonSetPod {
+            name,
+            pod: PodInfo::from_pod(&pod)?,
+        })
+    }
+}
+
+/// The node a pod runs on, unless it has finished or is going away (then it no longer takes room).
+pub fn bound_node(pod: &Pod) -> Option<&str> {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    if pod.metadata.deletion_timestamp.is_some() || matches!(phase, Some("Succeeded" | "Failed")) {
+        return None;
+    }
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty())
+}
+
+/// `namespace/name` of the pod's controlling owner of `kind`.
+fn owner(pod: &Pod, kind: &str) -> Option<String> {
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.kind == kind)
+        .map(|o| format!("{namespace}/{}", o.name))
+}
+
+fn from_node(node: &Node) -> Result<ExistingNode, ClusterError> {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let object = format!("Node {name}");
+    let mut node_labels = node.metadata.labels.clone().unwrap_or_default();
+    node_labels
+        .entry(labels::HOSTNAME.to_owned())
+        .or_insert_with(|| name.clone());
+    let status = node.status.as_ref();
+    let resources = |resource: &'static str, list: Option<&BTreeMap<String, Quantity>>| {
+        parse_resources(
+            &object,
+            resource,
+            list.into_iter()
+                .flatten()
+                .map(|(k, v)| (k.as_str(), v.0.as_str())),
+        )
+    };
+    let capacity = resources("capacity", status.and_then(|s| s.capacity.as_ref()))?;
+    let allocatable = match status.and_then(|s| s.allocatable.as_ref()) {
+        Some(list) => resources("allocatable", Some(list))?,
+        None => capacity.clone(),
+    };
+    // Nodes kerf launched are ready for pods once initialized; nodes it did not launch always are.
+    let initialized = !node_labels.contains_key(labels::NODEPOOL)
+        || node_labels
+            .get(labels::NODE_INITIALIZED)
+            .map(String::as_str)
+            == Some("true");
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|t| {
+            let effect = match t.effect.as_str() {
+                "NoSchedule" => TaintEffect::NoSchedule,
+                "PreferNoSchedule" => TaintEffect::PreferNoSchedule,
+                "NoExecute" => TaintEffect::NoExecute,
+                _ => return None,
+            };
+            Some(Taint {
+                key: t.key.clone(),
+                value: t.value.clone(),
+                effect,
+                time_added: None,
+            })
+        })
+        .collect();
+    Ok(ExistingNode {
+        nodepool: node_labels.get(labels::NODEPOOL).cloned(),
+        requirements: Requirements::from_labels(&node_labels),
+        name,
+        taints,
+        capacity,
+        allocatable,
+        initialized,
+        in_flight: false,
+        pods: Vec::new(),
+    })
+}
+
+/// An in-flight NodeClaim as a node: its labels and requirements, and the resources of its instance type (from
+/// its status once launched, else the smallest type its requirements allow).
+fn from_nodeclaim(claim: &NodeClaim, catalog: &Catalog) -> Result<ExistingNode, ClusterError> {
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let object = format!("NodeClaim {name}");
+    let mut claim_labels = claim.metadata.labels.clone().unwrap_or_default();
+    claim_labels
+        .entry(labels::HOSTNAME.to_owned())
+        .or_insert_with(|| name.clone());
+    let mut requirements = Requirements::from_labels(&claim_labels);
+    let terms = Requirements::from_terms(claim.spec.requirements.iter().map(|r| RequirementTerm {
+        key: r.key.clone(),
+        operator: r.operator,
+        values: r.values.clone().unwrap_or_default(),
+        min_values: None,
+    }))
+    .map_err(|source| ClusterError::Requirements {
+        object: object.clone(),
+        source,
+    })?;
+    requirements.add_all(&terms);
+    let smallest = catalog
+        .instance_types
+        .iter()
+        .filter(|it| requirements.intersects(&it.requirements).is_ok())
+        .min_by_key(|it| (it.capacity.cpu, it.capacity.memory))
+        .ok_or_else(|| ClusterError::UnknownCapacity(name.clone()))?;
+    let status = claim.status.as_ref();
+    let resources = |resource: &'static str,
+                     list: Option<&BTreeMap<String, IntOrString>>,
+                     fallback: Resources| {
+        let Some(list) = list else {
+            return Ok(fallback);
+        };
+        parse_resources(
+            &object,
+            resource,
+            list.iter().map(|(k, v)| {
+                let text = match v {
+                    IntOrString::Int(n) => n.to_string(),
+                    IntOrString::String(s) => s.clone(),
+                };
+                (k.clone(), text)
+            }),
+        )
+    };
+    let capacity = resources(
+        "capacity",
+        status.and_then(|s| s.capacity.as_ref()),
+        smallest.capacity.clone(),
+    )?;
+    let allocatable = resources(
+        "allocatable",
+        status.and_then(|s| s.allocatable.as_ref()),
+        smallest.allocatable(),
+    )?;
+    Ok(ExistingNode {
+        nodepool: claim_labels.get(labels::NODEPOOL).cloned(),
+        requirements,
+        name,
+        taints: claim.spec.taints.clone().unwrap_or_default(),
+        capacity,
+        allocatable,
+        initialized: false,
+        in_flight: true,
+        pods: Vec::new(),
+    })
+}
+
+/// A resource list of `object` (its `resource`: capacity or allocatable), with an error naming both.
+fn parse_resources<K: AsRef<str>, V: AsRef<str>>(
+    object: &str,
+    resource: &'static str,
+    list: impl IntoIterator<Item = (K, V)>,
+) -> Result<Resources, ClusterError> {
+    Resources::from_quantities(list).map_err(|source| ClusterError::Resources {
+        object: object.to_owned(),
+        resource,
+        source,
+    })
+}
