@@ -131,6 +131,21 @@ impl TemplateConfig {
         format!("{NAME_PREFIX}{hash:016x}")
     }
 
+    /// The template's own tags (the launch's).
+    pub fn tag_specification(&self) -> ec2::TagSpecification {
+        ec2::TagSpecification::builder()
+            .resource_type(ec2::ResourceType::LaunchTemplate)
+            .set_tags(Some(self.ec2_tags()))
+            .build()
+    }
+
+    fn ec2_tags(&self) -> Vec<ec2::Tag> {
+        self.tags
+            .iter()
+            .map(|(k, v)| ec2::Tag::builder().key(k).value(v).build())
+            .collect()
+    }
+
     /// The template data EC2 stores.
     pub fn data(&self) -> ec2::RequestLaunchTemplateData {
         let enabled = |on: bool| {
@@ -154,11 +169,6 @@ impl TemplateConfig {
                 ec2::LaunchTemplateHttpTokensState::Optional
             })
             .build();
-        let tags: Vec<ec2::Tag> = self
-            .tags
-            .iter()
-            .map(|(k, v)| ec2::Tag::builder().key(k).value(v).build())
-            .collect();
         let mut data = ec2::RequestLaunchTemplateData::builder()
             .image_id(&self.image_id)
             .user_data(base64::engine::general_purpose::STANDARD.encode(&self.user_data))
@@ -167,7 +177,7 @@ impl TemplateConfig {
             .tag_specifications(
                 ec2::LaunchTemplateTagSpecificationRequest::builder()
                     .resource_type(ec2::ResourceType::NetworkInterface)
-                    .set_tags(Some(tags))
+                    .set_tags(Some(self.ec2_tags()))
                     .build(),
             );
         for device in &self.block_devices {

@@ -406,6 +406,7 @@ impl AwsCloud {
                     .create_launch_template()
                     .launch_template_name(&name)
                     .launch_template_data(config.data())
+                    .tag_specifications(config.tag_specification())
                     .send(),
             )
             .await;
@@ -696,10 +697,6 @@ impl CloudProvider for AwsCloud {
                 ))
                 .build(),
             ec2::Filter::builder()
-                .name("tag-key")
-                .values(TAG_NODEPOOL)
-                .build(),
-            ec2::Filter::builder()
                 .name("instance-state-name")
                 .set_values(Some(
                     ["pending", "running", "stopping", "stopped"]
@@ -725,7 +722,9 @@ impl CloudProvider for AwsCloud {
             .iter()
             .flat_map(|r| r.instances())
             .filter_map(instance_from_ec2)
-            .filter(|i| !i.state.is_gone())
+            // Karpenter's second condition (a nodepool tag) is checked here: EC2 ANDs filters of one
+            // name, but moto keeps only the last of them.
+            .filter(|i| !i.state.is_gone() && i.tags.contains_key(TAG_NODEPOOL))
             .collect())
     }
 

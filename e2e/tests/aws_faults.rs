@@ -63,9 +63,12 @@ async fn an_ice_on_the_cheapest_type_launches_the_next_and_the_retry_avoids_it()
         .create(&request, now + Duration::from_secs(60))
         .await?;
     assert_eq!(retry.instance_type, "m6i.large");
-    let later = cloud
-        .create(&request, now + Duration::from_secs(181))
-        .await?;
+    // Three minutes on, a fresh listing offers the cheapest type again.
+    let later_now = now + Duration::from_secs(181);
+    let types = cloud.instance_types(&class, later_now).await?;
+    let claim = node_claim("ice-c", &["c6i.large", "m6i.large"], &["on-demand"])?;
+    let request = LaunchRequest::from_node_claim(&claim, class.clone(), &types)?;
+    let later = cloud.create(&request, later_now).await?;
     assert_eq!(
         later.instance_type, "c6i.large",
         "after 3 minutes the cheapest is tried again"
