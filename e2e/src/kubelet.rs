@@ -172,43 +172,33 @@ impl State {
             .collect())
     }
 
-    /// The labels and taints the instance's launch template tells its kubelet to register with.
+    /// The labels and taints the instance's user data (from its launch template) tells its kubelet to
+    /// register with: what a real kubelet reads through the instance metadata service.
     async fn registration(
         &self,
         instance: &Instance,
     ) -> Result<(BTreeMap<String, String>, Vec<Taint>)> {
-        let template_id = instance
-            .tags
-            .get("aws:ec2launchtemplate:id")
-            .ok_or_else(|| {
-                anyhow!(
-                    "instance {} has no aws:ec2launchtemplate:id tag",
-                    instance.id
-                )
-            })?;
-        let versions = tokio::time::timeout(
+        let attribute = tokio::time::timeout(
             self.settings.call_timeout,
             self.ec2
-                .describe_launch_template_versions()
-                .launch_template_id(template_id)
-                .versions("$Latest")
+                .describe_instance_attribute()
+                .instance_id(&instance.id)
+                .attribute(ec2::InstanceAttributeName::UserData)
                 .send(),
         )
         .await
-        .context("DescribeLaunchTemplateVersions timed out")?
-        .context("DescribeLaunchTemplateVersions")?;
-        let encoded = versions
-            .launch_template_versions()
-            .first()
-            .and_then(|v| v.launch_template_data())
-            .and_then(|d| d.user_data())
-            .ok_or_else(|| anyhow!("launch template {template_id} has no user data"))?;
+        .context("DescribeInstanceAttribute timed out")?
+        .context("DescribeInstanceAttribute userData")?;
+        let encoded = attribute
+            .user_data()
+            .and_then(|u| u.value())
+            .ok_or_else(|| anyhow!("instance {} has no user data", instance.id))?;
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(encoded)
             .context("decoding user data")?;
         let text = String::from_utf8(decoded).context("user data is not UTF-8")?;
         let (labels, taints) = kerf_aws::registration(&text)
-            .ok_or_else(|| anyhow!("launch template {template_id} carries no NodeConfig"))?;
+            .ok_or_else(|| anyhow!("the user data of {} carries no NodeConfig", instance.id))?;
         let taints = taints
             .into_iter()
             .map(|t| Taint {

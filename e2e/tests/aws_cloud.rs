@@ -45,7 +45,7 @@ async fn a_node_class_resolves_to_its_subnets_security_group_and_newest_amis() -
         .iter()
         .map(|g| g.id.clone())
         .collect();
-    assert_eq!(groups, [network.security_group_id.clone()]);
+    assert_eq!(groups, std::slice::from_ref(&network.security_group_id));
     // The seeded SSM parameters of al2023@latest name these AMIs (e2e/scripts/aws-emu/).
     let amis: Vec<_> = class
         .resolved
