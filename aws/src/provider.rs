@@ -1,6 +1,6 @@
 //! [`AwsCloud`]: the [`CloudProvider`] on EC2 and SSM.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
@@ -546,17 +546,7 @@ impl CloudProvider for AwsCloud {
             amis: self.amis(spec).await?,
             instance_profile: spec.instance_profile.clone(),
         };
-        if let Some(reason) = resolved.not_ready_reason() {
-            return Err(CloudError::NodeClassNotReady {
-                name: name.to_owned(),
-                reason: reason.to_owned(),
-            });
-        }
-        Ok(NodeClass {
-            name: name.to_owned(),
-            spec: spec.clone(),
-            resolved,
-        })
+        NodeClass::ready(name, spec, resolved)
     }
 
     async fn instance_types(
@@ -567,12 +557,7 @@ impl CloudProvider for AwsCloud {
         let settings = CatalogSettings::from_ec2nodeclass(&node_class.spec).map_err(|e| {
             CloudError::InvalidRequest(format!("EC2NodeClass {}: {e}", node_class.name))
         })?;
-        let zone_ids: HashMap<&str, Option<&String>> = node_class
-            .resolved
-            .subnets
-            .iter()
-            .map(|s| (s.subnet.zone.as_str(), s.subnet.zone_id.as_ref()))
-            .collect();
+        let zone_ids = node_class.resolved.zone_ids();
         let described = self.described().await?;
         let mut types: Vec<InstanceType> = described
             .iter()

@@ -339,3 +339,54 @@ pub fn node_claim(
         }
     }))?)
 }
+
+/// What a launch needs, for one test: a cluster name of its own, kerf's cloud provider for it, a
+/// [`Network`], and the class `default` resolved with its instance types (listed now).
+pub struct Launchable {
+    pub cluster: String,
+    pub cloud: kerf_aws::AwsCloud,
+    pub network: Network,
+    pub class: kerf::cloud::NodeClass,
+    pub types: Vec<kerf::catalog::InstanceType>,
+}
+
+impl AwsEmu {
+    /// A [`Launchable`] whose cluster name starts with `prefix`.
+    pub async fn launchable(&self, prefix: &str) -> Result<Launchable> {
+        use kerf::cloud::CloudProvider;
+        let cluster = unique_cluster_name(prefix);
+        // Listing every instance type takes moto ~5 s, more on a busy machine.
+        let cloud = self.cloud(&cluster, Duration::from_secs(60)).await?;
+        let network = self.create_network(cloud.ec2(), &cluster).await?;
+        let class = cloud
+            .resolve_node_class("default", &node_class_spec(&cluster)?)
+            .await?;
+        let types = cloud
+            .instance_types(&class, std::time::SystemTime::now())
+            .await?;
+        Ok(Launchable {
+            cluster,
+            cloud,
+            network,
+            class,
+            types,
+        })
+    }
+}
+
+impl Launchable {
+    /// The launch request of a [`node_claim`] against this class and its instance types.
+    pub fn request(
+        &self,
+        claim: &str,
+        instance_types: &[&str],
+        capacity_types: &[&str],
+    ) -> Result<kerf::cloud::LaunchRequest> {
+        let claim = node_claim(claim, instance_types, capacity_types)?;
+        Ok(kerf::cloud::LaunchRequest::from_node_claim(
+            &claim,
+            self.class.clone(),
+            &self.types,
+        )?)
+    }
+}

@@ -2,29 +2,27 @@
 //! templates, tags), get/list/delete. Each test has its own cluster name and VPC on the shared emulator.
 //! Fault injection (which is server-wide) is in `aws_faults.rs`, another process with its own emulator.
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use anyhow::{Context, Result};
 use aws_sdk_ec2::types::Filter;
 use base64::Engine;
 use kerf::catalog::{CapacityType, Catalog, CatalogSettings, Pricing};
-use kerf::cloud::{CloudError, CloudProvider, LaunchRequest};
-use kerf_e2e::aws::{node_claim, node_class_spec, unique_cluster_name, AwsEmu};
-
-const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+use kerf::cloud::{CloudError, CloudProvider};
+use kerf_e2e::aws::{node_class_spec, AwsEmu, Launchable};
 
 #[tokio::test]
 async fn a_node_class_resolves_to_its_subnets_security_group_and_newest_amis() -> Result<()> {
     let Some(emu) = AwsEmu::shared_or_skip("a_node_class_resolves")? else {
         return Ok(());
     };
-    let cluster = unique_cluster_name("resolve");
-    let cloud = emu.cloud(&cluster, CALL_TIMEOUT).await?;
-    let network = emu.create_network(cloud.ec2(), &cluster).await?;
-
-    let class = cloud
-        .resolve_node_class("default", &node_class_spec(&cluster)?)
-        .await?;
+    let Launchable {
+        cluster,
+        cloud,
+        network,
+        class,
+        ..
+    } = emu.launchable("resolve").await?;
     let subnets: Vec<(String, String)> = class
         .resolved
         .subnets
@@ -92,14 +90,7 @@ async fn instance_types_come_from_ec2_with_offerings_in_the_class_zones() -> Res
     let Some(emu) = AwsEmu::shared_or_skip("instance_types_come_from_ec2")? else {
         return Ok(());
     };
-    let cluster = unique_cluster_name("types");
-    let cloud = emu.cloud(&cluster, CALL_TIMEOUT).await?;
-    emu.create_network(cloud.ec2(), &cluster).await?;
-    let class = cloud
-        .resolve_node_class("default", &node_class_spec(&cluster)?)
-        .await?;
-
-    let types = cloud.instance_types(&class, SystemTime::now()).await?;
+    let types = emu.launchable("types").await?.types;
     assert!(
         types.len() > 500,
         "moto knows well over 500 types, got {}",
@@ -157,18 +148,13 @@ async fn a_launch_runs_the_cheapest_type_tagged_from_one_reused_launch_template(
     let Some(emu) = AwsEmu::shared_or_skip("a_launch_runs_the_cheapest_type")? else {
         return Ok(());
     };
-    let cluster = unique_cluster_name("launch");
-    let cloud = emu.cloud(&cluster, CALL_TIMEOUT).await?;
-    let network = emu.create_network(cloud.ec2(), &cluster).await?;
-    let class = cloud
-        .resolve_node_class("default", &node_class_spec(&cluster)?)
-        .await?;
-    let types = cloud.instance_types(&class, SystemTime::now()).await?;
+    let launchable = emu.launchable("launch").await?;
+    let (cluster, cloud, network) = (&launchable.cluster, &launchable.cloud, &launchable.network);
 
     let mut launched = Vec::new();
     for name in ["default-a", "default-b"] {
-        let claim = node_claim(name, &["m5.xlarge", "m5.large", "c5.large"], &["on-demand"])?;
-        let request = LaunchRequest::from_node_claim(&claim, class.clone(), &types)?;
+        let request =
+            launchable.request(name, &["m5.xlarge", "m5.large", "c5.large"], &["on-demand"])?;
         launched.push(cloud.create(&request, SystemTime::now()).await?);
     }
     for (instance, claim) in launched.iter().zip(["default-a", "default-b"]) {
@@ -218,7 +204,7 @@ async fn a_launch_runs_the_cheapest_type_tagged_from_one_reused_launch_template(
         .filters(
             Filter::builder()
                 .name("tag:eks:eks-cluster-name")
-                .values(&cluster)
+                .values(cluster.as_str())
                 .build(),
         )
         .send()
@@ -268,15 +254,9 @@ async fn deleting_terminates_and_then_reports_not_found() -> Result<()> {
     let Some(emu) = AwsEmu::shared_or_skip("deleting_terminates")? else {
         return Ok(());
     };
-    let cluster = unique_cluster_name("delete");
-    let cloud = emu.cloud(&cluster, CALL_TIMEOUT).await?;
-    emu.create_network(cloud.ec2(), &cluster).await?;
-    let class = cloud
-        .resolve_node_class("default", &node_class_spec(&cluster)?)
-        .await?;
-    let types = cloud.instance_types(&class, SystemTime::now()).await?;
-    let claim = node_claim("default-del", &["m5.large"], &["spot"])?;
-    let request = LaunchRequest::from_node_claim(&claim, class, &types)?;
+    let launchable = emu.launchable("delete").await?;
+    let cloud = &launchable.cloud;
+    let request = launchable.request("default-del", &["m5.large"], &["spot"])?;
     let instance = cloud.create(&request, SystemTime::now()).await?;
     assert_eq!(instance.capacity_type, CapacityType::Spot);
     assert_eq!(

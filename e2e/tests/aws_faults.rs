@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::Result;
 use kerf::catalog::CapacityType;
 use kerf::cloud::{CloudError, CloudProvider, LaunchRequest};
-use kerf_e2e::aws::{node_claim, node_class_spec, unique_cluster_name, AwsEmu};
+use kerf_e2e::aws::{node_claim, unique_cluster_name, AwsEmu};
 use serde_json::json;
 
 /// One test at a time may have faults set.
@@ -19,16 +19,10 @@ async fn an_ice_on_the_cheapest_type_launches_the_next_and_the_retry_avoids_it()
         return Ok(());
     };
     let _turn = FAULTS.lock().await;
-    let cluster = unique_cluster_name("ice");
-    let cloud = emu.cloud(&cluster, Duration::from_secs(60)).await?;
-    emu.create_network(cloud.ec2(), &cluster).await?;
-    let class = cloud
-        .resolve_node_class("default", &node_class_spec(&cluster)?)
-        .await?;
+    let launchable = emu.launchable("ice").await?;
+    let (cloud, class) = (&launchable.cloud, &launchable.class);
     let now = SystemTime::now();
-    let types = cloud.instance_types(&class, now).await?;
-    let claim = node_claim("ice-a", &["c6i.large", "m6i.large"], &["on-demand"])?;
-    let request = LaunchRequest::from_node_claim(&claim, class.clone(), &types)?;
+    let request = launchable.request("ice-a", &["c6i.large", "m6i.large"], &["on-demand"])?;
     assert_eq!(
         request.instance_types[0].name, "c6i.large",
         "the cheapest comes first"
@@ -44,7 +38,7 @@ async fn an_ice_on_the_cheapest_type_launches_the_next_and_the_retry_avoids_it()
         "CreateFleet fell through to the next type"
     );
     // The ICE'd offerings read unavailable now, and a retry (with capacity back) avoids them for 3 min.
-    let types = cloud.instance_types(&class, now).await?;
+    let types = cloud.instance_types(class, now).await?;
     let c6i = types
         .iter()
         .find(|t| t.name == "c6i.large")
@@ -65,7 +59,7 @@ async fn an_ice_on_the_cheapest_type_launches_the_next_and_the_retry_avoids_it()
     assert_eq!(retry.instance_type, "m6i.large");
     // Three minutes on, a fresh listing offers the cheapest type again.
     let later_now = now + Duration::from_secs(181);
-    let types = cloud.instance_types(&class, later_now).await?;
+    let types = cloud.instance_types(class, later_now).await?;
     let claim = node_claim("ice-c", &["c6i.large", "m6i.large"], &["on-demand"])?;
     let request = LaunchRequest::from_node_claim(&claim, class.clone(), &types)?;
     let later = cloud.create(&request, later_now).await?;
@@ -104,9 +98,9 @@ async fn api_errors_and_slow_calls_become_cloud_errors() -> Result<()> {
         return Ok(());
     };
     let _turn = FAULTS.lock().await;
-    let cluster = unique_cluster_name("api");
-    let cloud = emu.cloud(&cluster, Duration::from_secs(2)).await?;
-    emu.create_network(cloud.ec2(), &cluster).await?;
+    let cloud = emu
+        .cloud(&unique_cluster_name("api"), Duration::from_secs(2))
+        .await?;
 
     emu.set_faults(
         &json!({"api": [{"action": "DescribeInstances", "code": "RequestLimitExceeded",

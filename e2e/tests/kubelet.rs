@@ -5,8 +5,8 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::Node;
-use kerf::cloud::{CloudProvider, LaunchRequest};
-use kerf_e2e::aws::{node_claim, node_class_spec, unique_cluster_name, AwsEmu, REGION};
+use kerf::cloud::CloudProvider;
+use kerf_e2e::aws::{AwsEmu, REGION};
 use kerf_e2e::kubelet::{KubeletSettings, StandInKubelet};
 use kerf_e2e::{poll, Cluster};
 use kube::api::{Api, ListParams};
@@ -31,17 +31,12 @@ async fn a_launched_instance_registers_as_a_ready_node_and_goes_with_the_instanc
     let Some(emu) = AwsEmu::shared_or_skip(test)? else {
         return Ok(());
     };
-    let name = unique_cluster_name("kubelet");
-    let cloud = emu.cloud(&name, Duration::from_secs(60)).await?;
-    emu.create_network(cloud.ec2(), &name).await?;
-    let class = cloud
-        .resolve_node_class("default", &node_class_spec(&name)?)
-        .await?;
-    let types = cloud.instance_types(&class, SystemTime::now()).await?;
-    let claim = node_claim("default-kubelet", &["c5.large", "m5.large"], &["on-demand"])?;
-    let request = LaunchRequest::from_node_claim(&claim, class, &types)?;
+    let launchable = emu.launchable("kubelet").await?;
+    let (name, cloud) = (&launchable.cluster, &launchable.cloud);
+    let request =
+        launchable.request("default-kubelet", &["c5.large", "m5.large"], &["on-demand"])?;
 
-    let mut settings = KubeletSettings::new(&name, REGION);
+    let mut settings = KubeletSettings::new(name, REGION);
     settings.heartbeat_interval = Duration::from_secs(1);
     let _kubelet = StandInKubelet::start(cluster.client()?, cloud.ec2().clone(), settings)?;
     let instance = cloud.create(&request, SystemTime::now()).await?;

@@ -1,6 +1,9 @@
 //! An EC2NodeClass with what its selectors resolved to: the input of instance-type listing and launches,
 //! and the facts drift is judged against.
 
+use std::collections::HashMap;
+
+use super::error::CloudError;
 use crate::api::ec2nodeclass::{EC2NodeClassSpec, SecurityGroup, Subnet};
 
 /// An EC2NodeClass ready to launch from.
@@ -9,6 +12,28 @@ pub struct NodeClass {
     pub name: String,
     pub spec: EC2NodeClassSpec,
     pub resolved: ResolvedNodeClass,
+}
+
+impl NodeClass {
+    /// The class `name` with what its selectors resolved to; [`CloudError::NodeClassNotReady`] when
+    /// something it needs to launch matched nothing.
+    pub fn ready(
+        name: &str,
+        spec: &EC2NodeClassSpec,
+        resolved: ResolvedNodeClass,
+    ) -> Result<NodeClass, CloudError> {
+        if let Some(reason) = resolved.not_ready_reason() {
+            return Err(CloudError::NodeClassNotReady {
+                name: name.to_owned(),
+                reason: reason.to_owned(),
+            });
+        }
+        Ok(NodeClass {
+            name: name.to_owned(),
+            spec: spec.clone(),
+            resolved,
+        })
+    }
 }
 
 /// What the selector terms of an EC2NodeClass resolved to (Karpenter's `status.subnets`, `securityGroups`,
@@ -58,6 +83,14 @@ impl ResolvedNodeClass {
                     .cmp(&a.available_ips)
                     .then_with(|| a.subnet.id.cmp(&b.subnet.id))
             })
+    }
+
+    /// The zones of the subnets (where the class can launch), with their zone IDs where known.
+    pub fn zone_ids(&self) -> HashMap<&str, Option<&String>> {
+        self.subnets
+            .iter()
+            .map(|s| (s.subnet.zone.as_str(), s.subnet.zone_id.as_ref()))
+            .collect()
     }
 
     /// Why nothing can be launched from this class, if so.

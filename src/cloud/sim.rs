@@ -278,17 +278,7 @@ impl CloudProvider for SimCloud {
     ) -> Result<NodeClass, CloudError> {
         self.enter(Operation::ResolveNodeClass).await?;
         let resolved = self.resolve(name, spec);
-        if let Some(reason) = resolved.not_ready_reason() {
-            return Err(CloudError::NodeClassNotReady {
-                name: name.to_owned(),
-                reason: reason.to_owned(),
-            });
-        }
-        Ok(NodeClass {
-            name: name.to_owned(),
-            spec: spec.clone(),
-            resolved,
-        })
+        NodeClass::ready(name, spec, resolved)
     }
 
     async fn instance_types(
@@ -298,12 +288,7 @@ impl CloudProvider for SimCloud {
     ) -> Result<Vec<InstanceType>, CloudError> {
         self.enter(Operation::InstanceTypes).await?;
         let state = self.state();
-        let zone_ids: HashMap<&str, Option<&String>> = node_class
-            .resolved
-            .subnets
-            .iter()
-            .map(|s| (s.subnet.zone.as_str(), s.subnet.zone_id.as_ref()))
-            .collect();
+        let zone_ids = node_class.resolved.zone_ids();
         let mut types: Vec<InstanceType> = state
             .instance_types
             .iter()
