@@ -109,17 +109,28 @@ struct State {
 }
 
 impl State {
+    /// One look at the instances; a failure with one instance or Node is reported and retried next round
+    /// without holding up the others.
     async fn round(&mut self) -> Result<()> {
         let instances = self.instances().await?;
         for (instance, details) in &instances {
-            let known = self.registered.contains_key(&instance.id);
-            if instance.state == InstanceState::Running && !known {
-                let name = self.register(instance, details).await?;
-                self.registered.insert(instance.id.clone(), name);
-            } else if instance.state.is_gone() && known {
-                if let Some(name) = self.registered.remove(&instance.id) {
-                    self.deregister(&name).await?;
+            let registered = self.registered.get(&instance.id).cloned();
+            let outcome = match registered {
+                None if instance.state == InstanceState::Running => {
+                    self.register(instance, details).await.map(|name| {
+                        self.registered.insert(instance.id.clone(), name);
+                    })
                 }
+                Some(name) if instance.state.is_gone() => self.deregister(&name).await.map(|()| {
+                    self.registered.remove(&instance.id);
+                }),
+                _ => Ok(()),
+            };
+            if let Err(e) = outcome {
+                announce(&format!(
+                    "stand-in kubelet: instance {}: {e:#}",
+                    instance.id
+                ));
             }
         }
         let due = self
@@ -127,7 +138,9 @@ impl State {
             .is_none_or(|t| t.elapsed() >= self.settings.heartbeat_interval);
         if due {
             for name in self.registered.values() {
-                self.heartbeat(name).await?;
+                if let Err(e) = self.heartbeat(name).await {
+                    announce(&format!("stand-in kubelet: {e:#}"));
+                }
             }
             self.last_heartbeat = Some(tokio::time::Instant::now());
         }
