@@ -3,6 +3,7 @@ pub mod api;
 pub mod catalog;
 pub mod cli;
 pub mod cloud;
+pub mod disruption;
 pub mod manifest;
 pub mod scheduling;
 pub mod simulate;

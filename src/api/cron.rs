@@ -118,6 +118,29 @@ impl CronSchedule {
             })
     }
 
+    /// Whether the schedule fires at this UTC time: whole minutes only, with robfig's day rule (day of month
+    /// OR day of week when both are restricted, AND otherwise). A direct reading of the fields, independent of
+    /// the `cron` crate, so that tests can check the translation minute by minute.
+    pub fn fires_at(&self, time: k8s_openapi::jiff::civil::DateTime) -> bool {
+        let bit = |set: u64, value: i8| u8::try_from(value).is_ok_and(|v| set & (1 << v) != 0);
+        let dom = bit(self.days_of_month.into(), time.day());
+        let dow = bit(
+            self.days_of_week.into(),
+            time.weekday().to_sunday_zero_offset(),
+        );
+        let day = if self.dom_star || self.dow_star {
+            dom && dow
+        } else {
+            dom || dow
+        };
+        time.second() == 0
+            && time.subsec_nanosecond() == 0
+            && bit(self.minutes, time.minute())
+            && bit(self.hours.into(), time.hour())
+            && bit(self.months.into(), time.month())
+            && day
+    }
+
     /// The equivalent `cron` crate schedules (seconds first, Sunday = 1), whose hits together are this one's.
     pub fn to_cron_crate(&self) -> Result<Vec<cron::Schedule>, CronError> {
         let minutes = list(self.minutes, 0, 59, 0);
@@ -322,6 +345,23 @@ mod tests {
         assert!(CronSchedule::parse("0 0 30 2 mon")
             .map(|s| s.ever_fires())
             .unwrap_or(false));
+    }
+
+    #[test]
+    fn reads_hits_off_the_fields() {
+        use k8s_openapi::jiff::civil::date;
+        let fires = |spec: &str, day: i8, hour: i8, minute: i8, second: i8| {
+            CronSchedule::parse(spec)
+                .map(|s| s.fires_at(date(2026, 11, day).at(hour, minute, second, 0)))
+                .unwrap_or(false)
+        };
+        // 2026-11-01 is a Sunday, 2026-11-02 a Monday.
+        assert!(fires("0 9 1 * mon", 1, 9, 0, 0) && fires("0 9 1 * mon", 2, 9, 0, 0));
+        assert!(!fires("0 9 1 * mon", 3, 9, 0, 0));
+        assert!(!fires("0 9 * * mon", 1, 9, 0, 0) && fires("0 9 * * mon", 2, 9, 0, 0));
+        assert!(!fires("0 9 * * *", 1, 9, 0, 30), "whole minutes only");
+        assert!(!fires("0 9 * * *", 1, 9, 1, 0));
+        assert!(fires("*/20 9 * nov *", 1, 9, 40, 0) && !fires("*/20 9 * dec *", 1, 9, 40, 0));
     }
 
     #[test]

@@ -1,0 +1,50 @@
+//! Disruption decisions, pure: no I/O, no clock (`now` is an argument).
+//!
+//! So far this module owns the foundations the disruption methods stand on:
+//! - `budgets`: how many nodes of a pool may be disrupted for a reason at an instant (§3.6);
+//! - `window`: when a scheduled budget is active, and when that next changes;
+//! - `explain`: which budget binds and until when, in words users can check their schedules against;
+//! - candidate facts (§3.2–3.5): `do_not_disrupt` on pods, nodes and claims, `costs` (eviction, disruption,
+//!   reschedule, emptiness), `pdb` blocking, `lifetime` (`consolidateAfter`, expiration), `drift_hash` (static
+//!   NodePool drift), and `candidate` putting the blockers together; `pods` and `go_duration` serve them.
+//!
+//! The methods themselves (emptiness, drift, consolidation) and their commands are still to come.
+
+mod budgets;
+mod candidate;
+mod costs;
+mod do_not_disrupt;
+mod drift_hash;
+mod explain;
+#[cfg(test)]
+mod fixtures;
+mod go_duration;
+mod lifetime;
+mod pdb;
+mod pods;
+mod window;
+
+pub use budgets::{
+    count_nodes, Allowance, Allowed, Binding, BudgetError, Budgets, NodeState, PoolCounts, REASONS,
+};
+pub use candidate::{blocker, Blocker, NodeView};
+pub use costs::{
+    disruption_cost, eviction_cost, is_empty, lifetime_remaining, reschedule_cost,
+    POD_DELETION_COST,
+};
+pub use do_not_disrupt::{
+    node_do_not_disrupt, pod_do_not_disrupt, scan_pods, PodDoNotDisrupt, PodsDoNotDisrupt,
+    DO_NOT_DISRUPT,
+};
+pub use drift_hash::{
+    nodepool_hash, static_drift, StaticDrift, HASH_VERSION, NODEPOOL_HASH, NODEPOOL_HASH_VERSION,
+};
+pub use explain::Explanation;
+pub use go_duration::parse_go_duration;
+pub use lifetime::{
+    consolidatable, expire_after, expires_at, is_expired, Consolidatable, LifetimeError,
+    DEFAULT_CONSOLIDATE_AFTER, DEFAULT_EXPIRE_AFTER,
+};
+pub use pdb::{is_evictable, pdb_block, PdbBlock, DISRUPTED_TAINT};
+pub use pods::{is_daemonset_pod, is_mirror_pod, is_reschedulable};
+pub use window::{Transition, Window};
