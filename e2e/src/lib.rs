@@ -6,6 +6,9 @@
 //! binaries are missing is skipped with a printed message, unless `KERF_E2E=1`, which makes it a failure.
 //! `KERF_E2E_CLUSTER=DIR` reuses a cluster that `cluster.sh up DIR` started (it is then left running).
 
+pub mod aws;
+pub mod kubelet;
+
 use std::future::Future;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,243 @@
+//! The CreateFleet (type `instant`) request for a launch plan, and what its answer means: the instance, or
+//! the offerings that had no capacity, or another error (reference §2.2).
+
+use std::collections::BTreeMap;
+
+use aws_sdk_ec2::types as ec2;
+use kerf::catalog::CapacityType;
+use kerf::cloud::{LaunchOverride, LaunchPlan, OfferingKey};
+
+use crate::errors::is_capacity_error;
+
+/// One launch template and the pools launched from it.
+pub struct TemplateOverrides<'a> {
+    pub template_name: String,
+    pub overrides: Vec<&'a LaunchOverride>,
+}
+
+/// The CreateFleet request of one instance: spot with price-capacity-optimized, on-demand with lowest-price;
+/// overrides per type × zone with their subnet and image, `Priority` = price (cheapest first); the tags on
+/// the instance, its volumes and the fleet.
+pub fn request(
+    ec2: &aws_sdk_ec2::Client,
+    plan: &LaunchPlan,
+    templates: &[TemplateOverrides<'_>],
+    tags: &BTreeMap<String, String>,
+) -> aws_sdk_ec2::operation::create_fleet::builders::CreateFleetFluentBuilder {
+    let mut request = ec2
+        .create_fleet()
+        .r#type(ec2::FleetType::Instant)
+        .target_capacity_specification(
+            ec2::TargetCapacitySpecificationRequest::builder()
+                .total_target_capacity(1)
+                .default_target_capacity_type(match plan.capacity_type {
+                    CapacityType::Spot => ec2::DefaultTargetCapacityType::Spot,
+                    _ => ec2::DefaultTargetCapacityType::OnDemand,
+                })
+                .build(),
+        );
+    request = match plan.capacity_type {
+        CapacityType::Spot => request.spot_options(
+            ec2::SpotOptionsRequest::builder()
+                .allocation_strategy(ec2::SpotAllocationStrategy::PriceCapacityOptimized)
+                .build(),
+        ),
+        _ => request.on_demand_options(
+            ec2::OnDemandOptionsRequest::builder()
+                .allocation_strategy(ec2::FleetOnDemandAllocationStrategy::LowestPrice)
+                .build(),
+        ),
+    };
+    for template in templates {
+        let mut config = ec2::FleetLaunchTemplateConfigRequest::builder()
+            .launch_template_specification(
+                ec2::FleetLaunchTemplateSpecificationRequest::builder()
+                    .launch_template_name(&template.template_name)
+                    .version("$Latest")
+                    .build(),
+            );
+        for o in &template.overrides {
+            config = config.overrides(
+                ec2::FleetLaunchTemplateOverridesRequest::builder()
+                    .instance_type(ec2::InstanceType::from(o.instance_type.as_str()))
+                    .subnet_id(&o.subnet_id)
+                    .availability_zone(&o.zone)
+                    .image_id(&o.image_id)
+                    .set_priority(o.price)
+                    .build(),
+            );
+        }
+        request = request.launch_template_configs(config.build());
+    }
+    let tags: Vec<ec2::Tag> = tags
+        .iter()
+        .map(|(k, v)| ec2::Tag::builder().key(k).value(v).build())
+        .collect();
+    for resource in [
+        ec2::ResourceType::Instance,
+        ec2::ResourceType::Volume,
+        ec2::ResourceType::Fleet,
+    ] {
+        request = request.tag_specifications(
+            ec2::TagSpecification::builder()
+                .resource_type(resource)
+                .set_tags(Some(tags.clone()))
+                .build(),
+        );
+    }
+    request
+}
+
+/// What a CreateFleet answer means.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    /// The instance ID and the pool it came from.
+    pub launched: Option<(String, LaunchOverride)>,
+    /// Offerings reported without capacity.
+    pub no_capacity: Vec<OfferingKey>,
+    /// The first error that is not about capacity: `(code, message)`.
+    pub other_error: Option<(String, String)>,
+}
+
+/// Reads a CreateFleet answer against the plan it carried out.
+pub fn outcome(
+    plan: &LaunchPlan,
+    instances: &[ec2::CreateFleetInstance],
+    errors: &[ec2::CreateFleetError],
+) -> Outcome {
+    let pool_of = |overrides: Option<&ec2::FleetLaunchTemplateOverrides>,
+                   instance_type: Option<&str>| {
+        let instance_type = instance_type.or(overrides
+            .and_then(|o| o.instance_type())
+            .map(|t| t.as_str()));
+        let subnet = overrides.and_then(|o| o.subnet_id());
+        let zone = overrides.and_then(|o| o.availability_zone());
+        plan.overrides
+            .iter()
+            .find(|p| {
+                instance_type.is_none_or(|t| t == p.instance_type)
+                    && subnet.is_none_or(|s| s == p.subnet_id)
+                    && zone.is_none_or(|z| z == p.zone)
+            })
+            .cloned()
+    };
+    let launched = instances.iter().find_map(|i| {
+        let id = i.instance_ids().first()?.clone();
+        let overrides = i
+            .launch_template_and_overrides()
+            .and_then(|l| l.overrides());
+        Some((
+            id,
+            pool_of(overrides, i.instance_type().map(|t| t.as_str()))?,
+        ))
+    });
+    let mut no_capacity = Vec::new();
+    let mut other_error = None;
+    for error in errors {
+        let code = error.error_code().unwrap_or("Unknown");
+        if is_capacity_error(code) {
+            let overrides = error
+                .launch_template_and_overrides()
+                .and_then(|l| l.overrides());
+            if let Some(pool) = pool_of(overrides, None) {
+                no_capacity.push(pool.key(plan.capacity_type));
+            }
+        } else if other_error.is_none() {
+            other_error = Some((
+                code.to_owned(),
+                error.error_message().unwrap_or_default().to_owned(),
+            ));
+        }
+    }
+    Outcome {
+        launched,
+        no_capacity,
+        other_error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(instance_type: &str, zone: &str) -> LaunchOverride {
+        LaunchOverride {
+            instance_type: instance_type.into(),
+            zone: zone.into(),
+            subnet_id: format!("subnet-{zone}"),
+            image_id: "ami-1".into(),
+            price: Some(0.1),
+        }
+    }
+
+    fn plan() -> LaunchPlan {
+        LaunchPlan {
+            capacity_type: CapacityType::OnDemand,
+            overrides: vec![
+                pool("c5.large", "us-west-2a"),
+                pool("m5.large", "us-west-2a"),
+            ],
+        }
+    }
+
+    fn answered(instance_type: &str, zone: &str) -> ec2::LaunchTemplateAndOverridesResponse {
+        ec2::LaunchTemplateAndOverridesResponse::builder()
+            .overrides(
+                ec2::FleetLaunchTemplateOverrides::builder()
+                    .instance_type(ec2::InstanceType::from(instance_type))
+                    .subnet_id(format!("subnet-{zone}"))
+                    .build(),
+            )
+            .build()
+    }
+
+    fn error(code: &str, instance_type: &str) -> ec2::CreateFleetError {
+        ec2::CreateFleetError::builder()
+            .error_code(code)
+            .error_message("no")
+            .launch_template_and_overrides(answered(instance_type, "us-west-2a"))
+            .build()
+    }
+
+    #[test]
+    fn an_instance_after_an_ice_is_launched_and_the_ice_reported() {
+        let instance = ec2::CreateFleetInstance::builder()
+            .instance_ids("i-1")
+            .instance_type(ec2::InstanceType::M5Large)
+            .launch_template_and_overrides(answered("m5.large", "us-west-2a"))
+            .build();
+        let out = outcome(
+            &plan(),
+            &[instance],
+            &[error("InsufficientInstanceCapacity", "c5.large")],
+        );
+        assert_eq!(
+            out.launched,
+            Some(("i-1".into(), pool("m5.large", "us-west-2a")))
+        );
+        assert_eq!(out.no_capacity.len(), 1);
+        assert_eq!(
+            out.no_capacity[0].to_string(),
+            "on-demand:c5.large:us-west-2a"
+        );
+        assert_eq!(out.other_error, None);
+    }
+
+    #[test]
+    fn other_errors_are_kept_apart_from_capacity_errors() {
+        let out = outcome(
+            &plan(),
+            &[],
+            &[
+                error("UnfulfillableCapacity", "c5.large"),
+                error("InvalidParameterValue", "m5.large"),
+            ],
+        );
+        assert_eq!(out.launched, None);
+        assert_eq!(out.no_capacity.len(), 1);
+        assert_eq!(
+            out.other_error,
+            Some(("InvalidParameterValue".into(), "no".into()))
+        );
+    }
+}

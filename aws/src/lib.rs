@@ -1,0 +1,17 @@
+//! kerf's [`CloudProvider`](kerf::cloud::CloudProvider) on AWS: instance types and offerings from EC2,
+//! EC2NodeClass resolution (subnets, security groups, AMIs through SSM aliases), launch templates per
+//! configuration, CreateFleet `instant` launches with the ICE cache, and instance get/list/terminate. The
+//! AWS SDK lives here only, so the `kerf` crate stays free of it. docs/cloud.md describes the behaviour.
+
+mod errors;
+mod fleet;
+mod instance_types;
+mod launch_template;
+mod pagination;
+mod provider;
+mod resolve;
+mod user_data;
+
+pub use pagination::{collect_pages, MAX_PAGES};
+pub use provider::{instance_from_ec2, AwsCloud, AwsSettings};
+pub use user_data::{registration, ClusterInfo};

@@ -1,0 +1,742 @@
+//! [`AwsCloud`]: the [`CloudProvider`] on EC2 and SSM.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use aws_config::retry::RetryConfig;
+use aws_config::timeout::TimeoutConfig;
+use aws_config::{BehaviorVersion, Region};
+use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_ec2::types as ec2;
+use kerf::api::ec2nodeclass::{EC2NodeClassSpec, SecurityGroup, Subnet};
+use kerf::catalog::{
+    CapacityType, CatalogSettings, InstanceType, InstanceTypeInfo, Offering, Pricing,
+};
+use kerf::cloud::{
+    newest_per_architecture, plan, provider_id, CloudError, CloudProvider, IceCache, Instance,
+    InstanceState, LaunchRequest, NodeClass, ResolvedAmi, ResolvedNodeClass, ResolvedSubnet,
+    TAG_CLUSTER_PREFIX, TAG_NODECLAIM, TAG_NODEPOOL,
+};
+
+use crate::errors::{api_error, code_of};
+use crate::fleet::{self, TemplateOverrides};
+use crate::instance_types::{info_from_ec2, zones_by_type};
+use crate::launch_template::{BlockDevice, Metadata, TemplateConfig};
+use crate::pagination::collect_pages;
+use crate::resolve::{alias_parameters, tag_filters};
+use crate::user_data::{al2023, ClusterInfo, NodeSettings};
+
+/// How long connecting to an endpoint may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How kerf talks to AWS and which cluster it launches for.
+#[derive(Clone, Debug)]
+pub struct AwsSettings {
+    pub cluster: ClusterInfo,
+    /// The Kubernetes minor version (`1.30`) that AMI aliases pick EKS-optimized AMIs for.
+    pub kubernetes_version: String,
+    /// The region; `None` takes it from the standard chain (`AWS_REGION`, profile).
+    pub region: Option<String>,
+    /// An endpoint for every service (an emulator); `None` uses AWS (or `AWS_ENDPOINT_URL`).
+    pub endpoint_url: Option<String>,
+    /// Access key and secret for emulators; `None` uses the standard chain (IRSA, Pod Identity, …).
+    pub static_credentials: Option<(String, String)>,
+    /// The bound on one API call, retries included.
+    pub call_timeout: Duration,
+    /// Attempts per call (the SDK retries throttling and 5xx answers).
+    pub max_attempts: u32,
+    /// Prices of offerings (on-demand and spot); unknown prices stay unknown.
+    pub pricing: Pricing,
+}
+
+impl AwsSettings {
+    /// Settings with kerf's defaults: a 30 s call timeout (moto lists every instance type in ~5 s) and 3
+    /// attempts.
+    pub fn new(cluster: ClusterInfo, kubernetes_version: &str) -> Self {
+        AwsSettings {
+            cluster,
+            kubernetes_version: kubernetes_version.to_owned(),
+            region: None,
+            endpoint_url: None,
+            static_credentials: None,
+            call_timeout: Duration::from_secs(30),
+            max_attempts: 3,
+            pricing: Pricing::none(),
+        }
+    }
+}
+
+/// An instance type's EC2 facts and the zones that offer it, as described once per process.
+type Described = Arc<Vec<(InstanceTypeInfo, BTreeSet<String>)>>;
+
+/// The cloud provider on AWS.
+pub struct AwsCloud {
+    ec2: aws_sdk_ec2::Client,
+    ssm: aws_sdk_ssm::Client,
+    settings: AwsSettings,
+    region: String,
+    described: tokio::sync::Mutex<Option<Described>>,
+    /// Names of launch templates known to exist.
+    templates: Mutex<HashSet<String>>,
+    ice: Mutex<IceCache>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every update under these locks is a single insert or remove: a panic elsewhere leaves them whole.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl AwsCloud {
+    /// Builds the EC2 and SSM clients (no call is made yet).
+    pub async fn connect(settings: AwsSettings) -> Result<Self, CloudError> {
+        let timeouts = TimeoutConfig::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .operation_timeout(settings.call_timeout)
+            .build();
+        let mut loader = aws_config::defaults(BehaviorVersion::latest())
+            .timeout_config(timeouts)
+            .retry_config(RetryConfig::standard().with_max_attempts(settings.max_attempts.max(1)));
+        if let Some(region) = &settings.region {
+            loader = loader.region(Region::new(region.clone()));
+        }
+        if let Some(url) = &settings.endpoint_url {
+            loader = loader.endpoint_url(url);
+        }
+        if let Some((key, secret)) = &settings.static_credentials {
+            loader = loader.credentials_provider(aws_sdk_ec2::config::Credentials::new(
+                key,
+                secret,
+                None,
+                None,
+                "kerf-static",
+            ));
+        }
+        let config = tokio::time::timeout(settings.call_timeout, loader.load())
+            .await
+            .map_err(|_| CloudError::Timeout {
+                operation: "LoadAwsConfig",
+                after: settings.call_timeout,
+            })?;
+        let region = config
+            .region()
+            .map(|r| r.to_string())
+            .ok_or_else(|| CloudError::InvalidRequest("no AWS region: set AWS_REGION".into()))?;
+        Ok(AwsCloud {
+            ec2: aws_sdk_ec2::Client::new(&config),
+            ssm: aws_sdk_ssm::Client::new(&config),
+            settings,
+            region,
+            described: tokio::sync::Mutex::new(None),
+            templates: Mutex::new(HashSet::new()),
+            ice: Mutex::new(IceCache::new()),
+        })
+    }
+
+    pub fn region(&self) -> &str {
+        &self.region
+    }
+
+    /// The EC2 client (the stand-in kubelet and tests read instances with it).
+    pub fn ec2(&self) -> &aws_sdk_ec2::Client {
+        &self.ec2
+    }
+
+    /// One API call, bounded by the call timeout, its error in kerf's terms.
+    async fn call<T, E, R>(
+        &self,
+        operation: &'static str,
+        call: impl Future<Output = Result<T, SdkError<E, R>>>,
+    ) -> Result<T, CloudError>
+    where
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+        R: std::fmt::Debug,
+    {
+        let after = self.settings.call_timeout;
+        match tokio::time::timeout(after, call).await {
+            Ok(result) => result.map_err(|e| api_error(operation, after, e)),
+            Err(_) => Err(CloudError::Timeout { operation, after }),
+        }
+    }
+
+    async fn subnets(&self, spec: &EC2NodeClassSpec) -> Result<Vec<ResolvedSubnet>, CloudError> {
+        let mut found: BTreeMap<String, ResolvedSubnet> = BTreeMap::new();
+        for term in spec.subnet_selector_terms.iter().flatten() {
+            let filters = tag_filters(term.tags.as_ref());
+            let subnets = collect_pages("DescribeSubnets", |token| {
+                let mut request = self
+                    .ec2
+                    .describe_subnets()
+                    .set_filters(Some(filters.clone()))
+                    .set_next_token(token);
+                request = match &term.id {
+                    Some(id) => request.subnet_ids(id),
+                    None => request.max_results(1000),
+                };
+                async move {
+                    let out = self.call("DescribeSubnets", request.send()).await;
+                    let out = not_found_is_empty(out)?;
+                    Ok(out.map_or((vec![], None), |o| {
+                        (o.subnets.unwrap_or_default(), o.next_token)
+                    }))
+                }
+            })
+            .await?;
+            for s in subnets {
+                let (Some(id), Some(zone)) = (s.subnet_id, s.availability_zone) else {
+                    continue;
+                };
+                found.insert(
+                    id.clone(),
+                    ResolvedSubnet {
+                        subnet: Subnet {
+                            id,
+                            zone,
+                            zone_id: s.availability_zone_id,
+                        },
+                        available_ips: s.available_ip_address_count.map_or(0, i64::from),
+                    },
+                );
+            }
+        }
+        Ok(found.into_values().collect())
+    }
+
+    async fn security_groups(
+        &self,
+        spec: &EC2NodeClassSpec,
+    ) -> Result<Vec<SecurityGroup>, CloudError> {
+        let mut found: BTreeMap<String, SecurityGroup> = BTreeMap::new();
+        for term in spec.security_group_selector_terms.iter().flatten() {
+            let mut filters = tag_filters(term.tags.as_ref());
+            if let Some(name) = &term.name {
+                filters.push(
+                    ec2::Filter::builder()
+                        .name("group-name")
+                        .values(name)
+                        .build(),
+                );
+            }
+            let groups = collect_pages("DescribeSecurityGroups", |token| {
+                let mut request = self
+                    .ec2
+                    .describe_security_groups()
+                    .set_filters(Some(filters.clone()))
+                    .set_next_token(token);
+                request = match &term.id {
+                    Some(id) => request.group_ids(id),
+                    None => request.max_results(1000),
+                };
+                async move {
+                    let out = self.call("DescribeSecurityGroups", request.send()).await;
+                    let out = not_found_is_empty(out)?;
+                    Ok(out.map_or((vec![], None), |o| {
+                        (o.security_groups.unwrap_or_default(), o.next_token)
+                    }))
+                }
+            })
+            .await?;
+            for g in groups {
+                if let Some(id) = g.group_id {
+                    found.insert(
+                        id.clone(),
+                        SecurityGroup {
+                            id,
+                            name: g.group_name,
+                        },
+                    );
+                }
+            }
+        }
+        Ok(found.into_values().collect())
+    }
+
+    async fn amis(&self, spec: &EC2NodeClassSpec) -> Result<Vec<ResolvedAmi>, CloudError> {
+        let mut images = Vec::new();
+        for term in spec.ami_selector_terms.iter().flatten() {
+            if let Some(alias) = &term.alias {
+                let mut ids = Vec::new();
+                for (_arch, parameter) in
+                    alias_parameters(alias, &self.settings.kubernetes_version)?
+                {
+                    let out = self
+                        .call(
+                            "GetParameter",
+                            self.ssm.get_parameter().name(&parameter).send(),
+                        )
+                        .await;
+                    match out {
+                        Ok(out) => ids.extend(out.parameter.and_then(|p| p.value)),
+                        // No AMI of this architecture (or version) is published: the others still serve.
+                        Err(e) if code_of(&e) == Some("ParameterNotFound") => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                if !ids.is_empty() {
+                    images.extend(self.describe_images(Some(ids), vec![], vec![]).await?);
+                }
+                continue;
+            }
+            let mut filters = tag_filters(term.tags.as_ref());
+            if let Some(name) = &term.name {
+                filters.push(ec2::Filter::builder().name("name").values(name).build());
+            }
+            let owners = match (&term.owner, &term.name) {
+                (Some(owner), _) => vec![owner.clone()],
+                // Karpenter's default for a name: images of this account or Amazon's, never a stranger's.
+                (None, Some(_)) => vec!["self".to_owned(), "amazon".to_owned()],
+                (None, None) => vec![],
+            };
+            images.extend(
+                self.describe_images(term.id.clone().map(|id| vec![id]), filters, owners)
+                    .await?,
+            );
+        }
+        let amis = images.into_iter().filter_map(|image| {
+            if image
+                .state
+                .as_ref()
+                .is_some_and(|s| *s != ec2::ImageState::Available)
+            {
+                return None;
+            }
+            Some(ResolvedAmi {
+                id: image.image_id?,
+                name: image.name,
+                architecture: image.architecture?.as_str().to_owned(),
+                creation_date: image.creation_date,
+            })
+        });
+        Ok(newest_per_architecture(amis))
+    }
+
+    async fn describe_images(
+        &self,
+        ids: Option<Vec<String>>,
+        filters: Vec<ec2::Filter>,
+        owners: Vec<String>,
+    ) -> Result<Vec<ec2::Image>, CloudError> {
+        collect_pages("DescribeImages", |token| {
+            let mut request = self
+                .ec2
+                .describe_images()
+                .set_filters(Some(filters.clone()))
+                .set_owners((!owners.is_empty()).then(|| owners.clone()))
+                .set_next_token(token);
+            request = match &ids {
+                Some(ids) => request.set_image_ids(Some(ids.clone())),
+                None => request.max_results(1000),
+            };
+            async move {
+                let out = not_found_is_empty(self.call("DescribeImages", request.send()).await)?;
+                Ok(out.map_or((vec![], None), |o| {
+                    (o.images.unwrap_or_default(), o.next_token)
+                }))
+            }
+        })
+        .await
+    }
+
+    /// Every launchable instance type and the zones offering it, described once (EC2's list changes with
+    /// new instance families, not within a process's life).
+    async fn described(&self) -> Result<Described, CloudError> {
+        let mut cached = self.described.lock().await;
+        if let Some(described) = cached.as_ref() {
+            return Ok(described.clone());
+        }
+        let types = collect_pages("DescribeInstanceTypes", |token| {
+            let request = self
+                .ec2
+                .describe_instance_types()
+                .max_results(100)
+                .set_next_token(token);
+            async move {
+                let out = self.call("DescribeInstanceTypes", request.send()).await?;
+                Ok((out.instance_types.unwrap_or_default(), out.next_token))
+            }
+        })
+        .await?;
+        let offerings = collect_pages("DescribeInstanceTypeOfferings", |token| {
+            let request = self
+                .ec2
+                .describe_instance_type_offerings()
+                .location_type(ec2::LocationType::AvailabilityZone)
+                .max_results(1000)
+                .set_next_token(token);
+            async move {
+                let out = self
+                    .call("DescribeInstanceTypeOfferings", request.send())
+                    .await?;
+                Ok((
+                    out.instance_type_offerings.unwrap_or_default(),
+                    out.next_token,
+                ))
+            }
+        })
+        .await?;
+        let mut zones = zones_by_type(&offerings);
+        let described: Described = Arc::new(
+            types
+                .iter()
+                .filter_map(info_from_ec2)
+                .filter_map(|info| {
+                    let zones = zones.remove(&info.name)?;
+                    Some((info, zones))
+                })
+                .collect(),
+        );
+        *cached = Some(described.clone());
+        Ok(described)
+    }
+
+    /// The launch template for `config`, created unless it is known to exist. Another replica (or an
+    /// earlier run) may have created it first: that counts as existing.
+    async fn ensure_template(&self, config: &TemplateConfig) -> Result<String, CloudError> {
+        let name = config.name();
+        if lock(&self.templates).contains(&name) {
+            return Ok(name);
+        }
+        let created = self
+            .call(
+                "CreateLaunchTemplate",
+                self.ec2
+                    .create_launch_template()
+                    .launch_template_name(&name)
+                    .launch_template_data(config.data())
+                    .tag_specifications(config.tag_specification())
+                    .send(),
+            )
+            .await;
+        match created {
+            Ok(_) => {}
+            Err(e) if code_of(&e) == Some("InvalidLaunchTemplateName.AlreadyExistsException") => {}
+            Err(e) => return Err(e),
+        }
+        lock(&self.templates).insert(name.clone());
+        Ok(name)
+    }
+
+    fn template_config(&self, request: &LaunchRequest, image_id: &str) -> TemplateConfig {
+        let spec = &request.node_class.spec;
+        let resolved = &request.node_class.resolved;
+        let user_data = al2023(
+            &self.settings.cluster,
+            &NodeSettings {
+                labels: &request.labels,
+                taints: &request.taints,
+                kubelet: spec.kubelet.as_ref(),
+                custom: spec.user_data.as_deref(),
+            },
+        );
+        TemplateConfig {
+            image_id: image_id.to_owned(),
+            user_data,
+            security_group_ids: resolved
+                .security_groups
+                .iter()
+                .map(|g| g.id.clone())
+                .collect(),
+            instance_profile: resolved.instance_profile.clone(),
+            metadata: Metadata::of(spec),
+            tags: template_tags(request.tags(&self.settings.cluster.name)),
+            block_devices: BlockDevice::of(spec),
+        }
+    }
+
+    async fn create_fleet(
+        &self,
+        request: &LaunchRequest,
+        plan: &kerf::cloud::LaunchPlan,
+    ) -> Result<aws_sdk_ec2::operation::create_fleet::CreateFleetOutput, CloudError> {
+        let mut by_image: BTreeMap<&str, Vec<&kerf::cloud::LaunchOverride>> = BTreeMap::new();
+        for o in &plan.overrides {
+            by_image.entry(o.image_id.as_str()).or_default().push(o);
+        }
+        let mut templates = Vec::new();
+        for (image_id, overrides) in by_image {
+            let template_name = self
+                .ensure_template(&self.template_config(request, image_id))
+                .await?;
+            templates.push(TemplateOverrides {
+                template_name,
+                overrides,
+            });
+        }
+        let tags = request.tags(&self.settings.cluster.name);
+        self.call(
+            "CreateFleet",
+            fleet::request(&self.ec2, plan, &templates, &tags).send(),
+        )
+        .await
+    }
+}
+
+/// The tags of a launch template: the launch's, less the NodeClaim's name, so that claims with one
+/// configuration share a template (the fleet still tags each instance with its claim).
+fn template_tags(mut tags: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    tags.remove(TAG_NODECLAIM);
+    tags
+}
+
+/// A `*.NotFound` answer (an ID in a selector that does not exist) as "nothing matched".
+fn not_found_is_empty<T>(result: Result<T, CloudError>) -> Result<Option<T>, CloudError> {
+    match result {
+        Ok(out) => Ok(Some(out)),
+        Err(e)
+            if code_of(&e)
+                .is_some_and(|c| c.ends_with(".NotFound") || c.ends_with(".Malformed")) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// An EC2 instance description in kerf's terms; `None` when it lacks an ID, zone or known state.
+pub fn instance_from_ec2(i: &ec2::Instance) -> Option<Instance> {
+    let id = i.instance_id()?.to_owned();
+    let zone = i.placement()?.availability_zone()?.to_owned();
+    let state = InstanceState::from_ec2(i.state()?.name()?.as_str())?;
+    Some(Instance {
+        provider_id: provider_id(&zone, &id),
+        id,
+        instance_type: i.instance_type()?.as_str().to_owned(),
+        zone,
+        capacity_type: match i.instance_lifecycle() {
+            Some(ec2::InstanceLifecycleType::Spot) => CapacityType::Spot,
+            _ => CapacityType::OnDemand,
+        },
+        image_id: i.image_id().unwrap_or_default().to_owned(),
+        launch_time: i
+            .launch_time()
+            .and_then(|t| SystemTime::try_from(*t).ok())
+            .unwrap_or(SystemTime::UNIX_EPOCH),
+        state,
+        subnet_id: i.subnet_id().map(str::to_owned),
+        security_group_ids: i
+            .security_groups()
+            .iter()
+            .filter_map(|g| g.group_id().map(str::to_owned))
+            .collect(),
+        tags: i
+            .tags()
+            .iter()
+            .filter_map(|t| {
+                Some((
+                    t.key()?.to_owned(),
+                    t.value().unwrap_or_default().to_owned(),
+                ))
+            })
+            .collect(),
+    })
+}
+
+impl CloudProvider for AwsCloud {
+    async fn resolve_node_class(
+        &self,
+        name: &str,
+        spec: &EC2NodeClassSpec,
+    ) -> Result<NodeClass, CloudError> {
+        let resolved = ResolvedNodeClass {
+            subnets: self.subnets(spec).await?,
+            security_groups: self.security_groups(spec).await?,
+            amis: self.amis(spec).await?,
+            instance_profile: spec.instance_profile.clone(),
+        };
+        NodeClass::ready(name, spec, resolved)
+    }
+
+    async fn instance_types(
+        &self,
+        node_class: &NodeClass,
+        now: SystemTime,
+    ) -> Result<Vec<InstanceType>, CloudError> {
+        let settings = CatalogSettings::from_ec2nodeclass(&node_class.spec).map_err(|e| {
+            CloudError::InvalidRequest(format!("EC2NodeClass {}: {e}", node_class.name))
+        })?;
+        let zone_ids = node_class.resolved.zone_ids();
+        let described = self.described().await?;
+        let mut types: Vec<InstanceType> = described
+            .iter()
+            .filter_map(|(info, zones)| {
+                let offerings: Vec<Offering> = zones
+                    .iter()
+                    .filter_map(|zone| zone_ids.get(zone.as_str()).map(|id| (zone, id)))
+                    .flat_map(|(zone, zone_id)| {
+                        info.capacity_types
+                            .iter()
+                            .map(move |&capacity_type| Offering {
+                                zone: zone.clone(),
+                                zone_id: zone_id.cloned(),
+                                capacity_type,
+                                price: self.settings.pricing.price(
+                                    &self.region,
+                                    &info.name,
+                                    zone,
+                                    capacity_type,
+                                ),
+                                available: true,
+                            })
+                    })
+                    .collect();
+                (!offerings.is_empty())
+                    .then(|| InstanceType::from_info(info, &self.region, offerings, &settings))
+            })
+            .collect();
+        lock(&self.ice).apply(&mut types, now);
+        Ok(types)
+    }
+
+    async fn create(
+        &self,
+        request: &LaunchRequest,
+        now: SystemTime,
+    ) -> Result<Instance, CloudError> {
+        let plan = plan(request, &lock(&self.ice), now)?;
+        let out = match self.create_fleet(request, &plan).await {
+            // A template deleted behind kerf's back: forget what we knew and try once more.
+            Err(e) if code_of(&e) == Some("InvalidLaunchTemplateName.NotFoundException") => {
+                lock(&self.templates).clear();
+                self.create_fleet(request, &plan).await?
+            }
+            other => other?,
+        };
+        let outcome = fleet::outcome(&plan, out.instances(), out.errors());
+        {
+            let mut ice = lock(&self.ice);
+            for key in &outcome.no_capacity {
+                ice.mark(key.clone(), now);
+            }
+        }
+        if let Some((id, pool)) = outcome.launched {
+            return Ok(Instance {
+                provider_id: provider_id(&pool.zone, &id),
+                id,
+                instance_type: pool.instance_type,
+                zone: pool.zone,
+                capacity_type: plan.capacity_type,
+                image_id: pool.image_id,
+                launch_time: now,
+                state: InstanceState::Pending,
+                subnet_id: Some(pool.subnet_id),
+                security_group_ids: request
+                    .node_class
+                    .resolved
+                    .security_groups
+                    .iter()
+                    .map(|g| g.id.clone())
+                    .collect(),
+                tags: request.tags(&self.settings.cluster.name),
+            });
+        }
+        match outcome.other_error {
+            Some((code, message)) => Err(CloudError::Api {
+                operation: "CreateFleet",
+                code,
+                message,
+            }),
+            None if !outcome.no_capacity.is_empty() => Err(CloudError::InsufficientCapacity {
+                offerings: outcome.no_capacity,
+            }),
+            None => Err(CloudError::Api {
+                operation: "CreateFleet",
+                code: "NoInstance".into(),
+                message: "CreateFleet answered with neither an instance nor an error".into(),
+            }),
+        }
+    }
+
+    async fn get(&self, provider_id: &str) -> Result<Instance, CloudError> {
+        let id = kerf::cloud::instance_id(provider_id)?;
+        let not_found = || CloudError::NotFound {
+            provider_id: provider_id.to_owned(),
+        };
+        let out = self
+            .call(
+                "DescribeInstances",
+                self.ec2.describe_instances().instance_ids(id).send(),
+            )
+            .await;
+        let out = match out {
+            Err(e) if code_of(&e) == Some("InvalidInstanceID.NotFound") => return Err(not_found()),
+            other => other?,
+        };
+        out.reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .filter_map(instance_from_ec2)
+            .find(|i| i.id == id && !i.state.is_gone())
+            .ok_or_else(not_found)
+    }
+
+    async fn list(&self) -> Result<Vec<Instance>, CloudError> {
+        let filters = vec![
+            ec2::Filter::builder()
+                .name("tag-key")
+                .values(format!(
+                    "{TAG_CLUSTER_PREFIX}{}",
+                    self.settings.cluster.name
+                ))
+                .build(),
+            ec2::Filter::builder()
+                .name("instance-state-name")
+                .set_values(Some(
+                    ["pending", "running", "stopping", "stopped"]
+                        .map(String::from)
+                        .to_vec(),
+                ))
+                .build(),
+        ];
+        let reservations = collect_pages("DescribeInstances", |token| {
+            let request = self
+                .ec2
+                .describe_instances()
+                .set_filters(Some(filters.clone()))
+                .max_results(500)
+                .set_next_token(token);
+            async move {
+                let out = self.call("DescribeInstances", request.send()).await?;
+                Ok((out.reservations.unwrap_or_default(), out.next_token))
+            }
+        })
+        .await?;
+        Ok(reservations
+            .iter()
+            .flat_map(|r| r.instances())
+            .filter_map(instance_from_ec2)
+            // Karpenter's second condition (a nodepool tag) is checked here: EC2 ANDs filters of one
+            // name, but moto keeps only the last of them.
+            .filter(|i| !i.state.is_gone() && i.tags.contains_key(TAG_NODEPOOL))
+            .collect())
+    }
+
+    async fn delete(&self, provider_id: &str) -> Result<(), CloudError> {
+        let id = kerf::cloud::instance_id(provider_id)?;
+        let not_found = || CloudError::NotFound {
+            provider_id: provider_id.to_owned(),
+        };
+        let out = self
+            .call(
+                "TerminateInstances",
+                self.ec2.terminate_instances().instance_ids(id).send(),
+            )
+            .await;
+        let out = match out {
+            Err(e) if code_of(&e) == Some("InvalidInstanceID.NotFound") => return Err(not_found()),
+            other => other?,
+        };
+        let already_gone = out.terminating_instances().iter().any(|change| {
+            change
+                .previous_state()
+                .and_then(|s| s.name())
+                .is_some_and(|n| *n == ec2::InstanceStateName::Terminated)
+        });
+        if already_gone {
+            return Err(not_found());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,193 @@
+//! Node user data for AL2023: a MIME multi-part document whose `application/node.eks.aws` part is a nodeadm
+//! `NodeConfig` carrying the cluster, the kubelet settings, the labels (`--node-labels`) and the taints
+//! (`registerWithTaints`, always including `karpenter.sh/unregistered:NoExecute`). The EC2NodeClass's own
+//! `userData` comes first as its own part, as Karpenter merges it.
+
+use std::collections::BTreeMap;
+
+use kerf::api::ec2nodeclass::KubeletConfiguration;
+use kerf::api::nodepool::Taint;
+use kerf::cloud::UNREGISTERED_TAINT_KEY;
+use serde_json::{json, Map, Value};
+
+/// The MIME boundary; no user-data content may contain a line `--//`.
+const BOUNDARY: &str = "//";
+
+/// The cluster a node joins.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterInfo {
+    pub name: String,
+    pub endpoint: String,
+    /// Base64 PEM of the cluster CA.
+    pub ca_bundle: Option<String>,
+    /// The service CIDR (`10.100.0.0/16`).
+    pub cidr: Option<String>,
+}
+
+/// What goes into one node's configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeSettings<'a> {
+    pub labels: &'a BTreeMap<String, String>,
+    pub taints: &'a [Taint],
+    pub kubelet: Option<&'a KubeletConfiguration>,
+    pub custom: Option<&'a str>,
+}
+
+/// The user data (plain text; EC2 wants it base64-encoded).
+pub fn al2023(cluster: &ClusterInfo, node: &NodeSettings<'_>) -> String {
+    let mut out =
+        format!("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"{BOUNDARY}\"\n\n");
+    if let Some(custom) = node.custom.filter(|c| !c.trim().is_empty()) {
+        let content_type = if custom.contains("node.eks.aws/") {
+            "application/node.eks.aws"
+        } else {
+            "text/x-shellscript; charset=\"us-ascii\""
+        };
+        out.push_str(&format!(
+            "--{BOUNDARY}\nContent-Type: {content_type}\n\n{}\n",
+            custom.trim_end()
+        ));
+    }
+    let config = serde_yaml::to_string(&node_config(cluster, node)).unwrap_or_default();
+    out.push_str(&format!(
+        "--{BOUNDARY}\nContent-Type: application/node.eks.aws\n\n{config}"
+    ));
+    out.push_str(&format!("--{BOUNDARY}--\n"));
+    out
+}
+
+/// The nodeadm `NodeConfig`.
+pub fn node_config(cluster: &ClusterInfo, node: &NodeSettings<'_>) -> Value {
+    let mut config = Map::new();
+    let mut taints: Vec<Value> = node
+        .taints
+        .iter()
+        .map(|t| json!({"key": t.key, "value": t.value.clone().unwrap_or_default(), "effect": t.effect.as_str()}))
+        .collect();
+    if !node.taints.iter().any(|t| t.key == UNREGISTERED_TAINT_KEY) {
+        taints.push(json!({"key": UNREGISTERED_TAINT_KEY, "value": "", "effect": "NoExecute"}));
+    }
+    config.insert("registerWithTaints".into(), Value::Array(taints));
+    if let Some(kubelet) = node.kubelet {
+        if let Ok(Value::Object(settings)) = serde_json::to_value(kubelet) {
+            config.extend(settings.into_iter().filter(|(_, v)| !v.is_null()));
+        }
+    }
+    let labels: Vec<String> = node
+        .labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let mut cluster_spec = Map::new();
+    cluster_spec.insert("name".into(), json!(cluster.name));
+    cluster_spec.insert("apiServerEndpoint".into(), json!(cluster.endpoint));
+    if let Some(ca) = &cluster.ca_bundle {
+        cluster_spec.insert("certificateAuthority".into(), json!(ca));
+    }
+    if let Some(cidr) = &cluster.cidr {
+        cluster_spec.insert("cidr".into(), json!(cidr));
+    }
+    json!({
+        "apiVersion": "node.eks.aws/v1alpha1",
+        "kind": "NodeConfig",
+        "spec": {
+            "cluster": cluster_spec,
+            "kubelet": {
+                "config": config,
+                "flags": [format!("--node-labels={}", labels.join(","))],
+            }
+        }
+    })
+}
+
+/// Reads the labels and taints back out of user data written by [`al2023`]: what a kubelet started with it
+/// registers. `None` when the document holds no NodeConfig.
+pub fn registration(user_data: &str) -> Option<(BTreeMap<String, String>, Vec<Taint>)> {
+    let part = user_data
+        .split(&format!("--{BOUNDARY}"))
+        .filter(|p| p.contains("Content-Type: application/node.eks.aws"))
+        .find(|p| p.contains("kind: NodeConfig"))?;
+    let yaml = part.split_once("\n\n")?.1;
+    let config: Value = serde_yaml::from_str(yaml).ok()?;
+    let kubelet = &config["spec"]["kubelet"];
+    let mut labels = BTreeMap::new();
+    for flag in kubelet["flags"].as_array().into_iter().flatten() {
+        if let Some(list) = flag.as_str().and_then(|f| f.strip_prefix("--node-labels=")) {
+            for pair in list.split(',').filter(|p| !p.is_empty()) {
+                let (k, v) = pair.split_once('=')?;
+                labels.insert(k.to_owned(), v.to_owned());
+            }
+        }
+    }
+    let taints = serde_json::from_value(kubelet["config"]["registerWithTaints"].clone()).ok()?;
+    Some((labels, taints))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kerf::api::nodepool::TaintEffect;
+
+    fn cluster() -> ClusterInfo {
+        ClusterInfo {
+            name: "demo".into(),
+            endpoint: "https://127.0.0.1:6443".into(),
+            ca_bundle: Some("Q0E=".into()),
+            cidr: Some("10.100.0.0/16".into()),
+        }
+    }
+
+    fn taint(key: &str, effect: TaintEffect) -> Taint {
+        Taint {
+            key: key.into(),
+            value: Some("v".into()),
+            effect,
+            time_added: None,
+        }
+    }
+
+    #[test]
+    fn the_node_config_carries_cluster_labels_taints_and_kubelet_settings() {
+        let labels = BTreeMap::from([
+            ("karpenter.sh/nodepool".to_string(), "default".to_string()),
+            ("team".to_string(), "a".to_string()),
+        ]);
+        let taints = [taint("dedicated", TaintEffect::NoSchedule)];
+        let kubelet: KubeletConfiguration =
+            serde_json::from_value(json!({"maxPods": 42, "clusterDNS": ["10.0.0.10"]})).unwrap();
+        let data = al2023(
+            &cluster(),
+            &NodeSettings {
+                labels: &labels,
+                taints: &taints,
+                kubelet: Some(&kubelet),
+                custom: Some("#!/bin/bash\necho hi"),
+            },
+        );
+        assert!(
+            data.starts_with("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"//\"")
+        );
+        assert!(data.contains("Content-Type: text/x-shellscript"));
+        assert!(data.ends_with("--//--\n"));
+        assert!(data.contains("maxPods: 42"));
+        assert!(data.contains("apiServerEndpoint: https://127.0.0.1:6443"));
+        let (read_labels, read_taints) = registration(&data).unwrap();
+        assert_eq!(read_labels, labels);
+        let keys: Vec<_> = read_taints
+            .iter()
+            .map(|t| (t.key.as_str(), t.effect))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("dedicated", TaintEffect::NoSchedule),
+                ("karpenter.sh/unregistered", TaintEffect::NoExecute)
+            ]
+        );
+    }
+
+    #[test]
+    fn user_data_without_a_node_config_registers_nothing() {
+        assert_eq!(registration("#!/bin/bash\necho hi"), None);
+    }
+}

@@ -1,0 +1,290 @@
+//! kerf-aws against moto: EC2NodeClass resolution, instance types, launches (CreateFleet, launch
+//! templates, tags), get/list/delete. Each test has its own cluster name and VPC on the shared emulator.
+//! Fault injection (which is server-wide) is in `aws_faults.rs`, another process with its own emulator.
+
+use std::time::SystemTime;
+
+use anyhow::{Context, Result};
+use aws_sdk_ec2::types::Filter;
+use base64::Engine;
+use kerf::catalog::{CapacityType, Catalog, CatalogSettings, Pricing};
+use kerf::cloud::{CloudError, CloudProvider};
+use kerf_e2e::aws::{node_class_spec, AwsEmu, Launchable};
+
+#[tokio::test]
+async fn a_node_class_resolves_to_its_subnets_security_group_and_newest_amis() -> Result<()> {
+    let Some(emu) = AwsEmu::shared_or_skip("a_node_class_resolves")? else {
+        return Ok(());
+    };
+    let Launchable {
+        cluster,
+        cloud,
+        network,
+        class,
+        ..
+    } = emu.launchable("resolve").await?;
+    let subnets: Vec<(String, String)> = class
+        .resolved
+        .subnets
+        .iter()
+        .map(|s| (s.subnet.id.clone(), s.subnet.zone.clone()))
+        .collect();
+    let mut expected = network.subnets.clone();
+    expected.sort();
+    assert_eq!(subnets, expected);
+    assert!(class
+        .resolved
+        .subnets
+        .iter()
+        .all(|s| s.subnet.zone_id.is_some() && s.available_ips > 4000));
+    let groups: Vec<_> = class
+        .resolved
+        .security_groups
+        .iter()
+        .map(|g| g.id.clone())
+        .collect();
+    assert_eq!(groups, std::slice::from_ref(&network.security_group_id));
+    // The seeded SSM parameters of al2023@latest name these AMIs (e2e/scripts/aws-emu/).
+    let amis: Vec<_> = class
+        .resolved
+        .amis
+        .iter()
+        .map(|a| (a.architecture.as_str(), a.id.as_str()))
+        .collect();
+    assert_eq!(
+        amis,
+        [
+            ("arm64", "ami-0eks130arm00001"),
+            ("x86_64", "ami-0eks130x86000001")
+        ]
+    );
+
+    // The same by IDs, a security group name and AMI tags.
+    let by_ids = serde_json::from_value(serde_json::json!({
+        "amiSelectorTerms": [{"tags": {"karpenter.sh/discovery": "my-cluster"}}],
+        "subnetSelectorTerms": [{"id": network.subnets[0].0}],
+        "securityGroupSelectorTerms": [{"name": format!("{cluster}-nodes")}],
+    }))?;
+    let class = cloud.resolve_node_class("by-ids", &by_ids).await?;
+    assert_eq!(class.resolved.subnets.len(), 1);
+    assert_eq!(
+        class.resolved.security_groups[0].id,
+        network.security_group_id
+    );
+    assert_eq!(class.resolved.amis.len(), 2);
+
+    // Selectors that match nothing leave the class not ready.
+    let nothing = node_class_spec("no-such-cluster")?;
+    match cloud.resolve_node_class("nothing", &nothing).await {
+        Err(CloudError::NodeClassNotReady { name, reason }) => {
+            assert_eq!(name, "nothing");
+            assert!(reason.contains("subnet"), "{reason}");
+        }
+        other => panic!("expected NodeClassNotReady, got {other:?}"),
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn instance_types_come_from_ec2_with_offerings_in_the_class_zones() -> Result<()> {
+    let Some(emu) = AwsEmu::shared_or_skip("instance_types_come_from_ec2")? else {
+        return Ok(());
+    };
+    let types = emu.launchable("types").await?.types;
+    assert!(
+        types.len() > 500,
+        "moto knows well over 500 types, got {}",
+        types.len()
+    );
+    let m5 = types
+        .iter()
+        .find(|t| t.name == "m5.large")
+        .context("m5.large")?;
+    let mut offerings: Vec<_> = m5
+        .offerings
+        .iter()
+        .map(|o| {
+            (
+                o.zone.as_str(),
+                o.capacity_type,
+                o.price,
+                o.available,
+                o.zone_id.is_some(),
+            )
+        })
+        .collect();
+    offerings.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    assert_eq!(
+        offerings,
+        [
+            (
+                "us-west-2a",
+                CapacityType::OnDemand,
+                Some(0.096),
+                true,
+                true
+            ),
+            ("us-west-2a", CapacityType::Spot, Some(0.04), true, true),
+            (
+                "us-west-2b",
+                CapacityType::OnDemand,
+                Some(0.096),
+                true,
+                true
+            ),
+            ("us-west-2b", CapacityType::Spot, Some(0.04), true, true),
+        ]
+    );
+    // The same facts as the embedded catalog (generated from moto's data), so the same capacity.
+    let embedded = Catalog::embedded("us-west-2", &CatalogSettings::default(), &Pricing::none())?;
+    let reference = embedded.get("m5.large").context("embedded m5.large")?;
+    assert_eq!(m5.capacity, reference.capacity);
+    assert_eq!(m5.overhead, reference.overhead);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_launch_runs_the_cheapest_type_tagged_from_one_reused_launch_template() -> Result<()> {
+    let Some(emu) = AwsEmu::shared_or_skip("a_launch_runs_the_cheapest_type")? else {
+        return Ok(());
+    };
+    let launchable = emu.launchable("launch").await?;
+    let (cluster, cloud, network) = (&launchable.cluster, &launchable.cloud, &launchable.network);
+
+    let mut launched = Vec::new();
+    for name in ["default-a", "default-b"] {
+        let request =
+            launchable.request(name, &["m5.xlarge", "m5.large", "c5.large"], &["on-demand"])?;
+        launched.push(cloud.create(&request, SystemTime::now()).await?);
+    }
+    for (instance, claim) in launched.iter().zip(["default-a", "default-b"]) {
+        assert_eq!(instance.instance_type, "c5.large");
+        assert_eq!(instance.capacity_type, CapacityType::OnDemand);
+        assert_eq!(instance.image_id, "ami-0eks130x86000001");
+        assert_eq!(
+            instance.provider_id,
+            format!("aws:///{}/{}", instance.zone, instance.id)
+        );
+        let got = cloud.get(&instance.provider_id).await?;
+        assert_eq!(got.instance_type, "c5.large");
+        assert_eq!(got.zone, instance.zone);
+        assert!(network
+            .subnets
+            .iter()
+            .any(|(id, _)| Some(id) == got.subnet_id.as_ref()));
+        for (key, value) in [
+            ("karpenter.sh/nodeclaim", claim),
+            ("karpenter.sh/nodepool", "default"),
+            ("karpenter.k8s.aws/ec2nodeclass", "default"),
+            ("eks:eks-cluster-name", cluster.as_str()),
+            (format!("kubernetes.io/cluster/{cluster}").as_str(), "owned"),
+            ("team", "e2e"),
+        ] {
+            assert_eq!(
+                got.tags.get(key).map(String::as_str),
+                Some(value),
+                "tag {key}"
+            );
+        }
+    }
+    let listed: Vec<_> = cloud.list().await?.into_iter().map(|i| i.id).collect();
+    let mut expected: Vec<_> = launched.iter().map(|i| i.id.clone()).collect();
+    expected.sort();
+    let mut listed_sorted = listed.clone();
+    listed_sorted.sort();
+    assert_eq!(
+        listed_sorted, expected,
+        "list shows this cluster's instances only"
+    );
+
+    // Both launches share one configuration, hence one template.
+    let templates = cloud
+        .ec2()
+        .describe_launch_templates()
+        .filters(
+            Filter::builder()
+                .name("tag:eks:eks-cluster-name")
+                .values(cluster.as_str())
+                .build(),
+        )
+        .send()
+        .await?;
+    let names: Vec<_> = templates
+        .launch_templates()
+        .iter()
+        .filter_map(|t| t.launch_template_name())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert!(names.iter().all(|n| n.starts_with("karpenter.k8s.aws/")));
+    let versions = cloud
+        .ec2()
+        .describe_launch_template_versions()
+        .launch_template_name(names[0])
+        .versions("$Latest")
+        .send()
+        .await?;
+    let data = versions.launch_template_versions()[0]
+        .launch_template_data()
+        .context("template data")?;
+    let user_data = String::from_utf8(
+        base64::engine::general_purpose::STANDARD.decode(data.user_data().context("user data")?)?,
+    )?;
+    let (labels, taints) = kerf_aws::registration(&user_data).context("a NodeConfig")?;
+    assert_eq!(labels.get("team").map(String::as_str), Some("e2e"));
+    assert_eq!(
+        labels.get("karpenter.sh/capacity-type").map(String::as_str),
+        Some("on-demand")
+    );
+    let taints: Vec<_> = taints
+        .iter()
+        .map(|t| (t.key.as_str(), t.effect.as_str()))
+        .collect();
+    assert_eq!(
+        taints,
+        [
+            ("dedicated", "NoSchedule"),
+            ("karpenter.sh/unregistered", "NoExecute")
+        ]
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn deleting_terminates_and_then_reports_not_found() -> Result<()> {
+    let Some(emu) = AwsEmu::shared_or_skip("deleting_terminates")? else {
+        return Ok(());
+    };
+    let launchable = emu.launchable("delete").await?;
+    let cloud = &launchable.cloud;
+    let request = launchable.request("default-del", &["m5.large"], &["spot"])?;
+    let instance = cloud.create(&request, SystemTime::now()).await?;
+    assert_eq!(instance.capacity_type, CapacityType::Spot);
+    assert_eq!(
+        cloud.get(&instance.provider_id).await?.capacity_type,
+        CapacityType::Spot
+    );
+
+    cloud.delete(&instance.provider_id).await?;
+    let not_found = CloudError::NotFound {
+        provider_id: instance.provider_id.clone(),
+    };
+    assert_eq!(
+        cloud.get(&instance.provider_id).await.unwrap_err(),
+        not_found
+    );
+    assert_eq!(
+        cloud.delete(&instance.provider_id).await.unwrap_err(),
+        not_found
+    );
+    assert!(cloud.list().await?.is_empty());
+    let unknown = "aws:///us-west-2a/i-0123456789abcdef0";
+    assert!(matches!(
+        cloud.get(unknown).await,
+        Err(CloudError::NotFound { .. })
+    ));
+    assert!(matches!(
+        cloud.delete(unknown).await,
+        Err(CloudError::NotFound { .. })
+    ));
+    Ok(())
+}

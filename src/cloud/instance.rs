@@ -1,0 +1,127 @@
+//! A launched instance as controllers see it, and the `aws:///<zone>/<id>` provider IDs that name it.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use super::error::CloudError;
+use crate::catalog::CapacityType;
+
+/// An instance kerf launched.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Instance {
+    /// `i-0123456789abcdef0`.
+    pub id: String,
+    /// `aws:///us-west-2a/i-0123456789abcdef0`: the Node's `spec.providerID`.
+    pub provider_id: String,
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: CapacityType,
+    pub image_id: String,
+    pub launch_time: SystemTime,
+    pub state: InstanceState,
+    /// Drift-relevant facts: where it runs and with which security groups.
+    pub subnet_id: Option<String>,
+    pub security_group_ids: Vec<String>,
+    pub tags: BTreeMap<String, String>,
+}
+
+/// The EC2 lifecycle state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InstanceState {
+    Pending,
+    Running,
+    Stopping,
+    Stopped,
+    ShuttingDown,
+    Terminated,
+}
+
+impl InstanceState {
+    /// Parses EC2's state name; `None` for a name EC2 does not use.
+    pub fn from_ec2(name: &str) -> Option<Self> {
+        Some(match name {
+            "pending" => InstanceState::Pending,
+            "running" => InstanceState::Running,
+            "stopping" => InstanceState::Stopping,
+            "stopped" => InstanceState::Stopped,
+            "shutting-down" => InstanceState::ShuttingDown,
+            "terminated" => InstanceState::Terminated,
+            _ => return None,
+        })
+    }
+
+    /// Shutting down or terminated: the instance is gone for kerf's purposes.
+    pub fn is_gone(self) -> bool {
+        matches!(
+            self,
+            InstanceState::ShuttingDown | InstanceState::Terminated
+        )
+    }
+}
+
+/// `aws:///<zone>/<id>`.
+pub fn provider_id(zone: &str, instance_id: &str) -> String {
+    format!("aws:///{zone}/{instance_id}")
+}
+
+/// The instance ID in a provider ID `aws:///<zone>/<id>` (the zone may be empty, as some tools write it).
+pub fn instance_id(provider_id: &str) -> Result<&str, CloudError> {
+    let invalid = || {
+        CloudError::InvalidRequest(format!(
+            "provider ID {provider_id:?} is not of the form aws:///<zone>/<instance-id>"
+        ))
+    };
+    let rest = provider_id.strip_prefix("aws:///").ok_or_else(invalid)?;
+    let (_zone, id) = rest.rsplit_once('/').ok_or_else(invalid)?;
+    let well_formed =
+        id.len() > 2 && id.starts_with("i-") && id[2..].bytes().all(|b| b.is_ascii_hexdigit());
+    if well_formed {
+        Ok(id)
+    } else {
+        Err(invalid())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provider_ids_round_trip() {
+        let id = provider_id("us-west-2a", "i-0123abcd");
+        assert_eq!(id, "aws:///us-west-2a/i-0123abcd");
+        assert_eq!(instance_id(&id), Ok("i-0123abcd"));
+        assert_eq!(instance_id("aws:////i-0abc"), Ok("i-0abc"));
+    }
+
+    #[test]
+    fn malformed_provider_ids_are_refused() {
+        for bad in [
+            "",
+            "i-0abc",
+            "aws://us-west-2a/i-0abc",
+            "kind://docker/x",
+            "aws:///us-west-2a/",
+            "aws:///us-west-2a/i-",
+            "aws:///us-west-2a/i-xyz",
+            "aws:///us-west-2a/vol-0abc",
+        ] {
+            assert!(
+                matches!(instance_id(bad), Err(CloudError::InvalidRequest(_))),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn states_parse_and_gone_means_shutting_down_or_terminated() {
+        assert_eq!(
+            InstanceState::from_ec2("running"),
+            Some(InstanceState::Running)
+        );
+        assert_eq!(InstanceState::from_ec2("exploded"), None);
+        assert!(InstanceState::ShuttingDown.is_gone());
+        assert!(InstanceState::Terminated.is_gone());
+        assert!(!InstanceState::Stopped.is_gone());
+    }
+}

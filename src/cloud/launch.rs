@@ -1,0 +1,254 @@
+//! What a launch asks for and how it is carried out on EC2's terms, decided purely: the request built from
+//! a NodeClaim, and the plan (capacity type and one override per instance type × zone) both providers
+//! follow. See reference §2.1–2.3.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use super::error::CloudError;
+use super::ice::{IceCache, OfferingKey};
+use super::node_class::NodeClass;
+use crate::api::labels;
+use crate::api::nodeclaim::NodeClaim;
+use crate::api::nodepool::Taint;
+use crate::api::requirements::{Requirement, Requirements};
+use crate::catalog::{CapacityType, InstanceType, Offering};
+
+/// EC2 takes at most this many instance types in one CreateFleet call (Karpenter truncates to it).
+pub const MAX_INSTANCE_TYPES: usize = 60;
+
+/// Tags kerf puts on everything it launches (reference §2.3).
+pub const TAG_NODEPOOL: &str = "karpenter.sh/nodepool";
+pub const TAG_NODECLAIM: &str = "karpenter.sh/nodeclaim";
+pub const TAG_EC2NODECLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
+pub const TAG_EKS_CLUSTER_NAME: &str = "eks:eks-cluster-name";
+/// `kubernetes.io/cluster/<name>` = `owned`.
+pub const TAG_CLUSTER_PREFIX: &str = "kubernetes.io/cluster/";
+/// The taint every node registers with until kerf has synced it (lifted on registration).
+pub const UNREGISTERED_TAINT_KEY: &str = "karpenter.sh/unregistered";
+
+/// One instance to launch for a NodeClaim.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaunchRequest {
+    pub node_claim: String,
+    pub node_pool: String,
+    pub node_class: NodeClass,
+    /// The instance types the claim allows that have an offering it allows, cheapest first.
+    pub instance_types: Vec<InstanceType>,
+    /// The claim's requirements (zones, capacity types, instance types, …).
+    pub requirements: Requirements,
+    /// The labels the node registers with: the claim's labels and every single-valued requirement.
+    pub labels: BTreeMap<String, String>,
+    /// The taints the node registers with: the claim's taints and startup taints.
+    pub taints: Vec<Taint>,
+}
+
+impl LaunchRequest {
+    /// The request for `claim`, choosing among `instance_types` (with their offerings, as
+    /// [`CloudProvider::instance_types`](super::CloudProvider::instance_types) gives them).
+    pub fn from_node_claim(
+        claim: &NodeClaim,
+        node_class: NodeClass,
+        instance_types: &[InstanceType],
+    ) -> Result<Self, CloudError> {
+        let name = claim.metadata.name.clone().ok_or_else(|| {
+            CloudError::InvalidRequest("the NodeClaim has no metadata.name".into())
+        })?;
+        let requirements = claim
+            .spec
+            .requirements
+            .iter()
+            .map(|r| {
+                let min_values = r.min_values.and_then(|v| usize::try_from(v).ok());
+                Requirement::new(
+                    r.key.as_str(),
+                    r.operator,
+                    r.values.iter().flatten().map(String::as_str),
+                    min_values,
+                )
+            })
+            .collect::<Result<Requirements, _>>()
+            .map_err(|e| {
+                CloudError::InvalidRequest(format!("NodeClaim {name} requirements: {e}"))
+            })?;
+        let mut labels = claim.metadata.labels.clone().unwrap_or_default();
+        labels.extend(requirements.labels());
+        let node_pool = labels.get(labels::NODEPOOL).cloned().unwrap_or_default();
+        let taints = claim
+            .spec
+            .taints
+            .iter()
+            .chain(&claim.spec.startup_taints)
+            .flatten()
+            .cloned()
+            .collect();
+        let mut compatible: Vec<(Option<f64>, InstanceType)> = instance_types
+            .iter()
+            .filter(|it| it.requirements.intersects(&requirements).is_ok())
+            .filter_map(|it| {
+                let offerings = it.offerings.iter().filter(|o| allows(&requirements, o));
+                let cheapest = offerings.map(|o| o.price).min_by(|a, b| by_price(*a, *b))?;
+                Some((cheapest, it.clone()))
+            })
+            .collect();
+        compatible.sort_by(|(a, x), (b, y)| by_price(*a, *b).then_with(|| x.name.cmp(&y.name)));
+        Ok(LaunchRequest {
+            node_claim: name,
+            node_pool,
+            node_class,
+            instance_types: compatible.into_iter().map(|(_, it)| it).collect(),
+            requirements,
+            labels,
+            taints,
+        })
+    }
+
+    /// The tags of the instance, its volumes and the fleet: the EC2NodeClass's tags, then kerf's own
+    /// (which win).
+    pub fn tags(&self, cluster_name: &str) -> BTreeMap<String, String> {
+        let mut tags = self.node_class.spec.tags.clone().unwrap_or_default();
+        tags.insert(
+            format!("{TAG_CLUSTER_PREFIX}{cluster_name}"),
+            "owned".into(),
+        );
+        tags.insert(TAG_EKS_CLUSTER_NAME.into(), cluster_name.into());
+        tags.insert(TAG_NODEPOOL.into(), self.node_pool.clone());
+        tags.insert(TAG_NODECLAIM.into(), self.node_claim.clone());
+        tags.insert(TAG_EC2NODECLASS.into(), self.node_class.name.clone());
+        tags
+    }
+}
+
+/// How to launch a request: one capacity type, and the (type, zone) pools to try, cheapest first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaunchPlan {
+    pub capacity_type: CapacityType,
+    pub overrides: Vec<LaunchOverride>,
+}
+
+/// One pool CreateFleet may launch from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaunchOverride {
+    pub instance_type: String,
+    pub zone: String,
+    pub subnet_id: String,
+    pub image_id: String,
+    pub price: Option<f64>,
+}
+
+impl LaunchOverride {
+    pub fn key(&self, capacity_type: CapacityType) -> OfferingKey {
+        OfferingKey {
+            capacity_type,
+            instance_type: self.instance_type.clone(),
+            zone: self.zone.clone(),
+        }
+    }
+}
+
+/// Plans the launch of `request` at `now`: offerings must be allowed by the request, available, not in
+/// `ice`, in a zone with a subnet, of a type with an AMI for its architecture. Spot is used when allowed and
+/// offered (dropping spot pools pricier than the cheapest on-demand one), on-demand otherwise. At most
+/// [`MAX_INSTANCE_TYPES`] types, the cheapest. Nothing left is insufficient capacity.
+pub fn plan(
+    request: &LaunchRequest,
+    ice: &IceCache,
+    now: SystemTime,
+) -> Result<LaunchPlan, CloudError> {
+    let class = &request.node_class.resolved;
+    let mut pools: Vec<(CapacityType, LaunchOverride)> = Vec::new();
+    for it in &request.instance_types {
+        let Some(ami) = architecture(it).and_then(|arch| class.ami_for(&arch)) else {
+            continue;
+        };
+        for offering in &it.offerings {
+            if !allows(&request.requirements, offering) {
+                continue;
+            }
+            let key = OfferingKey {
+                capacity_type: offering.capacity_type,
+                instance_type: it.name.clone(),
+                zone: offering.zone.clone(),
+            };
+            let Some(subnet) = class.subnet_in(&offering.zone) else {
+                continue;
+            };
+            if ice.is_unavailable(&key, now) {
+                continue;
+            }
+            pools.push((
+                offering.capacity_type,
+                LaunchOverride {
+                    instance_type: it.name.clone(),
+                    zone: offering.zone.clone(),
+                    subnet_id: subnet.subnet.id.clone(),
+                    image_id: ami.id.clone(),
+                    price: offering.price,
+                },
+            ));
+        }
+    }
+    let cheapest_on_demand = pools
+        .iter()
+        .filter(|(ct, _)| *ct == CapacityType::OnDemand)
+        .filter_map(|(_, o)| o.price)
+        .min_by(f64::total_cmp);
+    let spot_worth_it = |o: &LaunchOverride| match (o.price, cheapest_on_demand) {
+        (Some(spot), Some(on_demand)) => spot <= on_demand,
+        _ => true,
+    };
+    let capacity_type = if pools
+        .iter()
+        .any(|(ct, o)| *ct == CapacityType::Spot && spot_worth_it(o))
+    {
+        CapacityType::Spot
+    } else if pools.iter().any(|(ct, _)| *ct == CapacityType::OnDemand) {
+        CapacityType::OnDemand
+    } else {
+        return Err(CloudError::InsufficientCapacity { offerings: vec![] });
+    };
+    let mut overrides: Vec<LaunchOverride> = pools
+        .into_iter()
+        .filter(|(ct, o)| *ct == capacity_type && (*ct != CapacityType::Spot || spot_worth_it(o)))
+        .map(|(_, o)| o)
+        .collect();
+    // Stable: within one price, the request's order (cheapest type first), then zone order.
+    overrides.sort_by(|a, b| by_price(a.price, b.price));
+    let mut kept_types: Vec<&str> = Vec::new();
+    for o in &overrides {
+        if !kept_types.contains(&o.instance_type.as_str()) && kept_types.len() < MAX_INSTANCE_TYPES
+        {
+            kept_types.push(&o.instance_type);
+        }
+    }
+    let kept_types: Vec<String> = kept_types.into_iter().map(str::to_owned).collect();
+    overrides.retain(|o| kept_types.contains(&o.instance_type));
+    Ok(LaunchPlan {
+        capacity_type,
+        overrides,
+    })
+}
+
+/// Whether `requirements` allow `offering`: available, in an allowed zone and capacity type.
+fn allows(requirements: &Requirements, offering: &Offering) -> bool {
+    let admits = |key: &str, value: &str| requirements.get(key).is_none_or(|r| r.has(value));
+    offering.available
+        && admits(labels::ZONE, &offering.zone)
+        && admits(labels::CAPACITY_TYPE, offering.capacity_type.as_str())
+}
+
+/// Known prices first, cheapest first.
+fn by_price(a: Option<f64>, b: Option<f64>) -> Ordering {
+    a.unwrap_or(f64::INFINITY)
+        .total_cmp(&b.unwrap_or(f64::INFINITY))
+}
+
+/// The type's architecture (`kubernetes.io/arch`, `amd64`/`arm64`) as EC2 names it (`x86_64`/`arm64`).
+fn architecture(instance_type: &InstanceType) -> Option<String> {
+    let arch = instance_type.requirements.get(labels::ARCH)?.any()?;
+    Some(match arch.as_ref() {
+        "amd64" => "x86_64".to_owned(),
+        other => other.to_owned(),
+    })
+}

@@ -1,0 +1,71 @@
+//! The cloud edge: the [`CloudProvider`] port controllers launch, find and terminate instances through,
+//! the pure decisions both implementations share (the launch plan, the ICE cache, drift facts), and the
+//! in-memory implementation [`sim::SimCloud`]. The AWS implementation lives in the `kerf-aws` crate, so
+//! that the SDK stays out of this one. docs/cloud.md describes the contract.
+
+mod drift;
+mod error;
+mod ice;
+mod instance;
+mod launch;
+mod node_class;
+pub mod sim;
+
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::time::SystemTime;
+
+pub use drift::{drift, DriftReason};
+pub use error::CloudError;
+pub use ice::{IceCache, OfferingKey, ICE_TTL};
+pub use instance::{instance_id, provider_id, Instance, InstanceState};
+pub use launch::{
+    plan, LaunchOverride, LaunchPlan, LaunchRequest, MAX_INSTANCE_TYPES, TAG_CLUSTER_PREFIX,
+    TAG_EC2NODECLASS, TAG_EKS_CLUSTER_NAME, TAG_NODECLAIM, TAG_NODEPOOL, UNREGISTERED_TAINT_KEY,
+};
+pub use node_class::{
+    newest_per_architecture, NodeClass, ResolvedAmi, ResolvedNodeClass, ResolvedSubnet,
+};
+
+use crate::api::ec2nodeclass::EC2NodeClassSpec;
+use crate::catalog::InstanceType;
+
+/// Where instances come from. Controllers are generic over it (`C: CloudProvider`); every method is one
+/// bounded call (implementations time out), and the time of a decision (ICE expiry) is passed in.
+pub trait CloudProvider: Send + Sync {
+    /// Resolves an EC2NodeClass's selector terms (subnets, security groups, AMIs, instance profile).
+    /// [`CloudError::NodeClassNotReady`] when a selector matches nothing.
+    fn resolve_node_class(
+        &self,
+        name: &str,
+        spec: &EC2NodeClassSpec,
+    ) -> impl Future<Output = Result<NodeClass, CloudError>> + Send;
+
+    /// The instance types a class can launch, with offerings in the zones of its subnets, prices where known,
+    /// and `available = false` for offerings out of capacity at `now`.
+    fn instance_types(
+        &self,
+        node_class: &NodeClass,
+        now: SystemTime,
+    ) -> impl Future<Output = Result<Vec<InstanceType>, CloudError>> + Send;
+
+    /// Launches one instance for the request; [`CloudError::InsufficientCapacity`] when no offering had
+    /// capacity (the offerings tried are then unavailable for [`ICE_TTL`]).
+    fn create(
+        &self,
+        request: &LaunchRequest,
+        now: SystemTime,
+    ) -> impl Future<Output = Result<Instance, CloudError>> + Send;
+
+    /// The instance a provider ID names; [`CloudError::NotFound`] once it is terminated or shutting down.
+    fn get(&self, provider_id: &str) -> impl Future<Output = Result<Instance, CloudError>> + Send;
+
+    /// Every live instance tagged for this cluster.
+    fn list(&self) -> impl Future<Output = Result<Vec<Instance>, CloudError>> + Send;
+
+    /// Terminates the instance; [`CloudError::NotFound`] when it is already gone, which callers treat as
+    /// done.
+    fn delete(&self, provider_id: &str) -> impl Future<Output = Result<(), CloudError>> + Send;
+}
