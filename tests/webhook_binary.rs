@@ -110,6 +110,13 @@ impl Webhook {
         (status, response.text().await.expect("body"))
     }
 
+    /// Asserts that a good NodePool passes validation.
+    async fn allows_a_nodepool(&self) {
+        let request = review("karpenter.sh", "NodePool", "CREATE", &nodepool(), None);
+        let response = self.review("/validate", &request).await;
+        assert_eq!(response["allowed"], true, "{response}");
+    }
+
     async fn review(&self, path: &str, review: &Value) -> Value {
         let (status, body) = self.post(path, review.to_string()).await;
         assert_eq!(status, StatusCode::OK, "{body}");
@@ -331,13 +338,7 @@ async fn malformed_and_oversized_requests_get_clear_errors() {
         ),
     }
     // The server still answers after bad requests.
-    let response = webhook
-        .review(
-            "/validate",
-            &review("karpenter.sh", "NodePool", "CREATE", &nodepool(), None),
-        )
-        .await;
-    assert_eq!(response["allowed"], true);
+    webhook.allows_a_nodepool().await;
 }
 
 /// A kubeconfig for an apiserver that is not there: the watch of NodePools never syncs.
@@ -371,13 +372,7 @@ async fn pods_are_admitted_unchanged_until_nodepools_have_synced() {
     assert_eq!(response["allowed"], true, "{response}");
     assert!(response.get("patch").is_none(), "{response}");
     // NodePool admission does not wait for the cluster.
-    let response = webhook
-        .review(
-            "/validate",
-            &review("karpenter.sh", "NodePool", "CREATE", &nodepool(), None),
-        )
-        .await;
-    assert_eq!(response["allowed"], true);
+    webhook.allows_a_nodepool().await;
 }
 
 #[tokio::test]

@@ -221,13 +221,18 @@ mod tests {
         )
     }
 
-    #[test]
-    fn names_the_pools_that_fit() {
-        let advisor = PodAdvisor::new(
+    /// The `default` NodePool (amd64) with its EC2NodeClass.
+    fn default_advisor() -> PodAdvisor {
+        PodAdvisor::new(
             &[nodepool("default", "default")],
             &[nodeclass("default")],
             catalog(),
-        );
+        )
+    }
+
+    #[test]
+    fn names_the_pools_that_fit() {
+        let advisor = default_advisor();
         let mutated = hook(Some(advisor))
             .mutate(&request(Operation::Create, pod(json!({}))))
             .expect("allowed");
@@ -245,11 +250,7 @@ mod tests {
 
     #[test]
     fn says_why_no_pool_fits() {
-        let advisor = PodAdvisor::new(
-            &[nodepool("default", "default")],
-            &[nodeclass("default")],
-            catalog(),
-        );
+        let advisor = default_advisor();
         let mutated = hook(Some(advisor))
             .mutate(&request(
                 Operation::Create,
@@ -288,13 +289,7 @@ mod tests {
 
     #[test]
     fn admits_unchanged_what_it_cannot_advise() {
-        let advisor = || {
-            Some(PodAdvisor::new(
-                &[nodepool("default", "default")],
-                &[nodeclass("default")],
-                catalog(),
-            ))
-        };
+        let advisor = || Some(default_advisor());
         let unchanged = Ok(Mutated::default());
         // Nothing synced yet.
         assert_eq!(

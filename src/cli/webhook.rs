@@ -225,7 +225,10 @@ async fn first_certificate(
         match self_signed::ensure(client.clone(), settings).await {
             Ok(material) => return Ok(material),
             Err(error) if tokio::time::Instant::now() + retry < deadline => {
-                tracing::warn!(error = %anyhow::Error::new(error), "cannot get the self-signed certificate yet; retrying");
+                tracing::warn!(
+                    error = chain(error),
+                    "cannot get the self-signed certificate yet; retrying"
+                );
             }
             Err(error) => {
                 return Err(anyhow::Error::new(error).context("getting the self-signed certificate"))
@@ -250,38 +253,58 @@ async fn keep_certificate_current(
 ) {
     let mut retry = Duration::from_secs(1);
     loop {
-        let wait = match ca_bundle::inject(&client, &configurations, &material.ca_bundle_base64())
-            .await
-        {
-            Ok(_) => {
-                retry = Duration::from_secs(1);
-                resync
-            }
-            Err(error) => {
-                tracing::warn!(error = %anyhow::Error::new(error), "cannot inject the CA bundle; retrying");
-                retry = (retry * 2).min(resync);
-                retry
-            }
-        };
+        let wait =
+            match ca_bundle::inject(&client, &configurations, &material.ca_bundle_base64()).await {
+                Ok(_) => {
+                    retry = Duration::from_secs(1);
+                    resync
+                }
+                Err(error) => {
+                    tracing::warn!(
+                        error = chain(error),
+                        "cannot inject the CA bundle; retrying"
+                    );
+                    retry = (retry * 2).min(resync);
+                    retry
+                }
+            };
         tokio::time::sleep(wait).await;
         match self_signed::ensure(client.clone(), &settings).await {
             Ok(current) if current != material => {
+                // The new bundle (which still holds the previous CA) goes in before the new certificate is
+                // served, so the apiserver never meets a certificate it does not trust yet.
+                if let Err(error) =
+                    ca_bundle::inject(&client, &configurations, &current.ca_bundle_base64()).await
+                {
+                    tracing::warn!(
+                        error = chain(error),
+                        "cannot inject the renewed CA bundle yet"
+                    );
+                }
                 match current.write_key_pair(&cert_file, &key_file) {
                     Ok(()) => {
                         tracing::info!("the self-signed certificate changed; serving the new one");
                         material = current;
                     }
                     Err(error) => {
-                        tracing::error!(error = %anyhow::Error::new(error), "cannot write the new certificate")
+                        tracing::error!(error = chain(error), "cannot write the new certificate")
                     }
                 }
             }
             Ok(_) => {}
             Err(error) => {
-                tracing::warn!(error = %anyhow::Error::new(error), "cannot check the self-signed certificate")
+                tracing::warn!(
+                    error = chain(error),
+                    "cannot check the self-signed certificate"
+                )
             }
         }
     }
+}
+
+/// An error with its causes, for a log field.
+fn chain(error: impl std::error::Error + Send + Sync + 'static) -> String {
+    format!("{:#}", anyhow::Error::new(error))
 }
 
 async fn shutdown_signal() {
