@@ -376,6 +376,25 @@ async fn pods_are_admitted_unchanged_until_nodepools_have_synced() {
 }
 
 #[tokio::test]
+async fn a_replica_that_cannot_sync_becomes_ready_after_the_grace_period() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = unreachable_cluster(dir.path());
+    let webhook = start_with(
+        &["--pod-advice-ready-grace=1s"],
+        &[("KUBECONFIG", kubeconfig.as_path())],
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while webhook.get("/readyz").await != StatusCode::OK {
+        assert!(
+            Instant::now() < deadline,
+            "not ready 20 s after a 1 s grace period"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
 async fn without_pod_advice_the_webhook_is_ready_at_once() {
     let webhook = start().await;
     assert_eq!(webhook.get("/readyz").await, StatusCode::OK);

@@ -38,6 +38,11 @@ pub struct WebhookArgs {
     /// and EC2NodeClasses). `/readyz` says not ready until both have been listed.
     #[arg(long, env = "KERF_POD_ADVICE", default_value_t = true, action = clap::ArgAction::Set)]
     pub pod_advice: bool,
+    /// How long `/readyz` waits for those lists at most. NodePool admission (failure policy Fail) matters more than
+    /// advice, so a replica whose watch cannot sync (no RBAC, apiserver trouble) still becomes ready, and admits pods
+    /// unchanged until it syncs.
+    #[arg(long, env = "KERF_POD_ADVICE_READY_GRACE", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub pod_advice_ready_grace: Duration,
     /// Boxed so that `Command` stays small.
     #[command(flatten)]
     pub self_signed: Box<SelfSignedArgs>,
@@ -175,6 +180,7 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
             ready.clone(),
         ));
         webhooks = webhooks.hook("", "Pod", PodHook { advisor });
+        tokio::spawn(ready_after(args.pod_advice_ready_grace, ready.clone()));
     }
     tracing::info!(bind = %args.bind, pod_advice, "serving admission webhooks");
     kerf_webhooks::serve(
@@ -185,6 +191,15 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
     )
     .await?;
     Ok(())
+}
+
+/// Readiness waits for the first lists so that a new replica advises from its first pod, but at most `grace`.
+async fn ready_after(grace: Duration, ready: ReadyFlag) {
+    tokio::time::sleep(grace).await;
+    if !ready.is_ready() {
+        tracing::warn!(?grace, "NodePools and EC2NodeClasses not synced yet: ready anyway, pods get no advice until they are");
+        ready.set(true);
+    }
 }
 
 /// Rebuilds the pod advisor whenever NodePools or EC2NodeClasses change; ready once the first lists are in.
