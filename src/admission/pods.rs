@@ -12,7 +12,11 @@ use k8s_openapi::api::core::v1::Pod;
 use kerf_webhooks::{AdmissionHook, Denial, Mutated, Operation, ReviewRequest};
 use serde::Deserialize;
 use serde_json::Value;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+/// At most this many pod shapes are remembered per advisor; the memo starts over when it is full.
+const MEMO_CAPACITY: usize = 4096;
 
 /// The NodePools of the cluster prepared against the catalog: built when NodePools or EC2NodeClasses change, read
 /// by every pod admission.
@@ -20,6 +24,10 @@ pub struct PodAdvisor {
     scheduler: Scheduler<'static>,
     /// Pools that cannot launch anything because their EC2NodeClass does not exist.
     without_class: Vec<Incompatible>,
+    /// The annotations already computed, by pod shape (namespace, labels and spec). The replicas of a workload
+    /// share one shape, so only its first pod pays for the advice (about a millisecond against the whole catalog);
+    /// the memo goes with the advisor when NodePools change.
+    memo: Mutex<HashMap<String, Arc<BTreeMap<String, String>>>>,
 }
 
 impl PodAdvisor {
@@ -55,7 +63,50 @@ impl PodAdvisor {
         PodAdvisor {
             scheduler: Scheduler::new(&usable, catalog),
             without_class,
+            memo: Mutex::default(),
         }
+    }
+
+    /// The advice annotations for `pod` (raw JSON) created in `namespace`, from the memo when a pod of the same
+    /// shape was advised before.
+    pub fn annotations(
+        &self,
+        pod: &Value,
+        namespace: Option<&str>,
+    ) -> Result<Arc<BTreeMap<String, String>>, AdviceError> {
+        let namespace = pod["metadata"]["namespace"].as_str().or(namespace);
+        let shape = serde_json::to_string(&(namespace, &pod["metadata"]["labels"], &pod["spec"]))
+            .map_err(AdviceError::Encode)?;
+        if let Some(known) = self.memo().get(&shape) {
+            return Ok(known.clone());
+        }
+        let mut typed = Pod::deserialize(pod).map_err(AdviceError::Parse)?;
+        // A pod being created carries its namespace in the request, not always in its metadata; affinity terms
+        // need it.
+        typed.metadata.namespace = namespace.map(str::to_owned);
+        if typed.metadata.name.is_none() {
+            typed.metadata.name = typed.metadata.generate_name.clone();
+        }
+        let info = PodInfo::from_pod(&typed)?;
+        let annotations = Arc::new(
+            self.advise(&info)
+                .annotations()
+                .map_err(AdviceError::Encode)?,
+        );
+        let mut memo = self.memo();
+        if memo.len() >= MEMO_CAPACITY {
+            memo.clear();
+        }
+        memo.insert(shape, annotations.clone());
+        Ok(annotations)
+    }
+
+    /// The memo; a panic elsewhere while it was held cannot have left it inconsistent (one insert), so a poisoned
+    /// lock is used as is.
+    fn memo(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<BTreeMap<String, String>>>> {
+        self.memo
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     pub fn advise(&self, pod: &PodInfo) -> Advice {
@@ -84,20 +135,7 @@ pub fn annotate(
     pod: &Value,
     namespace: Option<&str>,
 ) -> Result<Value, AdviceError> {
-    let mut typed = Pod::deserialize(pod).map_err(AdviceError::Parse)?;
-    // A pod being created carries its namespace in the request, not always in its metadata; affinity terms and
-    // the pod's key need it.
-    if typed.metadata.namespace.is_none() {
-        typed.metadata.namespace = namespace.map(str::to_owned);
-    }
-    if typed.metadata.name.is_none() {
-        typed.metadata.name = typed.metadata.generate_name.clone();
-    }
-    let info = PodInfo::from_pod(&typed)?;
-    let annotations = advisor
-        .advise(&info)
-        .annotations()
-        .map_err(AdviceError::Encode)?;
+    let annotations = advisor.annotations(pod, namespace)?;
     let mut annotated = pod.clone();
     let metadata = annotated.as_object_mut().map(|object| {
         object
@@ -112,8 +150,8 @@ pub fn annotate(
             *existing = Value::Object(Default::default());
         }
         if let Value::Object(existing) = existing {
-            for (key, value) in annotations {
-                existing.insert(key, Value::String(value));
+            for (key, value) in annotations.iter() {
+                existing.insert(key.clone(), Value::String(value.clone()));
             }
         }
     }
@@ -263,6 +301,32 @@ mod tests {
         assert!(
             summary.starts_with("no nodepool fits: default: ") && summary.contains("arm64"),
             "{summary}"
+        );
+    }
+
+    #[test]
+    fn pods_of_one_shape_share_the_advice_and_other_shapes_get_their_own() {
+        let advisor = default_advisor();
+        let first = advisor
+            .annotations(&pod(json!({})), Some("apps"))
+            .expect("advice");
+        let again = advisor
+            .annotations(&pod(json!({})), Some("apps"))
+            .expect("advice");
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "the second replica is served from the memo"
+        );
+        let arm = advisor
+            .annotations(&pod(json!({"kubernetes.io/arch": "arm64"})), Some("apps"))
+            .expect("advice");
+        assert_ne!(first, arm);
+        let elsewhere = advisor
+            .annotations(&pod(json!({})), Some("other"))
+            .expect("advice");
+        assert!(
+            !Arc::ptr_eq(&first, &elsewhere),
+            "the namespace is part of the shape"
         );
     }
 
