@@ -27,7 +27,13 @@ fn free_port() -> u16 {
     listener.local_addr().expect("address").port()
 }
 
+/// `kerf webhook` without a cluster (no pod advice), as for installs that only admit NodePools.
 async fn start() -> Webhook {
+    start_with(&["--pod-advice=false"], &[]).await
+}
+
+/// `kerf webhook` with extra arguments and environment.
+async fn start_with(args: &[&str], env: &[(&str, &std::path::Path)]) -> Webhook {
     let dir = tempfile::tempdir().expect("tempdir");
     let certs = kerf_certs::SelfSigned::generate(
         ["127.0.0.1"],
@@ -43,6 +49,9 @@ async fn start() -> Webhook {
         .arg(&paths.cert)
         .arg("--tls-private-key-file")
         .arg(&paths.key)
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -79,6 +88,15 @@ async fn start() -> Webhook {
 }
 
 impl Webhook {
+    async fn get(&self, path: &str) -> StatusCode {
+        self.client
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .expect("request")
+            .status()
+    }
+
     async fn post(&self, path: &str, body: impl Into<reqwest::Body>) -> (StatusCode, String) {
         let response = self
             .client
@@ -90,6 +108,13 @@ impl Webhook {
             .expect("request");
         let status = response.status();
         (status, response.text().await.expect("body"))
+    }
+
+    /// Asserts that a good NodePool passes validation.
+    async fn allows_a_nodepool(&self) {
+        let request = review("karpenter.sh", "NodePool", "CREATE", &nodepool(), None);
+        let response = self.review("/validate", &request).await;
+        assert_eq!(response["allowed"], true, "{response}");
     }
 
     async fn review(&self, path: &str, review: &Value) -> Value {
@@ -313,11 +338,64 @@ async fn malformed_and_oversized_requests_get_clear_errors() {
         ),
     }
     // The server still answers after bad requests.
-    let response = webhook
-        .review(
-            "/validate",
-            &review("karpenter.sh", "NodePool", "CREATE", &nodepool(), None),
-        )
-        .await;
-    assert_eq!(response["allowed"], true);
+    webhook.allows_a_nodepool().await;
+}
+
+/// A kubeconfig for an apiserver that is not there: the watch of NodePools never syncs.
+fn unreachable_cluster(dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("kubeconfig");
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"https://127.0.0.1:{}\", insecure-skip-tls-verify: true}}}}]\nusers: [{{name: u, user: {{token: t}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\ncurrent-context: c\n",
+        free_port()
+    );
+    std::fs::write(&path, kubeconfig).expect("write kubeconfig");
+    path
+}
+
+#[tokio::test]
+async fn pods_are_admitted_unchanged_until_nodepools_have_synced() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = unreachable_cluster(dir.path());
+    let webhook = start_with(&[], &[("KUBECONFIG", kubeconfig.as_path())]).await;
+    // Not ready: the NodePools could not be listed, so pods would get no advice.
+    assert_eq!(
+        webhook.get("/readyz").await,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "inflate-"},
+        "spec": {"containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "1"}}}]}});
+    let mut request = review("", "Pod", "CREATE", &pod, None);
+    // The apiserver sends no name for a pod created from generateName.
+    request["request"]["name"] = json!("");
+    request["request"]["namespace"] = json!("apps");
+    let response = webhook.review("/mutate", &request).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert!(response.get("patch").is_none(), "{response}");
+    // NodePool admission does not wait for the cluster.
+    webhook.allows_a_nodepool().await;
+}
+
+#[tokio::test]
+async fn a_replica_that_cannot_sync_becomes_ready_after_the_grace_period() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = unreachable_cluster(dir.path());
+    let webhook = start_with(
+        &["--pod-advice-ready-grace=1s"],
+        &[("KUBECONFIG", kubeconfig.as_path())],
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while webhook.get("/readyz").await != StatusCode::OK {
+        assert!(
+            Instant::now() < deadline,
+            "not ready 20 s after a 1 s grace period"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn without_pod_advice_the_webhook_is_ready_at_once() {
+    let webhook = start().await;
+    assert_eq!(webhook.get("/readyz").await, StatusCode::OK);
 }

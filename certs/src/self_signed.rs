@@ -13,7 +13,10 @@ use rcgen::{
     KeyUsagePurpose, PKCS_ECDSA_P256_SHA256,
 };
 
-use crate::CertError;
+use crate::{
+    pem::{self, PemFile},
+    CertError,
+};
 
 /// Validity of a serving certificate unless the caller asks otherwise.
 pub const DEFAULT_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -31,7 +34,7 @@ const LATEST_X509_TIME: Duration = Duration::from_secs(253_402_300_799);
 ///
 /// The CA's private key is dropped after signing: renewing means generating a new pair and
 /// re-injecting [`Self::ca_bundle_base64`] into the webhook configurations.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct SelfSigned {
     /// The CA certificate, for a webhook configuration's `caBundle`.
     pub ca_cert_pem: String,
@@ -39,6 +42,17 @@ pub struct SelfSigned {
     pub cert_pem: String,
     /// The serving certificate's PKCS#8 private key (`tls.key`).
     pub key_pem: String,
+}
+
+/// Shows the certificates, never the private key (it would end up in logs and test output).
+impl std::fmt::Debug for SelfSigned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SelfSigned")
+            .field("ca_cert_pem", &self.ca_cert_pem)
+            .field("cert_pem", &self.cert_pem)
+            .field("key_pem", &"<redacted>")
+            .finish()
+    }
 }
 
 /// Where [`SelfSigned::write_files`] put each file.
@@ -107,10 +121,30 @@ impl SelfSigned {
             key: dir.join("tls.key"),
             ca: dir.join("ca.crt"),
         };
-        write_atomically(&paths.cert, &self.cert_pem, 0o644)?;
-        write_atomically(&paths.key, &self.key_pem, 0o600)?;
+        self.write_key_pair(&paths.cert, &paths.key)?;
         write_atomically(&paths.ca, &self.ca_cert_pem, 0o644)?;
         Ok(paths)
+    }
+
+    /// Writes the serving certificate to `cert` and its key to `key` (mode 0600), each atomically: what a
+    /// [`crate::ReloadingCertResolver`] watching those two files then serves.
+    pub fn write_key_pair(&self, cert: &Path, key: &Path) -> Result<(), CertError> {
+        write_atomically(cert, &self.cert_pem, 0o644)?;
+        write_atomically(key, &self.key_pem, 0o600)
+    }
+
+    /// Checks that the serving certificate and key parse and belong together, e.g. after reading them back from a
+    /// Secret; errors name the Secret keys `tls.crt` and `tls.key`.
+    pub fn check(&self) -> Result<(), CertError> {
+        let file = |name: &str, pem: &str| PemFile {
+            path: PathBuf::from(name),
+            bytes: pem.as_bytes().to_vec(),
+        };
+        pem::parse(
+            &file("tls.crt", &self.cert_pem),
+            &file("tls.key", &self.key_pem),
+        )
+        .map(|_| ())
     }
 
     /// The CA certificate PEM, base64-encoded: the value of a webhook's `clientConfig.caBundle`.
@@ -235,6 +269,20 @@ mod tests {
                 .mode();
             assert_eq!(mode & 0o777, 0o600);
         }
+    }
+
+    #[test]
+    fn check_accepts_a_pair_and_refuses_mixed_ones() {
+        let (one, other) = (generate(&["localhost"]), generate(&["localhost"]));
+        assert!(one.check().is_ok());
+        let mixed = SelfSigned {
+            key_pem: other.key_pem,
+            ..one
+        };
+        assert_eq!(
+            mixed.check().map_err(|e| e.to_string()),
+            Err("the private key in tls.key does not match the certificate in tls.crt".to_owned())
+        );
     }
 
     #[test]

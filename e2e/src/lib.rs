@@ -24,6 +24,8 @@ use kube::{Client, Config};
 use serde::Deserialize;
 use tempfile::TempDir;
 
+pub mod kerf;
+
 /// The Kubernetes version the harness builds and runs.
 pub const K8S_VERSION: &str = "v1.20.2";
 /// How often [`poll`] retries.

@@ -3,109 +3,61 @@
 //! with kerf's message, apply good ones and see their defaults, then kill the webhook and see NodePools fail
 //! closed while pods keep being created.
 
-use anyhow::{bail, ensure, Context, Result};
-use kerf_e2e::{poll, repo_root, Cluster};
+use anyhow::{ensure, Context, Result};
+use kerf_e2e::kerf::{free_port, start_kerf, Process};
+use kerf_e2e::{poll, Cluster};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-/// The `kerf` binary under test: `KERF_BIN` (the Makefile builds it), else the default target dir's.
-fn kerf_binary() -> Result<PathBuf> {
-    let path = std::env::var_os("KERF_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target/debug/kerf"));
-    ensure!(
-        path.exists(),
-        "no kerf binary at {} (build it with `cargo build -p kerf`, or set KERF_BIN)",
-        path.display()
-    );
-    Ok(path)
-}
-
-/// A `kerf webhook` process; killed on drop.
-struct Webhook(Child);
-
-impl Drop for Webhook {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
-async fn start_webhook(dir: &Path, port: u16) -> Result<(Webhook, String)> {
-    let certs = kerf_certs::SelfSigned::generate(
+/// A new CA and serving certificate for 127.0.0.1.
+fn certificate() -> Result<kerf_certs::SelfSigned> {
+    Ok(kerf_certs::SelfSigned::generate(
         ["127.0.0.1"],
         SystemTime::now(),
         kerf_certs::DEFAULT_VALIDITY,
-    )?;
+    )?)
+}
+
+/// Starts `kerf webhook` on `port` serving `certs`, written to `dir`.
+async fn start_webhook(dir: &Path, port: u16, certs: &kerf_certs::SelfSigned) -> Result<Process> {
     let paths = certs.write_files(dir)?;
-    let log = std::fs::File::create(dir.join("kerf-webhook.log"))?;
-    let child = Command::new(kerf_binary()?)
-        .args(["webhook", "--bind", &format!("127.0.0.1:{port}")])
-        .arg("--tls-cert-file")
-        .arg(&paths.cert)
-        .arg("--tls-private-key-file")
-        .arg(&paths.key)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .context("starting kerf webhook")?;
-    let webhook = Webhook(child);
-    poll(
-        "kerf webhook listening",
-        Duration::from_secs(30),
-        || async {
-            Ok(std::net::TcpStream::connect(("127.0.0.1", port))
-                .ok()
-                .map(|_| ()))
-        },
+    let args = [
+        "webhook".to_owned(),
+        format!("--bind=127.0.0.1:{port}"),
+        format!("--tls-cert-file={}", paths.cert.display()),
+        format!("--tls-private-key-file={}", paths.key.display()),
+        // Reloads quickly, for the rotation below.
+        "--tls-reload-interval=1s".to_owned(),
+        // NodePool and EC2NodeClass admission only; pod advice is tested in chart.rs.
+        "--pod-advice=false".to_owned(),
+    ];
+    start_kerf(&args, &[], &dir.join("kerf-webhook.log"), port).await
+}
+
+/// The serial number of the certificate `openssl` reads from `pem`, or from the server on 127.0.0.1:`port`.
+async fn serial(pem: Option<&Path>, port: u16) -> Result<String> {
+    let script = match pem {
+        Some(pem) => format!("openssl x509 -noout -serial -in '{}'", pem.display()),
+        None => format!(
+            "openssl s_client -connect 127.0.0.1:{port} </dev/null 2>/dev/null | openssl x509 -noout -serial"
+        ),
+    };
+    let out = tokio::time::timeout(
+        Duration::from_secs(20),
+        tokio::process::Command::new("bash")
+            .args(["-c", &script])
+            .kill_on_drop(true)
+            .output(),
     )
-    .await?;
-    Ok((webhook, certs.ca_bundle_base64()))
-}
-
-async fn helm(cluster: &Cluster, args: &[&str]) -> Result<String> {
-    let helm = kerf_e2e::cache_dir().join("bin/helm");
-    let out = tokio::process::Command::new(&helm)
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(cluster.kubeconfig())
-        .current_dir(repo_root())
-        .output()
-        .await
-        .with_context(|| format!("running {}", helm.display()))?;
-    if !out.status.success() {
-        bail!(
-            "helm {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// `kubectl apply` of one object; returns (succeeded, stderr).
-async fn apply(cluster: &Cluster, object: &Value) -> Result<(bool, String)> {
-    let file = cluster.dir().join(format!("object-{}.json", free_port()?));
-    std::fs::write(&file, serde_json::to_vec(object)?)?;
-    let out = cluster
-        .kubectl(&[
-            std::ffi::OsStr::new("apply"),
-            "-f".as_ref(),
-            file.as_os_str(),
-        ])
-        .await?;
-    Ok((
+    .await
+    .context("openssl did not answer within 20 s")??;
+    ensure!(
         out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    ))
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
 fn nodepool(name: &str, spec: Value) -> Value {
@@ -302,10 +254,11 @@ async fn chart_webhooks_refuse_bad_specs_default_good_ones_and_fail_closed() -> 
         return Ok(());
     };
     let port = free_port()?;
-    let (webhook, ca_bundle) = start_webhook(cluster.dir(), port).await?;
-    helm(
-        &cluster,
-        &[
+    let certs = certificate()?;
+    let webhook = start_webhook(cluster.dir(), port, &certs).await?;
+    let ca_bundle = certs.ca_bundle_base64();
+    cluster
+        .helm(&[
             "install",
             "kerf",
             "charts/kerf",
@@ -316,9 +269,8 @@ async fn chart_webhooks_refuse_bad_specs_default_good_ones_and_fail_closed() -> 
             &format!("webhook.url=https://127.0.0.1:{port}"),
             "--set",
             &format!("webhook.caBundle={ca_bundle}"),
-        ],
-    )
-    .await?;
+        ])
+        .await?;
     for crd in [
         "nodepools.karpenter.sh",
         "nodeclaims.karpenter.sh",
@@ -336,7 +288,7 @@ async fn chart_webhooks_refuse_bad_specs_default_good_ones_and_fail_closed() -> 
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        let (ok, stderr) = apply(&cluster, &object).await?;
+        let (ok, stderr) = cluster.apply(&object).await?;
         if ok || !stderr.contains(expected) {
             failures.push(format!(
                 "{name}: applied={ok}, expected {expected:?} in: {stderr}"
@@ -358,9 +310,9 @@ async fn chart_webhooks_refuse_bad_specs_default_good_ones_and_fail_closed() -> 
     );
 
     // Good objects are stored with their defaults.
-    let (ok, stderr) = apply(&cluster, &nodepool("default", json!({}))).await?;
+    let (ok, stderr) = cluster.apply(&nodepool("default", json!({}))).await?;
     ensure!(ok, "the good NodePool was refused: {stderr}");
-    let (ok, stderr) = apply(&cluster, &nodeclass("default", json!({}))).await?;
+    let (ok, stderr) = cluster.apply(&nodeclass("default", json!({}))).await?;
     ensure!(ok, "the good EC2NodeClass was refused: {stderr}");
     let np: Value = serde_json::from_str(
         &cluster
@@ -391,20 +343,61 @@ async fn chart_webhooks_refuse_bad_specs_default_good_ones_and_fail_closed() -> 
 
     // With the webhook gone, NodePools fail closed and pods are still created (failurePolicy Ignore).
     drop(webhook);
-    let (ok, stderr) = apply(&cluster, &nodepool("while-down", json!({}))).await?;
+    let (ok, stderr) = cluster.apply(&nodepool("while-down", json!({}))).await?;
     ensure!(
         !ok && stderr.contains("failed calling webhook"),
         "a NodePool slipped past a dead webhook: {stderr}"
     );
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "while-down", "namespace": "default"},
         "spec": {"containers": [{"name": "c", "image": "pause"}]}});
-    let (ok, stderr) = apply(&cluster, &pod).await?;
+    let (ok, stderr) = cluster.apply(&pod).await?;
     ensure!(ok, "pod creation must not depend on the webhook: {stderr}");
 
     // Restarting the webhook restores service.
-    let (_webhook, _) = start_webhook(cluster.dir(), port)
+    let _webhook = start_webhook(cluster.dir(), port, &certs)
         .await
         .context("restart on the same port")?;
-    let _ = &_webhook;
-    Ok(())
+    let bad = mistakes().swap_remove(0);
+    refused_by_kerf(&cluster, &bad).await?;
+
+    // Rotation without restart: new certificate files from a new CA, the CA bundle updated with helm (what
+    // cert-manager's CA injector does). Once kubectl is refused with kerf's message again, the apiserver trusts only
+    // the new CA and kerf serves the new certificate; openssl sees its serial.
+    let rotated = certificate()?;
+    let paths = rotated.write_files(cluster.dir())?;
+    cluster
+        .helm(&[
+            "upgrade",
+            "kerf",
+            "charts/kerf",
+            "--namespace",
+            "kerf",
+            "--reuse-values",
+            "--set",
+            &format!("webhook.caBundle={}", rotated.ca_bundle_base64()),
+        ])
+        .await?;
+    let expected = serial(Some(&paths.cert), port).await?;
+    poll(
+        "kerf to serve the rotated certificate",
+        Duration::from_secs(30),
+        || async { Ok((serial(None, port).await? == expected).then_some(())) },
+    )
+    .await?;
+    refused_by_kerf(&cluster, &bad).await
+}
+
+/// Polls until `kubectl apply` of `bad` fails with kerf's message: while the apiserver and kerf disagree on the
+/// certificate, it fails with a TLS error instead.
+async fn refused_by_kerf(cluster: &Cluster, (object, expected): &(Value, &str)) -> Result<()> {
+    poll(
+        "kubectl to be refused by kerf",
+        Duration::from_secs(60),
+        || async {
+            let (ok, stderr) = cluster.apply(object).await?;
+            ensure!(!ok, "a bad object was stored: {object}");
+            Ok(stderr.contains(expected).then_some(()))
+        },
+    )
+    .await
 }

@@ -3,6 +3,7 @@
 pub mod advice;
 mod hooks;
 mod pipeline;
+pub mod pods;
 pub mod spot;
 
 pub use hooks::ObjectHook;

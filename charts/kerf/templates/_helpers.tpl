@@ -20,6 +20,15 @@ app.kubernetes.io/component: {{ .component }}
 {{- default (include "kerf.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
 
+{{- define "kerf.tlsSecretName" -}}
+{{ include "kerf.fullname" . }}-webhook-tls
+{{- end -}}
+
+{{- /* The names the apiserver reaches the webhook Service at: the serving certificate's names. */ -}}
+{{- define "kerf.serviceNames" -}}
+{{ include "kerf.fullname" . }}-webhook.{{ .Release.Namespace }}.svc,{{ include "kerf.fullname" . }}-webhook.{{ .Release.Namespace }}.svc.cluster.local
+{{- end -}}
+
 {{- define "kerf.image" -}}
 {{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
 {{- end -}}
@@ -65,10 +74,7 @@ capabilities:
 {{- end -}}
 
 {{- define "kerf.checkValues" -}}
-{{- if and (not .Values.certManager.enabled) (not .Values.webhook.url) -}}
-{{- fail "certManager.enabled=false needs either webhook.url (a kerf running elsewhere) or kerf's self-signed certificate mode, which this chart version does not have yet" -}}
-{{- end -}}
-{{- if and .Values.webhook.url (not .Values.webhook.caBundle) -}}
-{{- fail "webhook.url needs webhook.caBundle: the base64 PEM CA that signed the certificate kerf serves there" -}}
+{{- if and .Values.webhook.url (not .Values.webhook.caBundle) .Values.certManager.enabled -}}
+{{- fail "webhook.url needs webhook.caBundle (the base64 PEM CA that signed the certificate kerf serves there), or certManager.enabled=false for a kerf started in self-signed mode, which injects it" -}}
 {{- end -}}
 {{- end -}}

@@ -1,0 +1,518 @@
+//! The chart's two certificate modes and pod advice, on the real control plane.
+//!
+//! 1. With cert-manager (the default), `helm template` renders an Issuer, a Certificate and the `inject-ca-from`
+//!    annotations, and the apiserver accepts every other rendered object (`kubectl apply --dry-run=server`).
+//! 2. Self-signed mode: `helm install` with `certManager.enabled=false`. No kubelet runs pods here, so the webhook
+//!    Deployment's container runs as a local process instead: the test takes its arguments and environment from the
+//!    chart's own rendering, changes only the listen address and the file paths (and adds 127.0.0.1 to the
+//!    certificate's names), and runs it with the chart ServiceAccount's token, so the chart's RBAC is what it gets.
+//!    The install points the webhook configurations at that process with `webhook.url`. kerf creates the Secret,
+//!    injects the CA into both configurations, and kubectl is then refused through it; a restart reuses the Secret.
+//! 3. Pod advice: the getting-started steps (docs/getting-started.md): `kubectl apply -f examples/inflate.yaml`, the
+//!    pods the real controller-manager creates carry kerf's annotations naming the NodePool, and after the
+//!    Deployment asks for arm64 the new pods say why no NodePool fits.
+
+use anyhow::{anyhow, ensure, Context, Result};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
+use kerf_e2e::kerf::{free_port, start_kerf, Process};
+use kerf_e2e::{poll, repo_root, yaml_documents, Cluster, K8S_VERSION};
+use kube::api::{Api, ListParams};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const RELEASE: &str = "kerf";
+const NAMESPACE: &str = "kerf";
+const SECRET: &str = "kerf-webhook-tls";
+const SUMMARY: &str = "kerf.sh/instance-summary";
+const REQUIREMENTS: &str = "kerf.sh/instance-requirements";
+
+#[tokio::test]
+async fn chart_cert_modes_and_pod_advice() -> Result<()> {
+    let Some(cluster) = Cluster::start_or_skip("chart_cert_modes_and_pod_advice").await? else {
+        return Ok(());
+    };
+    cluster
+        .kubectl_ok(&["create", "namespace", NAMESPACE])
+        .await?;
+    cert_manager_rendering_is_accepted(&cluster).await?;
+    let _webhook = self_signed_install(&cluster).await?;
+    pods_get_advice(&cluster).await
+}
+
+/// `helm template` for this cluster's version, as JSON documents.
+async fn render(cluster: &Cluster, name: &str, values: &[&str]) -> Result<Vec<Value>> {
+    let mut args = vec![
+        "template",
+        RELEASE,
+        "charts/kerf",
+        "--namespace",
+        NAMESPACE,
+        "--kube-version",
+        K8S_VERSION.trim_start_matches('v'),
+    ];
+    for value in values {
+        args.extend(["--set", value]);
+    }
+    let rendered = cluster.helm(&args).await?;
+    let file = cluster.dir().join(format!("{name}.yaml"));
+    std::fs::write(&file, rendered)?;
+    yaml_documents(&file)
+}
+
+fn of_kind<'a>(documents: &'a [Value], kind: &str) -> Result<&'a Value> {
+    documents
+        .iter()
+        .find(|d| d["kind"] == kind)
+        .ok_or_else(|| anyhow!("no {kind} rendered"))
+}
+
+async fn cert_manager_rendering_is_accepted(cluster: &Cluster) -> Result<()> {
+    let documents = render(cluster, "cert-manager", &[]).await?;
+    let issuer = of_kind(&documents, "Issuer")?;
+    ensure!(
+        issuer["spec"]["selfSigned"] == json!({}),
+        "Issuer: {issuer}"
+    );
+    let certificate = of_kind(&documents, "Certificate")?;
+    ensure!(
+        certificate["spec"]["secretName"] == SECRET
+            && certificate["spec"]["dnsNames"]
+                == json!([
+                    "kerf-webhook.kerf.svc",
+                    "kerf-webhook.kerf.svc.cluster.local"
+                ])
+            && certificate["spec"]["issuerRef"]["name"] == issuer["metadata"]["name"],
+        "Certificate: {certificate}"
+    );
+    for kind in [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        let annotation = &of_kind(&documents, kind)?["metadata"]["annotations"]
+            ["cert-manager.io/inject-ca-from"];
+        ensure!(
+            annotation == "kerf/kerf-webhook",
+            "{kind} inject-ca-from: {annotation}"
+        );
+    }
+    // The apiserver has no cert-manager; everything else must be accepted as rendered.
+    let others: Vec<&Value> = documents
+        .iter()
+        .filter(|d| {
+            !d["apiVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("cert-manager.io/")
+        })
+        .collect();
+    let file = cluster.dir().join("without-cert-manager.json");
+    std::fs::write(
+        &file,
+        serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "List", "items": others}))?,
+    )?;
+    let out = cluster
+        .kubectl_ok(&[
+            "apply".as_ref(),
+            "--dry-run=server".as_ref(),
+            "-f".as_ref(),
+            file.as_os_str(),
+        ])
+        .await?;
+    let accepted = out
+        .lines()
+        .filter(|l| l.ends_with("(server dry run)"))
+        .count();
+    ensure!(
+        accepted == others.len() && others.len() >= 8,
+        "{accepted} of {} objects accepted:\n{out}",
+        others.len()
+    );
+    Ok(())
+}
+
+/// The webhook container of the self-signed Deployment, as (args, env) with the namespace resolved.
+async fn deployment_command(cluster: &Cluster) -> Result<(Vec<String>, Vec<(String, String)>)> {
+    let documents = render(cluster, "self-signed", &["certManager.enabled=false"]).await?;
+    let container =
+        &of_kind(&documents, "Deployment")?["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<String> = serde_json::from_value(container["args"].clone())?;
+    let mut env = Vec::new();
+    for variable in container["env"].as_array().context("env")? {
+        let name = variable["name"].as_str().context("env name")?.to_owned();
+        let value = match (
+            &variable["value"],
+            &variable["valueFrom"]["fieldRef"]["fieldPath"],
+        ) {
+            (Value::String(value), _) => value.clone(),
+            (_, path) if path == "metadata.namespace" => NAMESPACE.to_owned(),
+            other => anyhow::bail!("env {name}: cannot resolve {other:?} outside a pod"),
+        };
+        env.push((name, value));
+    }
+    Ok((args, env))
+}
+
+/// The Deployment's arguments for a process on this machine: listen on 127.0.0.1:`port`, files under `dir`, and
+/// 127.0.0.1 among the certificate's names. Fails if the chart no longer passes one of them.
+fn local_args(args: &[String], port: u16, dir: &Path) -> Result<Vec<String>> {
+    let mut local = Vec::new();
+    let mut changed = 0;
+    for arg in args {
+        let (flag, value) = arg.split_once('=').unwrap_or((arg, ""));
+        let replaced = match flag {
+            "--bind" => format!("--bind=127.0.0.1:{port}"),
+            "--tls-cert-file" => format!("--tls-cert-file={}", dir.join("tls.crt").display()),
+            "--tls-private-key-file" => {
+                format!("--tls-private-key-file={}", dir.join("tls.key").display())
+            }
+            "--self-signed-names" => format!("--self-signed-names={value},127.0.0.1"),
+            _ => {
+                local.push(arg.clone());
+                continue;
+            }
+        };
+        changed += 1;
+        local.push(replaced);
+    }
+    ensure!(
+        changed == 4,
+        "the chart's webhook arguments changed: {args:?}"
+    );
+    Ok(local)
+}
+
+/// A kubeconfig for this cluster that authenticates as the chart's ServiceAccount.
+async fn service_account_kubeconfig(cluster: &Cluster) -> Result<PathBuf> {
+    let client = cluster.client()?;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), NAMESPACE);
+    let accounts = &accounts;
+    let secret = poll(
+        "the kerf ServiceAccount's token",
+        Duration::from_secs(60),
+        || async move {
+            let account = accounts.get_opt(RELEASE).await?;
+            Ok(account
+                .and_then(|a| a.secrets)
+                .and_then(|s| s.into_iter().next())
+                .and_then(|s| s.name))
+        },
+    )
+    .await?;
+    let secrets: Api<Secret> = Api::namespaced(client, NAMESPACE);
+    let token = secrets
+        .get(&secret)
+        .await?
+        .data
+        .and_then(|d| d.get("token").cloned())
+        .context("the token Secret has no token")?;
+    let mut kubeconfig: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(cluster.kubeconfig())?)?;
+    kubeconfig["users"][0]["user"] = json!({"token": String::from_utf8(token.0)?});
+    let path = cluster.dir().join("kerf-sa.kubeconfig");
+    std::fs::write(&path, serde_yaml::to_string(&kubeconfig)?)?;
+    Ok(path)
+}
+
+async fn start_self_signed(
+    cluster: &Cluster,
+    args: &[String],
+    env: &[(String, String)],
+    port: u16,
+    kubeconfig: &Path,
+) -> Result<Process> {
+    let kubeconfig = kubeconfig.to_string_lossy();
+    let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    env.push(("KUBECONFIG", &kubeconfig));
+    start_kerf(
+        args,
+        &env,
+        &cluster.dir().join("kerf-self-signed.log"),
+        port,
+    )
+    .await
+}
+
+/// The PEM CA bundle of every webhook of both configurations, when they all agree.
+async fn injected_bundle(cluster: &Cluster) -> Result<Option<Vec<u8>>> {
+    let client = cluster.client()?;
+    let mutating = Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .get(RELEASE)
+        .await?;
+    let validating = Api::<ValidatingWebhookConfiguration>::all(client)
+        .get(RELEASE)
+        .await?;
+    let bundles: Vec<Option<Vec<u8>>> = mutating
+        .webhooks
+        .unwrap_or_default()
+        .into_iter()
+        .map(|w| w.client_config.ca_bundle.map(|b| b.0))
+        .chain(
+            validating
+                .webhooks
+                .unwrap_or_default()
+                .into_iter()
+                .map(|w| w.client_config.ca_bundle.map(|b| b.0)),
+        )
+        .collect();
+    ensure!(
+        bundles.len() == 5,
+        "expected 5 webhooks, found {}",
+        bundles.len()
+    );
+    Ok(bundles
+        .iter()
+        .all(|b| b.is_some() && *b == bundles[0])
+        .then(|| bundles[0].clone())
+        .flatten())
+}
+
+async fn self_signed_install(cluster: &Cluster) -> Result<Process> {
+    let port = free_port()?;
+    cluster
+        .helm(&[
+            "install",
+            RELEASE,
+            "charts/kerf",
+            "--namespace",
+            NAMESPACE,
+            "--set",
+            "certManager.enabled=false",
+            "--set",
+            &format!("webhook.url=https://127.0.0.1:{port}"),
+        ])
+        .await?;
+    let (args, env) = deployment_command(cluster).await?;
+    let tls_dir = cluster.dir().join("self-signed-tls");
+    std::fs::create_dir_all(&tls_dir)?;
+    let args = local_args(&args, port, &tls_dir)?;
+    let kubeconfig = service_account_kubeconfig(cluster).await?;
+    let webhook = start_self_signed(cluster, &args, &env, port, &kubeconfig).await?;
+
+    // The Secret holds the CA, and both configurations trust it.
+    let secrets: Api<Secret> = Api::namespaced(cluster.client()?, NAMESPACE);
+    let secret = secrets
+        .get(SECRET)
+        .await
+        .context("kerf did not create its Secret")?;
+    let data = secret.data.clone().context("the Secret has no data")?;
+    let ca = data
+        .get("ca.crt")
+        .context("no ca.crt in the Secret")?
+        .0
+        .clone();
+    poll(
+        "the CA bundle in both webhook configurations",
+        Duration::from_secs(60),
+        || async { Ok((injected_bundle(cluster).await? == Some(ca.clone())).then_some(())) },
+    )
+    .await?;
+    refused_through(cluster).await?;
+
+    // Another replica (here: a restart) serves the stored certificate rather than issuing its own.
+    drop(webhook);
+    let webhook = start_self_signed(cluster, &args, &env, port, &kubeconfig).await?;
+    refused_through(cluster).await?;
+    let after = secrets.get(SECRET).await?;
+    ensure!(
+        after.metadata.resource_version == secret.metadata.resource_version
+            && after.data == secret.data,
+        "the restart replaced the stored certificate"
+    );
+    ensure!(
+        std::fs::read(tls_dir.join("tls.crt"))? == data["tls.crt"].0,
+        "kerf does not serve the stored certificate"
+    );
+    Ok(webhook)
+}
+
+/// A bad NodePool is refused with kerf's message (polled: the apiserver picks up a new CA bundle asynchronously).
+async fn refused_through(cluster: &Cluster) -> Result<()> {
+    let bad = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "self-signed-bad"},
+        "spec": {"weight": 0, "template": {"spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": []}}}});
+    poll(
+        "kubectl to be refused by kerf",
+        Duration::from_secs(60),
+        || async {
+            let (ok, stderr) = cluster.apply(&bad).await?;
+            ensure!(!ok, "a bad NodePool was stored");
+            ensure!(
+                stderr.contains("spec.weight in body should be greater than or equal to 1"),
+                "kubectl said: {stderr}"
+            );
+            Ok(Some(()))
+        },
+    )
+    .await
+}
+
+/// The advice annotations of the pods with `selector` in `default`, once at least `count` pods carry them.
+async fn advised_pods(
+    cluster: &Cluster,
+    selector: &str,
+    count: usize,
+) -> Result<Vec<(Value, String)>> {
+    let pods: Api<Pod> = Api::namespaced(cluster.client()?, "default");
+    let pods = &pods;
+    poll(
+        &format!("{count} advised pods ({selector})"),
+        Duration::from_secs(90),
+        || async move {
+            let mut advised = Vec::new();
+            for pod in pods.list(&ListParams::default().labels(selector)).await? {
+                let annotations = pod.metadata.annotations.unwrap_or_default();
+                if let (Some(requirements), Some(summary)) =
+                    (annotations.get(REQUIREMENTS), annotations.get(SUMMARY))
+                {
+                    advised.push((serde_json::from_str(requirements)?, summary.clone()));
+                }
+            }
+            Ok((advised.len() >= count).then_some(advised))
+        },
+    )
+    .await
+}
+
+async fn pods_get_advice(cluster: &Cluster) -> Result<()> {
+    // Getting started, step 3: the mistakes example is refused (here by the CRD's enum, which the apiserver checks
+    // between the mutating and the validating webhooks).
+    let mistakes = repo_root().join("examples/mistakes.yaml");
+    let out = cluster
+        .kubectl(&["apply".as_ref(), "-f".as_ref(), mistakes.as_os_str()])
+        .await?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        !out.status.success() && stderr.contains(r#""weekend-freeze" is invalid"#),
+        "examples/mistakes.yaml: {stderr}"
+    );
+    let stored = cluster
+        .kubectl_ok(&["get", "nodepools", "-o", "name"])
+        .await?;
+    ensure!(stored.trim().is_empty(), "stored: {stored}");
+
+    let example = repo_root().join("examples/inflate.yaml");
+    // Advice is given once, when a pod is created: the NodePool must be known to kerf before the Deployment's pods
+    // appear. So the NodePool and EC2NodeClass go first, and a server-side dry run of a pod shows when kerf sees them.
+    let pools: Vec<Value> = yaml_documents(&example)?
+        .into_iter()
+        .filter(|d| d["kind"] != "Deployment")
+        .collect();
+    let file = cluster.dir().join("inflate-pools.json");
+    std::fs::write(
+        &file,
+        serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "List", "items": pools}))?,
+    )?;
+    cluster
+        .kubectl_ok(&["apply".as_ref(), "-f".as_ref(), file.as_os_str()])
+        .await?;
+    let probe = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "pause"}]}});
+    let probe_file = cluster.dir().join("probe.json");
+    std::fs::write(&probe_file, serde_json::to_vec(&probe)?)?;
+    poll(
+        "kerf to advise with the default NodePool",
+        Duration::from_secs(60),
+        || async {
+            let out = cluster
+                .kubectl_ok(&[
+                    "create".as_ref(),
+                    "--dry-run=server".as_ref(),
+                    "-o".as_ref(),
+                    "json".as_ref(),
+                    "-f".as_ref(),
+                    probe_file.as_os_str(),
+                ])
+                .await?;
+            let pod: Value = serde_json::from_str(&out)?;
+            Ok(pod["metadata"]["annotations"][SUMMARY]
+                .as_str()
+                .is_some_and(|s| s.starts_with("1 nodepool; default: "))
+                .then_some(()))
+        },
+    )
+    .await?;
+
+    // The getting-started commands.
+    cluster
+        .kubectl_ok(&["apply".as_ref(), "-f".as_ref(), example.as_os_str()])
+        .await?;
+    for (requirements, summary) in advised_pods(cluster, "app=inflate", 10).await? {
+        ensure!(
+            summary.starts_with("1 nodepool; default: "),
+            "summary: {summary}"
+        );
+        ensure!(
+            requirements["nodePools"][0]["name"] == "default"
+                && requirements["nodePools"][0]["instanceTypes"].as_u64() > Some(10)
+                && requirements["requests"]["cpu"] == "1"
+                && requirements["incompatible"] == json!([]),
+            "requirements: {requirements}"
+        );
+    }
+    let shown = cluster
+        .kubectl_ok(&[
+            "get",
+            "pods",
+            "-l",
+            "app=inflate",
+            "-o",
+            r"jsonpath={.items[0].metadata.annotations.kerf\.sh/instance-summary}",
+        ])
+        .await?;
+    ensure!(
+        shown.starts_with("1 nodepool; default: "),
+        "kubectl shows: {shown}"
+    );
+
+    cluster
+        .kubectl_ok(&[
+            "patch",
+            "deployment",
+            "inflate",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"template":{"spec":{"nodeSelector":{"kubernetes.io/arch":"arm64"}}}}}"#,
+        ])
+        .await?;
+    // The rollout's new pods carry the new template's hash; find one by its nodeSelector.
+    let pods: Api<Pod> = Api::namespaced(cluster.client()?, "default");
+    let pods = &pods;
+    let summary = poll(
+        "an arm64 pod with advice",
+        Duration::from_secs(90),
+        || async move {
+            let list = pods
+                .list(&ListParams::default().labels("app=inflate"))
+                .await?;
+            Ok(list.into_iter().find_map(|pod| {
+                let arm64 = pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_selector.as_ref())
+                    .is_some_and(|n| {
+                        n.get("kubernetes.io/arch").map(String::as_str) == Some("arm64")
+                    });
+                let summary = pod
+                    .metadata
+                    .annotations
+                    .and_then(|a| a.get(SUMMARY).cloned());
+                summary.filter(|_| arm64)
+            }))
+        },
+    )
+    .await?;
+    ensure!(
+        summary.starts_with("no nodepool fits: default: ")
+            && summary.contains("kubernetes.io/arch")
+            && summary.contains("arm64")
+            && summary.contains("amd64"),
+        "arm64 summary: {summary}"
+    );
+    Ok(())
+}

@@ -1,0 +1,10 @@
+//! The Kubernetes edge of `kerf webhook`: reflectors that keep NodePools and EC2NodeClasses in memory for pod
+//! advice, and the self-signed certificate mode (its Secret and the `caBundle` of the webhook configurations).
+//! Everything here talks to the apiserver; the decisions it feeds are pure and live elsewhere.
+
+pub mod ca_bundle;
+pub mod pools;
+pub mod self_signed;
+
+/// How long one apiserver call may take before it is abandoned and retried later.
+pub const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
