@@ -26,3 +26,4 @@ e2e:
 bench:
 	cargo bench -p kerf --bench webhook_https
 	cargo bench -p kerf --bench scheduling
+	cargo bench -p kerf --bench pod_advice
