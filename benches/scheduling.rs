@@ -14,6 +14,7 @@ use kerf::api::nodepool::NodePool;
 use kerf::catalog::Catalog;
 use kerf::scheduling::{PodInfo, Scheduler};
 use serde_json::{json, Value};
+use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
 const INSTANCE_TYPES: usize = 400;
@@ -169,6 +170,10 @@ fn solve_once(count: usize) {
         plan.unschedulable.len()
     );
     print_peak_memory();
+    // A fingerprint of the whole plan, so that a speed change can show it plans exactly as before.
+    let mut digest = std::collections::hash_map::DefaultHasher::new();
+    format!("{plan:?}").hash(&mut digest);
+    eprintln!("plan digest: {:016x}", digest.finish());
 }
 
 /// Peak resident memory of this process so far.
