@@ -11,6 +11,7 @@ use super::pod::{ports_clash, HostPort, PodInfo};
 use super::taints::{describe, untolerated};
 use super::template::Template;
 use super::topology::{Bound, Domains, Narrowing, Relax, Relaxed, Topology, TopologyKey};
+use super::type_name::TypeName;
 use crate::api::labels;
 use crate::api::nodepool::{NodePool, TaintEffect};
 use crate::api::requirements::{AllowUndefined, Requirement, Requirements};
@@ -27,7 +28,7 @@ pub struct PlannedClaim {
     /// The pool's requirements narrowed by the pods.
     pub requirements: Requirements,
     /// The types that fit every pod, cheapest first, at most [`MAX_INSTANCE_TYPES`].
-    pub instance_types: Vec<String>,
+    pub instance_types: Vec<TypeName>,
     /// `namespace/name` of each pod, in placement order.
     pub pods: Vec<String>,
     /// The sum of the pods' requests and the smallest DaemonSet overhead among the instance types.
@@ -137,6 +138,8 @@ pub struct Scheduler<'a> {
     min_values: MinValuesPolicy,
     /// The catalog's offerings as bits, when it has few enough zones.
     offering_bits: Option<OfferingBits>,
+    /// The catalog's type names, by catalog index, shared by the planned claims that list them.
+    names: Vec<TypeName>,
 }
 
 /// What one NodePool offers a pod: the instance types that fit it, or why none does.
@@ -223,6 +226,11 @@ impl<'a> Scheduler<'a> {
             daemons,
             min_values: MinValuesPolicy::default(),
             offering_bits: OfferingBits::new(catalog),
+            names: catalog
+                .instance_types
+                .iter()
+                .map(|it| TypeName::new(&it.name))
+                .collect(),
         }
     }
 
@@ -1085,7 +1093,7 @@ impl<'s> Solver<'s, '_> {
             requirements: claim.requirements.clone(),
             instance_types: ranked
                 .iter()
-                .map(|(i, _)| scheduler.catalog.instance_types[*i].name.clone())
+                .map(|(i, _)| scheduler.names[*i].clone())
                 .collect(),
             pods: claim.pods.iter().map(|p| pods[*p].key.clone()).collect(),
             requests,
