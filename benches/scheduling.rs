@@ -14,6 +14,8 @@ use kerf::api::nodepool::NodePool;
 use kerf::catalog::Catalog;
 use kerf::scheduling::{PodInfo, Scheduler};
 use serde_json::{json, Value};
+use std::fmt::Write;
+use std::hash::Hasher;
 use std::time::Duration;
 
 const INSTANCE_TYPES: usize = 400;
@@ -169,6 +171,22 @@ fn solve_once(count: usize) {
         plan.unschedulable.len()
     );
     print_peak_memory();
+    // A fingerprint of the whole plan, so that a speed change can show it plans exactly as before. The plan's
+    // text is streamed into the hash (as `str::hash` would hash it whole) so that it adds nothing to the peak.
+    let mut digest = HashWriter(std::collections::hash_map::DefaultHasher::new());
+    write!(digest, "{plan:?}").expect("hashing never fails");
+    digest.0.write_u8(0xff);
+    eprintln!("plan digest: {:016x}", digest.0.finish());
+}
+
+/// Feeds formatted text to a hasher.
+struct HashWriter(std::collections::hash_map::DefaultHasher);
+
+impl std::fmt::Write for HashWriter {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.write(s.as_bytes());
+        Ok(())
+    }
 }
 
 /// Peak resident memory of this process so far.

@@ -16,6 +16,7 @@ mod solve;
 mod taints;
 mod template;
 mod topology;
+mod type_name;
 
 pub use cluster::{bound_node, BoundPod, Cluster, ClusterError, DaemonSetPod, ExistingNode};
 pub use min_values::MinValuesPolicy;
@@ -25,3 +26,4 @@ pub use solve::{
     Scheduler, Unschedulable, MAX_INSTANCE_TYPES,
 };
 pub use template::{Limits, Template, NODES};
+pub use type_name::TypeName;

@@ -11,6 +11,7 @@ use super::pod::{ports_clash, HostPort, PodInfo};
 use super::taints::{describe, untolerated};
 use super::template::Template;
 use super::topology::{Bound, Domains, Narrowing, Relax, Relaxed, Topology, TopologyKey};
+use super::type_name::TypeName;
 use crate::api::labels;
 use crate::api::nodepool::{NodePool, TaintEffect};
 use crate::api::requirements::{AllowUndefined, Requirement, Requirements};
@@ -27,7 +28,7 @@ pub struct PlannedClaim {
     /// The pool's requirements narrowed by the pods.
     pub requirements: Requirements,
     /// The types that fit every pod, cheapest first, at most [`MAX_INSTANCE_TYPES`].
-    pub instance_types: Vec<String>,
+    pub instance_types: Vec<TypeName>,
     /// `namespace/name` of each pod, in placement order.
     pub pods: Vec<String>,
     /// The sum of the pods' requests and the smallest DaemonSet overhead among the instance types.
@@ -81,6 +82,8 @@ struct Claim {
     ports: Vec<HostPort>,
     /// The least room among its instance types.
     floor: Floor,
+    /// The zones and capacity types its requirements still allow, as [`domain_bits`] over its template's.
+    domains: [u64; 2],
 }
 
 /// The least room (allocatable minus daemon overhead) among a claim's instance types, in the core resources: a
@@ -135,6 +138,8 @@ pub struct Scheduler<'a> {
     min_values: MinValuesPolicy,
     /// The catalog's offerings as bits, when it has few enough zones.
     offering_bits: Option<OfferingBits>,
+    /// The catalog's type names, by catalog index, shared by the planned claims that list them.
+    names: Vec<TypeName>,
 }
 
 /// What one NodePool offers a pod: the instance types that fit it, or why none does.
@@ -221,6 +226,11 @@ impl<'a> Scheduler<'a> {
             daemons,
             min_values: MinValuesPolicy::default(),
             offering_bits: OfferingBits::new(catalog),
+            names: catalog
+                .instance_types
+                .iter()
+                .map(|it| TypeName::new(&it.name))
+                .collect(),
         }
     }
 
@@ -289,7 +299,7 @@ impl<'a> Scheduler<'a> {
             templates,
             claims: Vec::new(),
             order: Vec::new(),
-            topology: Topology::new(pods, &bound),
+            topology: Topology::new(pods, &bound, nodes.len()),
             nodes,
             node_domains,
         };
@@ -450,16 +460,27 @@ impl<'a> Scheduler<'a> {
             pods: Vec::new(),
             ports: Vec::new(),
             floor: Floor::default(),
+            domains: [u64::MAX; 2],
         };
         let (requirements, instance_types) = self.narrow(&empty, pod, requirements, extra)?;
         let instance_types = instance_types.unwrap_or(empty.instance_types);
+        let requirements = requirements.unwrap_or(empty.requirements);
         Ok(Claim {
-            requirements: requirements.unwrap_or(empty.requirements),
+            domains: self.domain_bits(t, &requirements),
+            requirements,
             floor: self.floor(t, &instance_types),
             instance_types,
             requests: pod.requests.clone(),
             ports: pod.host_ports.clone(),
             ..empty
+        })
+    }
+
+    /// The zones and capacity types of template `t` that `requirements` allow, as [`domain_bits`].
+    fn domain_bits(&self, t: usize, requirements: &Requirements) -> [u64; 2] {
+        VALUE_KEYS.map(|(key, k)| {
+            let theirs = requirements.get(key.label());
+            domain_bits(&self.domains[t][k], |d| theirs.is_none_or(|r| r.has(d)))
         })
     }
 
@@ -720,6 +741,15 @@ impl<'s> Solver<'s, '_> {
         self.narrowings_over(p, &scheduler.domains[t], requirements, relaxed)
     }
 
+    /// The domains of template `t` that `narrowings` allow, as [`domain_bits`] per key (all for a key they
+    /// leave alone).
+    fn narrowing_bits(&self, t: usize, narrowings: &[Narrowing]) -> [u64; 2] {
+        VALUE_KEYS.map(|(key, k)| match narrowings.iter().find(|n| n.key == key) {
+            Some(n) => domain_bits(&self.scheduler.domains[t][k], |d| n.allowed.contains(&d)),
+            None => u64::MAX,
+        })
+    }
+
     /// [`Self::narrowings`] over the zones and capacity types `domains`.
     fn narrowings_over<'d>(
         &self,
@@ -778,14 +808,40 @@ impl<'s> Solver<'s, '_> {
         }
         let hosts = self.nodes.len();
         let well_known = AllowUndefined::well_known_labels();
-        // Per template, computed on first use: the zone and capacity-type narrowings.
-        let mut narrowings: Vec<Option<Result<Vec<Narrowing<'s>>, String>>> =
-            vec![None; self.templates.len()];
-        // Claims planned earlier, fewest pods first (then oldest).
+        // Per template, computed on first use.
+        let mut narrowings: Vec<Option<TemplateNarrowings<'s>>> = vec![None; self.templates.len()];
+        // Claims planned earlier, fewest pods first (then oldest). A hostname-spread or anti-affinity pod that
+        // every claim turns away skips the walk.
         let mut placed = None;
-        for &c in &self.order {
+        let walk =
+            if self
+                .topology
+                .excludes_every_claim(self.pods, index, relaxed, self.claims.len())
+            {
+                &[][..]
+            } else {
+                &self.order[..]
+            };
+        for &c in walk {
             let claim = &self.claims[c];
             let template = &self.templates[claim.template];
+            let Ok((narrowing, allowed)) = narrowings[claim.template]
+                .get_or_insert_with(|| {
+                    self.narrowings(index, claim.template, requirements, relaxed)
+                        .map(|n| {
+                            let bits = self.narrowing_bits(claim.template, &n);
+                            (n, bits)
+                        })
+                })
+                .as_ref()
+            else {
+                continue;
+            };
+            // Most claims a zonal-spread pod walks past are in a zone it may not take: one AND rules them out,
+            // before the costlier checks.
+            if claim.domains[0] & allowed[0] == 0 || claim.domains[1] & allowed[1] == 0 {
+                continue;
+            }
             if untolerated(&pod.tolerations, &template.taints, soft).is_some()
                 || ports_clash(&pod.host_ports, &claim.ports)
                 || !self.topology.host_ok(self.pods, index, relaxed, hosts + c)
@@ -793,15 +849,7 @@ impl<'s> Solver<'s, '_> {
             {
                 continue;
             }
-            let Ok(narrowing) = narrowings[claim.template]
-                .get_or_insert_with(|| {
-                    self.narrowings(index, claim.template, requirements, relaxed)
-                })
-                .as_ref()
-            else {
-                continue;
-            };
-            // Most claims a pod walks past are in a domain it may not take: rule them out before allocating.
+            // Exact where the bits are not (more than 64 domains): rule the claim out before allocating.
             if !narrowing
                 .iter()
                 .all(|n| n.admits_any(claim.requirements.get(n.key.label())))
@@ -827,6 +875,7 @@ impl<'s> Solver<'s, '_> {
         if let Some((c, (merged, types))) = placed {
             let claim = &mut self.claims[c];
             if let Some(merged) = merged {
+                claim.domains = self.scheduler.domain_bits(claim.template, &merged);
                 claim.requirements = merged;
             }
             if let Some(types) = types {
@@ -1044,7 +1093,7 @@ impl<'s> Solver<'s, '_> {
             requirements: claim.requirements.clone(),
             instance_types: ranked
                 .iter()
-                .map(|(i, _)| scheduler.catalog.instance_types[*i].name.clone())
+                .map(|(i, _)| scheduler.names[*i].clone())
                 .collect(),
             pods: claim.pods.iter().map(|p| pods[*p].key.clone()).collect(),
             requests,
@@ -1055,6 +1104,23 @@ impl<'s> Solver<'s, '_> {
 
 /// Per template and allowed offerings (as bits): the template's types ranked, cheapest first.
 type Rankings = std::collections::HashMap<(usize, u64), Vec<(usize, f64)>>;
+
+/// Which of `domains` (a template's zones or capacity types) `allows` takes, bit i for the i-th; every bit set
+/// when there are more than 64, so that a test against the bits never rules anything out.
+fn domain_bits(domains: &[String], allows: impl Fn(&str) -> bool) -> u64 {
+    if domains.len() > 64 {
+        return u64::MAX;
+    }
+    domains
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| allows(d))
+        .fold(0, |bits, (i, _)| bits | 1 << i)
+}
+
+/// A pod's zone and capacity-type narrowings on one template with the domains they allow as
+/// [`domain_bits`], or the constraint that cannot be met.
+type TemplateNarrowings<'s> = Result<(Vec<Narrowing<'s>>, [u64; 2]), String>;
 
 /// How `narrow` checks that a type still has an allowed offering.
 enum Offers<'a> {

@@ -310,13 +310,16 @@ struct Counts {
     values: BTreeMap<String, u32>,
     /// By host index, for hostname.
     hosts: Vec<u32>,
+    /// How many claims (hosts from [`Topology::first_claim`] on) have a count: when every claim has, a pod
+    /// that may not join such a host need not look at the claims one by one.
+    claims_counted: usize,
     total: u32,
 }
 
 /// Counts a running pod in its node's domain of `key` (nothing when the node lacks the label).
 fn count_bound(counts: &mut Counts, key: TopologyKey, running: &Bound) {
     match key {
-        TopologyKey::Hostname => counts.add_host(running.host),
+        TopologyKey::Hostname => counts.add_host(running.host, false),
         key => {
             if let Some(domain) = running.domain(key) {
                 counts.add_value(domain);
@@ -339,9 +342,13 @@ impl Counts {
         self.total += 1;
     }
 
-    fn add_host(&mut self, host: usize) {
+    /// Counts a pod on `host`, a claim when `claim`.
+    fn add_host(&mut self, host: usize, claim: bool) {
         if self.hosts.len() <= host {
             self.hosts.resize(host + 1, 0);
+        }
+        if claim && self.hosts[host] == 0 {
+            self.claims_counted += 1;
         }
         self.hosts[host] += 1;
         self.total += 1;
@@ -386,6 +393,8 @@ pub struct Topology {
     matches: Vec<Vec<usize>>,
     /// Per pod: the anti-affinity groups whose selector matches it (the inverse constraint).
     inverse: Vec<Vec<usize>>,
+    /// The first host that is a claim: hosts before it are existing nodes.
+    first_claim: usize,
 }
 
 /// The domains of a zone or capacity-type key for a pod on a template.
@@ -467,7 +476,8 @@ impl Group {
 impl Topology {
     /// The topology of a solve of the pending `pods`, with the `bound` pods of existing nodes counted: they
     /// count for the pending pods' constraints, and their required anti-affinity keeps matching pods away.
-    pub fn new(pods: &[super::PodInfo], bound: &[Bound]) -> Self {
+    /// Hosts from `first_claim` on are claims.
+    pub fn new(pods: &[super::PodInfo], bound: &[Bound], first_claim: usize) -> Self {
         let mut ids: BTreeMap<GroupKey, usize> = BTreeMap::new();
         let mut groups = Vec::new();
         let mut group_of = |c: &TopologyConstraint| {
@@ -542,6 +552,7 @@ impl Topology {
             owned,
             matches,
             inverse,
+            first_claim,
         }
     }
 
@@ -584,6 +595,37 @@ impl Topology {
         }) && self.inverse[p].iter().all(|g| {
             let g = &self.groups[*g];
             g.key != TopologyKey::Hostname || g.owners.host(host) == 0
+        })
+    }
+
+    /// Whether some hostname constraint of pod `p` (its own, or the anti-affinity of pods it matches) rules out
+    /// every one of the `claims` claims of the solve because each already holds a pod it counts: then
+    /// [`Self::host_ok`] is false for each, and a caller can skip them all at once.
+    pub fn excludes_every_claim(
+        &self,
+        pods: &[super::PodInfo],
+        p: usize,
+        relaxed: Relaxed,
+        claims: usize,
+    ) -> bool {
+        // Only a constraint that a single counted pod breaks: anti-affinity, or a spread whose skew the pod
+        // itself uses up.
+        let one_breaks = |g: &Group, o: &Owned| match g.kind {
+            ConstraintKind::Spread { max_skew, .. } => {
+                i64::from(max_skew) - i64::from(o.self_match) == 0
+            }
+            ConstraintKind::Affinity => false,
+            ConstraintKind::AntiAffinity => true,
+        };
+        self.owned[p].iter().any(|o| {
+            let g = &self.groups[o.group];
+            g.key == TopologyKey::Hostname
+                && relaxed.keeps(pods[p].topology[o.constraint].relax)
+                && one_breaks(g, o)
+                && g.matching.claims_counted == claims
+        }) || self.inverse[p].iter().any(|g| {
+            let g = &self.groups[*g];
+            g.key == TopologyKey::Hostname && g.owners.claims_counted == claims
         })
     }
 
@@ -733,7 +775,7 @@ impl Topology {
         for g in &self.matches[p] {
             let g = &mut self.groups[*g];
             match g.key {
-                TopologyKey::Hostname => g.matching.add_host(host),
+                TopologyKey::Hostname => g.matching.add_host(host, host >= self.first_claim),
                 key => {
                     let domains = values(key);
                     if g.kind == ConstraintKind::AntiAffinity {
@@ -763,7 +805,7 @@ impl Topology {
                 continue;
             }
             match g.key {
-                TopologyKey::Hostname => g.owners.add_host(host),
+                TopologyKey::Hostname => g.owners.add_host(host, host >= self.first_claim),
                 key => {
                     for d in values(key) {
                         g.owners.add_value(d);
