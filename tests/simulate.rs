@@ -169,3 +169,44 @@ fn the_existing_cluster_fills_existing_capacity_first_and_echoes_the_seed() {
     assert_eq!(report.seed, None);
     assert_eq!(simulate("spot-fallback.yaml", &catalog()).seed, Some(7));
 }
+
+/// `kerf simulate` on `scenario` (a file in a fresh directory): exit code, stdout, stderr.
+fn kerf_simulate(scenario: &str) -> (i32, String, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("scenario.yaml");
+    std::fs::write(&path, scenario).expect("write scenario");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .arg("simulate")
+        .arg(&path)
+        .output()
+        .expect("run kerf simulate");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn large_scenarios_show_progress_on_stderr_and_small_ones_stay_quiet() {
+    let inflate = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/inflate.yaml"
+    ))
+    .expect("example");
+    assert!(inflate.contains("replicas: 10\n"), "the example changed");
+
+    let (code, stdout, stderr) = kerf_simulate(&inflate);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("10 pods"), "{stdout}");
+    assert!(!stderr.contains("simulating"), "{stderr}");
+
+    let large = inflate.replace("replicas: 10\n", "replicas: 1500\n");
+    let (code, stdout, stderr) = kerf_simulate(&large);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("1500 pods"), "{stdout}");
+    assert!(
+        stderr.contains("simulating 1500 pending pods") && stderr.contains("solved 1500 pods in"),
+        "{stderr}"
+    );
+}

@@ -23,9 +23,13 @@ pub enum Format {
     Json,
 }
 
+/// Scenarios with at least this many pending pods say on stderr when the solve starts and how long it took,
+/// so a long run is visibly working (20,000 pods take about a third of a second).
+const PROGRESS_PODS: usize = 1_000;
+
 /// Runs the simulation; returns the exit code (0, 1 for an invalid scenario, 2 for unreadable input).
 pub fn run(args: &SimulateArgs, stdout: &mut impl Write, stderr: &mut impl Write) -> u8 {
-    match simulate(args) {
+    match simulate(args, stderr) {
         Ok(report) => {
             let printed = match args.output {
                 Format::Text => write!(stdout, "{}", report.text()),
@@ -44,12 +48,15 @@ pub fn run(args: &SimulateArgs, stdout: &mut impl Write, stderr: &mut impl Write
     }
 }
 
-fn simulate(args: &SimulateArgs) -> Result<Report, (u8, String)> {
+fn simulate(args: &SimulateArgs, stderr: &mut impl Write) -> Result<Report, (u8, String)> {
     let name = args.scenario.display();
     let text = std::fs::read_to_string(&args.scenario).map_err(|e| (2, format!("{name}: {e}")))?;
     let scenario = load(&text).map_err(|e| (1, format!("{name}: {e}")))?;
     for ignored in &scenario.ignored {
-        eprintln!("note: {name}: {ignored} is not simulated yet and was ignored");
+        let _ = writeln!(
+            stderr,
+            "note: {name}: {ignored} is not simulated yet and was ignored"
+        );
     }
     let base = args.scenario.parent().unwrap_or(Path::new("."));
     let settings = &scenario.settings;
@@ -72,7 +79,16 @@ fn simulate(args: &SimulateArgs) -> Result<Report, (u8, String)> {
     let catalog = catalog_args.load().map_err(|e| (2, e))?;
     let simulation =
         Simulation::new(&scenario, &catalog).map_err(|e| (1, format!("{name}: {e}")))?;
+    let pending = simulation.pending_pods();
+    let progress = pending >= PROGRESS_PODS;
+    if progress {
+        let _ = writeln!(stderr, "simulating {pending} pending pods…");
+    }
     let started = Instant::now();
     let plan = simulation.solve();
-    Ok(simulation.report(&plan, started.elapsed().as_secs_f64()))
+    let seconds = started.elapsed().as_secs_f64();
+    if progress {
+        let _ = writeln!(stderr, "solved {pending} pods in {seconds:.2} s");
+    }
+    Ok(simulation.report(&plan, seconds))
 }

@@ -421,10 +421,10 @@ impl<'a> Scheduler<'a> {
                         false,
                     )
                     .map(|claim| {
-                        let ranked = self.ranked(&claim);
+                        let (instance_types, cheapest) = self.count_and_cheapest(&claim);
                         PoolFit {
-                            instance_types: ranked.len(),
-                            cheapest: self.choice(&claim, &ranked),
+                            instance_types,
+                            cheapest,
                         }
                     });
                 PoolOption {
@@ -598,6 +598,31 @@ impl<'a> Scheduler<'a> {
         ranked
             .sort_by(|(a, pa), (b, pb)| pa.total_cmp(pb).then_with(|| self.smaller_first(*a, *b)));
         ranked
+    }
+
+    /// How many of the claim's types have an allowed offering, and the first of them in [`Self::rank`]'s order,
+    /// in one pass without sorting: all pod advice needs, on the admission path.
+    fn count_and_cheapest(&self, claim: &Claim) -> (usize, Option<Choice>) {
+        let mut count = 0;
+        let mut best: Option<(usize, f64)> = None;
+        for &i in &claim.instance_types {
+            let it = &self.catalog.instance_types[i];
+            let Some(offering) = cheapest_offering(it, &claim.requirements) else {
+                continue;
+            };
+            count += 1;
+            let price = offering.price.unwrap_or(f64::INFINITY);
+            let better = best.is_none_or(|(b, pb)| {
+                price
+                    .total_cmp(&pb)
+                    .then_with(|| self.smaller_first(i, b))
+                    .is_lt()
+            });
+            if better {
+                best = Some((i, price));
+            }
+        }
+        (count, best.and_then(|b| self.choice(claim, &[b])))
     }
 
     /// Among equal prices (unknown ones included), the smaller type first, then the catalog order.

@@ -59,6 +59,11 @@ impl<'a> Simulation<'a> {
         self.pending.len()
     }
 
+    /// How many pods the solve places (pods without a node that no DaemonSet owns).
+    pub fn pending_pods(&self) -> usize {
+        self.pending.len()
+    }
+
     pub fn solve(&self) -> Plan {
         self.scheduler.solve_on(&self.pending, &self.cluster.nodes)
     }
