@@ -1,19 +1,37 @@
 //! Which offerings of an instance type a set of requirements allows, and the cheapest of them.
 
 use crate::api::labels;
-use crate::api::requirements::Requirements;
+use crate::api::requirements::{Requirement, Requirements};
 use crate::catalog::{CapacityType, Catalog, InstanceType, Offering};
 use std::collections::BTreeSet;
 
 /// Whether `requirements` allow buying `offering`: an available offering in an allowed zone and capacity type.
 pub fn allows(requirements: &Requirements, offering: &Offering) -> bool {
-    offering.available
-        && requirements
-            .get(labels::ZONE)
-            .is_none_or(|zone| zone.has(&offering.zone))
-        && requirements
-            .get(labels::CAPACITY_TYPE)
-            .is_none_or(|ct| ct.has(offering.capacity_type.as_str()))
+    OfferingFilter::new(requirements).allows(offering)
+}
+
+/// The zone and capacity-type requirements, looked up once for all the offerings of a type (the lookups cost
+/// more than the checks: pod advice walks every offering of every type of every pool).
+struct OfferingFilter<'r> {
+    zone: Option<&'r Requirement>,
+    capacity_type: Option<&'r Requirement>,
+}
+
+impl<'r> OfferingFilter<'r> {
+    fn new(requirements: &'r Requirements) -> Self {
+        OfferingFilter {
+            zone: requirements.get(labels::ZONE),
+            capacity_type: requirements.get(labels::CAPACITY_TYPE),
+        }
+    }
+
+    fn allows(&self, offering: &Offering) -> bool {
+        offering.available
+            && self.zone.is_none_or(|zone| zone.has(&offering.zone))
+            && self
+                .capacity_type
+                .is_none_or(|ct| ct.has(offering.capacity_type.as_str()))
+    }
 }
 
 /// The cheapest offering of `instance_type` that `requirements` allow; unknown prices rank last.
@@ -21,10 +39,11 @@ pub fn cheapest_offering<'a>(
     instance_type: &'a InstanceType,
     requirements: &Requirements,
 ) -> Option<&'a Offering> {
+    let filter = OfferingFilter::new(requirements);
     instance_type
         .offerings
         .iter()
-        .filter(|o| allows(requirements, o))
+        .filter(|o| filter.allows(o))
         .min_by(|a, b| {
             let price = |o: &Offering| o.price.unwrap_or(f64::INFINITY);
             price(a)
