@@ -58,6 +58,10 @@ pub struct ControllerArgs {
     /// Elect one active replica through a coordination.k8s.io Lease; off only for a single local process.
     #[arg(long, env = "LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
+    /// How often instances and NodeClaims are checked against each other: leaked instances terminated, NodeClaims
+    /// whose instance is gone deleted.
+    #[arg(long, env = "KERF_GC_INTERVAL", default_value = "2m", value_parser = humantime::parse_duration)]
+    pub gc_interval: Duration,
     /// Namespace of the Lease (the chart passes the pod's).
     #[arg(long, env = "KERF_NAMESPACE", default_value = "kube-system")]
     pub namespace: String,
@@ -70,6 +74,7 @@ impl ControllerArgs {
             cluster_name: self.cluster_name.clone(),
             batch_idle: self.batch_idle_duration,
             batch_max: self.batch_max_duration,
+            gc_interval: self.gc_interval,
             ..Settings::default()
         }
     }

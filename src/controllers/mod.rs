@@ -38,6 +38,8 @@ pub struct Settings {
     pub registration_ttl: Duration,
     /// How old an instance tagged for this cluster must be before it counts as leaked when no NodeClaim names it.
     pub leak_grace: Duration,
+    /// How often instances and NodeClaims are reconciled against each other (garbage collection).
+    pub gc_interval: Duration,
 }
 
 impl Default for Settings {
@@ -48,6 +50,7 @@ impl Default for Settings {
             batch_max: Duration::from_secs(10),
             registration_ttl: Duration::from_secs(15 * 60),
             leak_grace: Duration::from_secs(30),
+            gc_interval: Duration::from_secs(2 * 60),
         }
     }
 }
