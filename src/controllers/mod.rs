@@ -4,6 +4,7 @@
 //! - `nodeclaim`: a NodeClaim's lifecycle: launch, registration, initialization, registration timeout;
 //! - `termination`: a deleted NodeClaim or Node is drained (evictions honouring PDBs), then its instance is
 //!   terminated and the finalizers removed;
+//! - `nodeclass`: EC2NodeClass status: what its selectors resolve to, and whether it is ready;
 //! - `garbage`: instances tagged for this cluster with no NodeClaim are terminated after a grace period.
 //!
 //! They share one [`Context`]: the client, the cloud, the settings, the cluster state (reflectors), the clock,
@@ -12,6 +13,7 @@
 pub mod garbage;
 pub mod metrics;
 pub mod nodeclaim;
+pub mod nodeclass;
 pub mod provisioning;
 pub mod state;
 pub mod termination;
@@ -93,6 +95,7 @@ where
     controllers.spawn(provisioning::run(ctx.clone()));
     controllers.spawn(nodeclaim::run(ctx.clone()));
     controllers.spawn(termination::run(ctx.clone()));
+    controllers.spawn(nodeclass::run(ctx.clone()));
     controllers.spawn(garbage::run(ctx));
     while let Some(stopped) = controllers.join_next().await {
         match stopped {
