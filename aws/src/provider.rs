@@ -26,7 +26,7 @@ use crate::instance_types::{info_from_ec2, zones_by_type};
 use crate::launch_template::{BlockDevice, Metadata, TemplateConfig};
 use crate::pagination::collect_pages;
 use crate::resolve::{alias_parameters, tag_filters};
-use crate::user_data::{al2023, ClusterInfo, NodeSettings};
+use crate::user_data::{self, ClusterInfo, NodeSettings};
 
 /// How long connecting to an endpoint may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -419,10 +419,15 @@ impl AwsCloud {
         Ok(name)
     }
 
-    fn template_config(&self, request: &LaunchRequest, image_id: &str) -> TemplateConfig {
+    fn template_config(
+        &self,
+        request: &LaunchRequest,
+        image_id: &str,
+    ) -> Result<TemplateConfig, CloudError> {
         let spec = &request.node_class.spec;
         let resolved = &request.node_class.resolved;
-        let user_data = al2023(
+        let user_data = user_data::render(
+            spec,
             &self.settings.cluster,
             &NodeSettings {
                 labels: &request.labels,
@@ -430,8 +435,8 @@ impl AwsCloud {
                 kubelet: spec.kubelet.as_ref(),
                 custom: spec.user_data.as_deref(),
             },
-        );
-        TemplateConfig {
+        )?;
+        Ok(TemplateConfig {
             image_id: image_id.to_owned(),
             user_data,
             security_group_ids: resolved
@@ -443,7 +448,7 @@ impl AwsCloud {
             metadata: Metadata::of(spec),
             tags: template_tags(request.tags(&self.settings.cluster.name)),
             block_devices: BlockDevice::of(spec),
-        }
+        })
     }
 
     async fn create_fleet(
@@ -458,7 +463,7 @@ impl AwsCloud {
         let mut templates = Vec::new();
         for (image_id, overrides) in by_image {
             let template_name = self
-                .ensure_template(&self.template_config(request, image_id))
+                .ensure_template(&self.template_config(request, image_id)?)
                 .await?;
             templates.push(TemplateOverrides {
                 template_name,
