@@ -10,6 +10,7 @@ mod launch_template;
 mod pagination;
 mod provider;
 mod resolve;
+mod spot_prices;
 mod user_data;
 
 pub use pagination::{collect_pages, MAX_PAGES};
