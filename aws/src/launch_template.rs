@@ -122,12 +122,7 @@ impl TemplateConfig {
     /// `karpenter.k8s.aws/<16 hex digits>`: the same configuration always gets the same name, from any
     /// kerf version or replica (FNV-1a over a canonical rendering, not a per-process hasher).
     pub fn name(&self) -> String {
-        let canonical = format!("{self:?}");
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for byte in canonical.bytes() {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
+        let hash = crate::stable_hash::fnv1a(&format!("{self:?}"));
         format!("{NAME_PREFIX}{hash:016x}")
     }
 

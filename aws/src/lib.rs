@@ -5,12 +5,14 @@
 
 mod errors;
 mod fleet;
+mod instance_profile;
 mod instance_types;
 mod launch_template;
 mod pagination;
 mod provider;
 mod resolve;
 mod spot_prices;
+mod stable_hash;
 mod user_data;
 
 pub use pagination::{collect_pages, MAX_PAGES};

@@ -1,6 +1,6 @@
 //! [`AwsCloud`]: the [`CloudProvider`] on EC2 and SSM.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
@@ -22,6 +22,7 @@ use kerf::cloud::{
 
 use crate::errors::{api_error, code_of};
 use crate::fleet::{self, TemplateOverrides};
+use crate::instance_profile::{profile_name, profile_tags, role_changes, role_error, role_name};
 use crate::instance_types::{info_from_ec2, zones_by_type};
 use crate::launch_template::{BlockDevice, Metadata, TemplateConfig};
 use crate::pagination::collect_pages;
@@ -76,6 +77,7 @@ type Described = Arc<Vec<(InstanceTypeInfo, BTreeSet<String>)>>;
 pub struct AwsCloud {
     ec2: aws_sdk_ec2::Client,
     ssm: aws_sdk_ssm::Client,
+    iam: aws_sdk_iam::Client,
     settings: AwsSettings,
     region: String,
     described: tokio::sync::Mutex<Option<Described>>,
@@ -84,6 +86,8 @@ pub struct AwsCloud {
     ice: Mutex<IceCache>,
     /// Spot prices from the price history, refreshed hourly.
     spot: tokio::sync::Mutex<SpotPrices>,
+    /// Instance profiles known to hold their class's role: profile name → role name.
+    profiles: Mutex<HashMap<String, String>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -131,12 +135,14 @@ impl AwsCloud {
         Ok(AwsCloud {
             ec2: aws_sdk_ec2::Client::new(&config),
             ssm: aws_sdk_ssm::Client::new(&config),
+            iam: aws_sdk_iam::Client::new(&config),
             settings,
             region,
             described: tokio::sync::Mutex::new(None),
             templates: Mutex::new(HashSet::new()),
             ice: Mutex::new(IceCache::new()),
             spot: tokio::sync::Mutex::new(SpotPrices::default()),
+            profiles: Mutex::new(HashMap::new()),
         })
     }
 
@@ -216,6 +222,77 @@ impl AwsCloud {
                 })
             })
             .collect())
+    }
+
+    /// The instance profile kerf manages for class `node_class`, created when missing and made to hold exactly
+    /// `role`. A role that does not exist makes the class not ready.
+    async fn managed_profile(&self, node_class: &str, role: &str) -> Result<String, CloudError> {
+        let cluster = &self.settings.cluster.name;
+        let name = profile_name(cluster, &self.region, node_class);
+        let role = role_name(role);
+        if lock(&self.profiles).get(&name).is_some_and(|r| r == role) {
+            return Ok(name);
+        }
+        let found = self
+            .call(
+                "GetInstanceProfile",
+                self.iam
+                    .get_instance_profile()
+                    .instance_profile_name(&name)
+                    .send(),
+            )
+            .await;
+        let roles: Vec<String> = match found {
+            Ok(out) => out
+                .instance_profile
+                .map(|p| p.roles.into_iter().map(|r| r.role_name).collect())
+                .unwrap_or_default(),
+            Err(e) if code_of(&e) == Some("NoSuchEntity") => {
+                let mut create = self
+                    .iam
+                    .create_instance_profile()
+                    .instance_profile_name(&name);
+                for (key, value) in profile_tags(cluster, node_class) {
+                    let tag = aws_sdk_iam::types::Tag::builder()
+                        .key(key)
+                        .value(value)
+                        .build();
+                    create =
+                        create.tags(tag.map_err(|e| CloudError::InvalidRequest(e.to_string()))?);
+                }
+                match self.call("CreateInstanceProfile", create.send()).await {
+                    Ok(_) => {
+                        tracing::info!(instance_profile = %name, ec2nodeclass = node_class, "created instance profile")
+                    }
+                    Err(e) if code_of(&e) == Some("EntityAlreadyExists") => {}
+                    Err(e) => return Err(e),
+                }
+                vec![]
+            }
+            Err(e) => return Err(e),
+        };
+        let changes = role_changes(&roles, role);
+        for old in changes.remove {
+            let remove = self
+                .iam
+                .remove_role_from_instance_profile()
+                .instance_profile_name(&name)
+                .role_name(old);
+            self.call("RemoveRoleFromInstanceProfile", remove.send())
+                .await?;
+        }
+        if changes.add {
+            let add = self
+                .iam
+                .add_role_to_instance_profile()
+                .instance_profile_name(&name)
+                .role_name(role);
+            self.call("AddRoleToInstanceProfile", add.send())
+                .await
+                .map_err(|e| role_error(node_class, role, e))?;
+        }
+        lock(&self.profiles).insert(name.clone(), role.to_owned());
+        Ok(name)
     }
 
     async fn subnets(&self, spec: &EC2NodeClassSpec) -> Result<Vec<ResolvedSubnet>, CloudError> {
@@ -605,7 +682,11 @@ impl CloudProvider for AwsCloud {
             subnets: self.subnets(spec).await?,
             security_groups: self.security_groups(spec).await?,
             amis: self.amis(spec).await?,
-            instance_profile: spec.instance_profile.clone(),
+            instance_profile: match (&spec.instance_profile, &spec.role) {
+                (Some(profile), _) => Some(profile.clone()),
+                (None, Some(role)) => Some(self.managed_profile(name, role).await?),
+                (None, None) => None,
+            },
         };
         NodeClass::ready(name, spec, resolved)
     }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The AWS API emulator of the e2e suite: moto 5.2.5 (PyPI, pinned by aws-emu/constraints.txt) run through
 # aws-emu/moto_emu.py, which adds capacity/API fault injection (`/_emu/faults`) and seeds the EKS SSM
-# parameters that moto lacks (aws-emu/ssm-seed.json, pointing at the AMIs of aws-emu/amis.json).
+# parameters that moto lacks (aws-emu/ssm-seed.json, pointing at the AMIs of aws-emu/amis.json); `start` also
+# creates the IAM role `KarpenterNodeRole` the tests' EC2NodeClasses name.
 #
 #   aws-emu.sh install        creates the venv under $KERF_CACHE/aws-emu (~30 s once; idempotent)
 #   aws-emu.sh start DIR      starts a server on a free 127.0.0.1 port with its state in DIR (pid, port,
@@ -75,7 +76,7 @@ start() {
   fi
   # Ready once an EC2 call answers; that first call also loads moto's instance-type data (~2 s).
   if ! "$VENV/bin/python" - "$port" "${AWS_EMU_START_TIMEOUT:-60}" "$(cat "$dir/server.pid")" <<'PYEOF'
-import os, sys, time, urllib.request
+import os, sys, time, urllib.parse, urllib.request
 port, timeout, pid = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 deadline = time.time() + timeout
 request = urllib.request.Request(
@@ -96,6 +97,15 @@ while True:
         if time.time() > deadline:
             sys.exit(f"no answer within {timeout:.0f} s: {e}")
         time.sleep(0.2)
+# The node role the tests' EC2NodeClasses name (`role: KarpenterNodeRole`): kerf makes an instance profile for it.
+policy = '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}'
+urllib.request.urlopen(urllib.request.Request(
+    f"http://127.0.0.1:{port}/", method="POST",
+    data=urllib.parse.urlencode({"Action": "CreateRole", "Version": "2010-05-08", "RoleName": "KarpenterNodeRole",
+                                 "AssumeRolePolicyDocument": policy}).encode(),
+    headers={"Content-Type": "application/x-www-form-urlencoded",
+             "Authorization": "AWS4-HMAC-SHA256 Credential=testing/20240101/us-east-1/iam/aws4_request, "
+                              "SignedHeaders=host, Signature=0"}), timeout=10).read()
 PYEOF
   then
     tail -n 20 "$dir/server.log" >&2 || true

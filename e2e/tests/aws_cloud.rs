@@ -44,6 +44,13 @@ async fn a_node_class_resolves_to_its_subnets_security_group_and_newest_amis() -
         .map(|g| g.id.clone())
         .collect();
     assert_eq!(groups, std::slice::from_ref(&network.security_group_id));
+    // `role` gets an instance profile kerf manages for the class (the emulator holds the role).
+    let profile = class.resolved.instance_profile.clone().unwrap_or_default();
+    assert!(profile.starts_with(&format!("{cluster}_")), "{profile}");
+    let again = cloud
+        .resolve_node_class("default", &node_class_spec(&cluster)?)
+        .await?;
+    assert_eq!(again.resolved.instance_profile, Some(profile));
     // The seeded SSM parameters of al2023@latest name these AMIs (e2e/scripts/aws-emu/).
     let amis: Vec<_> = class
         .resolved
@@ -72,6 +79,16 @@ async fn a_node_class_resolves_to_its_subnets_security_group_and_newest_amis() -
         network.security_group_id
     );
     assert_eq!(class.resolved.amis.len(), 2);
+
+    // A role IAM does not have leaves the class not ready, naming the role.
+    let mut no_role = node_class_spec(&cluster)?;
+    no_role.role = Some("NoSuchRole".to_owned());
+    match cloud.resolve_node_class("no-role", &no_role).await {
+        Err(CloudError::NodeClassNotReady { reason, .. }) => {
+            assert!(reason.contains("NoSuchRole"), "{reason}");
+        }
+        other => panic!("expected NodeClassNotReady, got {other:?}"),
+    }
 
     // Selectors that match nothing leave the class not ready.
     let nothing = node_class_spec("no-such-cluster")?;
