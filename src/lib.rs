@@ -4,6 +4,7 @@ pub mod catalog;
 pub mod cli;
 pub mod cloud;
 pub mod disruption;
+pub mod interruption;
 pub mod kube;
 pub mod manifest;
 pub mod scheduling;
