@@ -171,3 +171,68 @@ where
         message,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use aws_sdk_sqs::error::ErrorMetadata;
+    use aws_sdk_sqs::operation::receive_message::ReceiveMessageError;
+
+    use super::*;
+
+    const BOUND: Duration = Duration::from_millis(50);
+
+    /// An answer of SQS with an error `code`.
+    fn service_error(code: &str) -> SdkError<ReceiveMessageError, ()> {
+        let meta = ErrorMetadata::builder()
+            .code(code)
+            .message("the answer's message")
+            .build();
+        SdkError::service_error(ReceiveMessageError::generic(meta), ())
+    }
+
+    async fn answer(error: SdkError<ReceiveMessageError, ()>) -> Result<(), QueueError> {
+        bounded("ReceiveMessage", BOUND, "q-url", async { Err(error) }).await
+    }
+
+    #[tokio::test]
+    async fn a_missing_queue_is_no_such_queue_in_either_protocols_words() {
+        for code in NO_SUCH_QUEUE {
+            assert_eq!(
+                answer(service_error(code)).await,
+                Err(QueueError::NoSuchQueue {
+                    queue: "q-url".into()
+                }),
+                "{code}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn other_answers_keep_their_code_and_message() {
+        assert_eq!(
+            answer(service_error("OverLimit")).await,
+            Err(QueueError::Api {
+                operation: "ReceiveMessage",
+                code: "OverLimit".into(),
+                message: "the answer's message".into(),
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn a_call_past_its_bound_or_timed_out_by_the_sdk_is_a_timeout() {
+        let timeout = Err(QueueError::Timeout {
+            operation: "ReceiveMessage",
+            after: BOUND,
+        });
+        let never = std::future::pending::<Result<(), SdkError<ReceiveMessageError, ()>>>();
+        assert_eq!(
+            bounded("ReceiveMessage", BOUND, "q-url", never).await,
+            timeout
+        );
+        assert_eq!(
+            answer(SdkError::timeout_error("operation timeout")).await,
+            timeout
+        );
+    }
+}
