@@ -3,7 +3,7 @@
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked -p kerf --bin kerf
+RUN cargo build --release --locked -p kerf-cmd --bin kerf
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /src/target/release/kerf /usr/local/bin/kerf

@@ -20,7 +20,7 @@ e2e:
 	bash e2e/scripts/build-control-plane.sh
 	bash e2e/scripts/helm.sh
 	bash e2e/scripts/aws-emu.sh install
-	cargo build -p kerf --bin kerf --locked
+	cargo build -p kerf-cmd --bin kerf --locked
 	KERF_E2E=1 KERF_BIN=$(CARGO_TARGET_DIR)/debug/kerf cargo test -p kerf-e2e --locked
 
 bench:

@@ -4,10 +4,11 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use aws_sdk_sqs::types::QueueAttributeName;
+use kerf::engine::SystemClock;
 use kerf::interruption::{
     process_batch, Action, BatchReport, ClaimInfo, EventReason, Handler, Kind, MessageQueue,
     QueueError,
@@ -138,7 +139,7 @@ async fn interruption_events_are_received_dispatched_and_deleted() -> Result<()>
         );
         add(
             &mut total,
-            process_batch(&queue, &cluster, SystemTime::now).await?,
+            process_batch(&queue, &cluster, &SystemClock).await?,
         );
     }
 

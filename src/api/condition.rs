@@ -26,3 +26,83 @@ pub struct Condition {
     #[schemars(range(min = 0))]
     pub observed_generation: Option<i64>,
 }
+
+/// Sets the condition `type_` in `conditions`: its `lastTransitionTime` becomes `now` (RFC 3339) only when the
+/// status changes, so the time says since when the status holds. Returns whether anything changed.
+pub fn set(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: &str,
+    now: &str,
+    observed_generation: Option<i64>,
+) -> bool {
+    let status = if status { "True" } else { "False" };
+    let next = |last_transition_time: String| Condition {
+        type_: type_.to_owned(),
+        status: status.to_owned(),
+        last_transition_time,
+        reason: reason.to_owned(),
+        message: message.to_owned(),
+        observed_generation,
+    };
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(existing) => {
+            let time = if existing.status == status {
+                existing.last_transition_time.clone()
+            } else {
+                now.to_owned()
+            };
+            let updated = next(time);
+            let changed = *existing != updated;
+            *existing = updated;
+            changed
+        }
+        None => {
+            conditions.push(next(now.to_owned()));
+            true
+        }
+    }
+}
+
+/// Whether `conditions` holds `type_` with status `True`.
+pub fn is_true(conditions: &[Condition], type_: &str) -> bool {
+    conditions
+        .iter()
+        .any(|c| c.type_ == type_ && c.status == "True")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_transition_time_moves_only_when_the_status_changes() {
+        let mut conditions = vec![];
+        assert!(set(&mut conditions, "Ready", false, "A", "", "t1", None));
+        assert!(set(&mut conditions, "Ready", false, "B", "why", "t2", None));
+        assert_eq!(conditions[0].last_transition_time, "t1");
+        assert!(!set(
+            &mut conditions,
+            "Ready",
+            false,
+            "B",
+            "why",
+            "t3",
+            None
+        ));
+        assert!(set(
+            &mut conditions,
+            "Ready",
+            true,
+            "Ready",
+            "",
+            "t4",
+            Some(2)
+        ));
+        assert_eq!(conditions[0].last_transition_time, "t4");
+        assert!(is_true(&conditions, "Ready"));
+        assert_eq!(conditions.len(), 1);
+    }
+}

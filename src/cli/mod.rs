@@ -1,5 +1,6 @@
 //! The `kerf` command line.
 
+pub mod controller;
 pub mod simulate;
 pub mod validate;
 pub mod webhook;
@@ -35,6 +36,8 @@ pub enum Command {
     Validate(validate::ValidateArgs),
     /// Serve the admission webhooks over HTTPS.
     Webhook(webhook::WebhookArgs),
+    /// Run the controllers: provision nodes for pending pods, carry NodeClaims through their lifecycle, terminate.
+    Controller(Box<controller::ControllerArgs>),
     /// Simulate a scenario: which nodes kerf would launch for its pods, and what they cost.
     Simulate(simulate::SimulateArgs),
     /// Print the CustomResourceDefinitions.

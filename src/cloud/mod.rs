@@ -26,7 +26,8 @@ pub use launch::{
     TAG_EC2NODECLASS, TAG_EKS_CLUSTER_NAME, TAG_NODECLAIM, TAG_NODEPOOL, UNREGISTERED_TAINT_KEY,
 };
 pub use node_class::{
-    newest_per_architecture, NodeClass, ResolvedAmi, ResolvedNodeClass, ResolvedSubnet,
+    newest_per_architecture, NodeClass, ResolvedAmi, ResolvedNodeClass, ResolvedSubnet, NO_AMIS,
+    NO_SECURITY_GROUPS, NO_SUBNETS,
 };
 
 use crate::api::ec2nodeclass::EC2NodeClassSpec;

@@ -6,6 +6,11 @@ use std::collections::HashMap;
 use super::error::CloudError;
 use crate::api::ec2nodeclass::{EC2NodeClassSpec, SecurityGroup, Subnet};
 
+/// The reasons a class is not ready (the `reason` of [`CloudError::NodeClassNotReady`]).
+pub const NO_SUBNETS: &str = "no subnet matches subnetSelectorTerms";
+pub const NO_SECURITY_GROUPS: &str = "no security group matches securityGroupSelectorTerms";
+pub const NO_AMIS: &str = "no AMI matches amiSelectorTerms";
+
 /// An EC2NodeClass ready to launch from.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NodeClass {
@@ -93,14 +98,15 @@ impl ResolvedNodeClass {
             .collect()
     }
 
-    /// Why nothing can be launched from this class, if so.
+    /// Why nothing can be launched from this class, if so: one of [`NO_SUBNETS`], [`NO_SECURITY_GROUPS`],
+    /// [`NO_AMIS`].
     pub fn not_ready_reason(&self) -> Option<&'static str> {
         if self.subnets.is_empty() {
-            Some("no subnet matches subnetSelectorTerms")
+            Some(NO_SUBNETS)
         } else if self.security_groups.is_empty() {
-            Some("no security group matches securityGroupSelectorTerms")
+            Some(NO_SECURITY_GROUPS)
         } else if self.amis.is_empty() {
-            Some("no AMI matches amiSelectorTerms")
+            Some(NO_AMIS)
         } else {
             None
         }

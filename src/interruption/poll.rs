@@ -1,6 +1,6 @@
 //! The interruption loop: receive a batch, read and dispatch each message, let the controller's
 //! [`Handler`] carry out the actions, delete what was handled. What happened is returned as a
-//! [`BatchReport`] (the controller owns the metrics); the time comes in from the caller.
+//! [`BatchReport`] (the controller owns the metrics); the time comes from the caller's [`Clock`].
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -11,6 +11,7 @@ use futures::future::join_all;
 use super::dispatch::{dispatch, Action, ClaimInfo};
 use super::message::{parse, Kind};
 use super::queue::{MessageQueue, QueueError, QueueMessage};
+use crate::engine::Clock;
 
 /// First wait after a failed receive; it doubles per failure in a row, up to [`MAX_BACKOFF`].
 pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -65,15 +66,15 @@ enum Outcome {
 }
 
 /// Receives one batch (waiting as long as the queue's long poll) and handles its messages concurrently;
-/// `now` is read once the batch has arrived. Only a failed receive is an error: every message's own
+/// the clock is read once the batch has arrived. Only a failed receive is an error: every message's own
 /// failures are logged and counted in the report.
 pub async fn process_batch<Q: MessageQueue, H: Handler>(
     queue: &Q,
     handler: &H,
-    now: impl Fn() -> SystemTime,
+    clock: &(impl Clock + ?Sized),
 ) -> Result<BatchReport, QueueError> {
     let messages = queue.receive().await?;
-    let received_at = now();
+    let received_at = clock.now();
     let outcomes = join_all(
         messages
             .iter()
@@ -163,7 +164,7 @@ async fn delete<Q: MessageQueue>(queue: &Q, message: &QueueMessage) -> bool {
 pub async fn run<Q, H, S>(
     queue: &Q,
     handler: &H,
-    now: impl Fn() -> SystemTime,
+    clock: &(impl Clock + ?Sized),
     sleep: impl Fn(Duration) -> S,
     mut observe: impl FnMut(&Result<BatchReport, QueueError>),
     shutdown: impl Future<Output = ()>,
@@ -178,7 +179,7 @@ pub async fn run<Q, H, S>(
         let result = tokio::select! {
             biased;
             () = &mut shutdown => return,
-            result = process_batch(queue, handler, &now) => result,
+            result = process_batch(queue, handler, clock) => result,
         };
         observe(&result);
         match result {

@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 use super::*;
 use crate::catalog::CapacityType;
 use crate::cloud::OfferingKey;
+use crate::engine::Clock;
 
 const INSTANCE: &str = "i-0123456789abcdef0";
 
@@ -17,6 +18,20 @@ fn examples() -> Vec<&'static str> {
 /// The examples' `time`.
 fn event_time() -> SystemTime {
     humantime::parse_rfc3339("2025-03-01T10:00:00Z").unwrap()
+}
+
+/// A clock stopped at `.0`.
+struct At(SystemTime);
+
+impl Clock for At {
+    fn now(&self) -> SystemTime {
+        self.0
+    }
+}
+
+/// A clock stopped at the examples' `time`.
+fn at_event_time() -> At {
+    At(event_time())
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -85,9 +100,13 @@ async fn a_batch_acts_on_every_event_deletes_every_message_and_reports_kinds_and
     queue.send(r#"{"version":"0","source":"aws.ec2","detail-type":"EC2 AMI State Change","time":"2025-03-01T10:00:00Z","detail":{}}"#);
     let recorder = Recorder::default();
 
-    let report = process_batch(&queue, &recorder, || event_time() + Duration::from_secs(30))
-        .await
-        .unwrap();
+    let report = process_batch(
+        &queue,
+        &recorder,
+        &At(event_time() + Duration::from_secs(30)),
+    )
+    .await
+    .unwrap();
 
     assert_eq!(
         report,
@@ -150,7 +169,9 @@ async fn a_failed_action_leaves_the_message_for_a_retry_that_repeats_its_actions
     let recorder = Recorder::default();
     recorder.failing.lock().unwrap().insert("web-1".into());
 
-    let report = process_batch(&queue, &recorder, event_time).await.unwrap();
+    let report = process_batch(&queue, &recorder, &at_event_time())
+        .await
+        .unwrap();
     assert_eq!(
         (
             report.received[&Kind::SpotInterrupted],
@@ -167,12 +188,16 @@ async fn a_failed_action_leaves_the_message_for_a_retry_that_repeats_its_actions
     assert_eq!(queue.bodies(), [examples()[0]]);
 
     // Still invisible until its visibility timeout passes.
-    let report = process_batch(&queue, &recorder, event_time).await.unwrap();
+    let report = process_batch(&queue, &recorder, &at_event_time())
+        .await
+        .unwrap();
     assert_eq!(report, BatchReport::default());
 
     recorder.failing.lock().unwrap().clear();
     queue.expire_visibility();
-    let report = process_batch(&queue, &recorder, event_time).await.unwrap();
+    let report = process_batch(&queue, &recorder, &at_event_time())
+        .await
+        .unwrap();
     assert_eq!((report.deleted, report.left_for_retry), (1, 0));
     assert!(queue.bodies().is_empty());
     assert_eq!(
@@ -198,7 +223,9 @@ async fn a_failed_delete_is_counted_and_the_message_comes_back() {
         message: "try again".into(),
     });
     let recorder = Recorder::default();
-    let report = process_batch(&queue, &recorder, event_time).await.unwrap();
+    let report = process_batch(&queue, &recorder, &at_event_time())
+        .await
+        .unwrap();
     assert_eq!(
         (
             report.deleted,
@@ -208,7 +235,9 @@ async fn a_failed_delete_is_counted_and_the_message_comes_back() {
         (0, 1, 0)
     );
     queue.expire_visibility();
-    let report = process_batch(&queue, &recorder, event_time).await.unwrap();
+    let report = process_batch(&queue, &recorder, &at_event_time())
+        .await
+        .unwrap();
     assert_eq!((report.deleted, report.delete_failures), (1, 0));
     assert!(queue.bodies().is_empty());
     assert_eq!(recorder.applied().len(), 2);
@@ -218,9 +247,11 @@ async fn a_failed_delete_is_counted_and_the_message_comes_back() {
 async fn an_event_from_the_future_has_zero_latency_and_a_failed_receive_is_the_error() {
     let queue = MemoryQueue::new();
     queue.send(examples()[1]);
-    let report = process_batch(&queue, &Recorder::default(), || {
-        event_time() - Duration::from_secs(5)
-    })
+    let report = process_batch(
+        &queue,
+        &Recorder::default(),
+        &At(event_time() - Duration::from_secs(5)),
+    )
     .await
     .unwrap();
     assert_eq!(report.queue_latencies, [Duration::ZERO]);
@@ -230,7 +261,7 @@ async fn an_event_from_the_future_has_zero_latency_and_a_failed_receive_is_the_e
     };
     queue.fail_next_receive(fault.clone());
     assert_eq!(
-        process_batch(&queue, &Recorder::default(), event_time).await,
+        process_batch(&queue, &Recorder::default(), &at_event_time()).await,
         Err(fault)
     );
 }
@@ -248,7 +279,7 @@ async fn run_until(
     run(
         queue,
         recorder,
-        event_time,
+        &at_event_time(),
         |backoff| {
             let sleeps = &sleeps;
             // Recorded when waited for: a shutdown during the backoff drops the wait unpolled.
@@ -332,7 +363,7 @@ async fn the_loop_returns_at_once_when_shut_down_before_it_starts() {
     run(
         &queue,
         &Recorder::default(),
-        event_time,
+        &at_event_time(),
         |_| std::future::ready(()),
         |_| observed += 1,
         std::future::ready(()),

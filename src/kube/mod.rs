@@ -1,8 +1,10 @@
-//! The Kubernetes edge of `kerf webhook`: reflectors that keep NodePools and EC2NodeClasses in memory for pod
-//! advice, and the self-signed certificate mode (its Secret and the `caBundle` of the webhook configurations).
-//! Everything here talks to the apiserver; the decisions it feeds are pure and live elsewhere.
+//! The Kubernetes edge: reflectors that keep NodePools and EC2NodeClasses in memory for pod advice, the
+//! self-signed certificate mode (its Secret and the `caBundle` of the webhook configurations), and what the
+//! controllers write besides their own objects (Events). Everything here talks to the apiserver; the decisions
+//! it feeds are pure and live elsewhere.
 
 pub mod ca_bundle;
+pub mod events;
 pub mod pools;
 pub mod self_signed;
 

@@ -3,6 +3,8 @@ use clap::Parser;
 use kerf::cli::{Cli, Command, LogFormat};
 use std::process::ExitCode;
 
+mod controller;
+
 // The webhook allocates a JSON tree per review; mimalloc halves what glibc malloc costs there.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -43,6 +45,12 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             runtime.block_on(kerf::cli::webhook::run(&args))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Controller(args) => {
+            let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(controller::run(&args))?;
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -8,7 +8,7 @@ use serde_json::Value;
 fn catalog() -> Catalog {
     let prices = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../shared/data/ec2-on-demand-prices.json"
+        "/../../shared/data/ec2-on-demand-prices.json"
     ))
     .expect("../shared/data/ec2-on-demand-prices.json beside the checkout");
     Catalog::embedded(
@@ -20,9 +20,11 @@ fn catalog() -> Catalog {
 }
 
 fn simulate(example: &str, catalog: &Catalog) -> Report {
-    let text =
-        std::fs::read_to_string(format!("{}/examples/{example}", env!("CARGO_MANIFEST_DIR")))
-            .expect("example");
+    let text = std::fs::read_to_string(format!(
+        "{}/../examples/{example}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .expect("example");
     let scenario = load(&text).expect("valid scenario");
     let simulation = Simulation::new(&scenario, catalog).expect("simulation");
     simulation.report(&simulation.solve(), 0.0)
@@ -96,7 +98,7 @@ fn without_prices_the_report_says_so() {
 fn invalid_scenarios_are_refused_with_every_error() {
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/examples/mistakes.yaml"
+        "/../examples/mistakes.yaml"
     ))
     .expect("example");
     let err = load(&text).expect_err("invalid").to_string();
@@ -110,7 +112,7 @@ fn invalid_scenarios_are_refused_with_every_error() {
 const UPDATE_GOLDEN: &str = "KERF_UPDATE_GOLDEN";
 
 /// Every example's JSON report (without `solveSeconds`) equals the checked-in one under tests/golden/.
-/// `KERF_UPDATE_GOLDEN=1 cargo test -p kerf --test simulate golden` rewrites them after an intended change.
+/// `KERF_UPDATE_GOLDEN=1 cargo test -p kerf-cmd --test simulate golden` rewrites them after an intended change.
 #[test]
 fn golden_reports_of_the_examples() {
     let catalog = catalog();
@@ -191,7 +193,7 @@ fn kerf_simulate(scenario: &str) -> (i32, String, String) {
 fn large_scenarios_show_progress_on_stderr_and_small_ones_stay_quiet() {
     let inflate = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/examples/inflate.yaml"
+        "/../examples/inflate.yaml"
     ))
     .expect("example");
     assert!(inflate.contains("replicas: 10\n"), "the example changed");

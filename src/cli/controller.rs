@@ -1,0 +1,105 @@
+//! `kerf controller`: its flags (Karpenter's setting names as environment fallbacks). The command itself runs
+//! in the `kerf-cmd` crate, which builds the AWS cloud provider and hands it to [`crate::controllers::run`].
+
+use crate::cloud::CloudProvider;
+use crate::controllers::metrics::Metrics;
+use crate::controllers::state::ClusterState;
+use crate::controllers::{self, Context, Settings};
+use crate::engine::SystemClock;
+use crate::kube::events::Events;
+use anyhow::Context as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinSet;
+
+#[derive(clap::Args, Debug)]
+pub struct ControllerArgs {
+    /// The cluster's name: instances are tagged `kubernetes.io/cluster/<name>` and join it.
+    #[arg(long, env = "CLUSTER_NAME")]
+    pub cluster_name: String,
+    /// The API server URL nodes join (their user data).
+    #[arg(long, env = "CLUSTER_ENDPOINT")]
+    pub cluster_endpoint: String,
+    /// Base64 PEM of the cluster CA, for the nodes' user data.
+    #[arg(long, env = "CLUSTER_CA_BUNDLE")]
+    pub cluster_ca_bundle: Option<String>,
+    /// The cluster's service CIDR, for the nodes' user data.
+    #[arg(long, env = "CLUSTER_CIDR")]
+    pub cluster_cidr: Option<String>,
+    /// The Kubernetes minor version (`1.30`) AMI aliases resolve EKS-optimized AMIs for.
+    #[arg(long, env = "KUBERNETES_VERSION", default_value = "1.30")]
+    pub kubernetes_version: String,
+    /// AWS region; by default the standard chain's (`AWS_REGION`, profile, instance metadata).
+    #[arg(long, env = "AWS_REGION")]
+    pub aws_region: Option<String>,
+    /// One endpoint for every AWS service (an emulator such as moto); AWS itself when unset.
+    #[arg(long, env = "AWS_ENDPOINT_URL")]
+    pub aws_endpoint_url: Option<String>,
+    /// Prices (USD per hour) of on-demand and spot offerings, used where AWS's price APIs are unreachable.
+    #[arg(long, env = "KERF_PRICING_FILE")]
+    pub pricing_file: Option<PathBuf>,
+    /// How long a batch of pending pods waits for more pods after the last one arrived.
+    #[arg(long, env = "BATCH_IDLE_DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub batch_idle_duration: Duration,
+    /// How long a batch waits at most from its first pod.
+    #[arg(long, env = "BATCH_MAX_DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub batch_max_duration: Duration,
+    /// SQS queue of interruption events (spot interruption, scheduled changes, state changes).
+    #[arg(long, env = "INTERRUPTION_QUEUE")]
+    pub interruption_queue: Option<String>,
+    /// Address of `/metrics` (Prometheus text).
+    #[arg(long, env = "KERF_METRICS_BIND", default_value = "0.0.0.0:8080")]
+    pub metrics_bind: SocketAddr,
+    /// Address of `/healthz` and `/readyz`.
+    #[arg(long, env = "KERF_HEALTH_BIND", default_value = "0.0.0.0:8081")]
+    pub health_bind: SocketAddr,
+    /// Elect one active replica through a coordination.k8s.io Lease; off only for a single local process.
+    #[arg(long, env = "LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    /// How often instances and NodeClaims are checked against each other: leaked instances terminated, NodeClaims
+    /// whose instance is gone deleted.
+    #[arg(long, env = "KERF_GC_INTERVAL", default_value = "2m", value_parser = humantime::parse_duration)]
+    pub gc_interval: Duration,
+    /// Namespace of the Lease (the chart passes the pod's).
+    #[arg(long, env = "KERF_NAMESPACE", default_value = "kube-system")]
+    pub namespace: String,
+}
+
+impl ControllerArgs {
+    /// The settings the controllers run with.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            cluster_name: self.cluster_name.clone(),
+            batch_idle: self.batch_idle_duration,
+            batch_max: self.batch_max_duration,
+            gc_interval: self.gc_interval,
+            ..Settings::default()
+        }
+    }
+}
+
+/// Runs the controllers with `cloud` until one fails: connects to the cluster (in-cluster configuration or
+/// `KUBECONFIG`), starts the reflectors and hands over to [`crate::controllers::run`].
+pub async fn run<C: CloudProvider + 'static>(
+    args: &ControllerArgs,
+    cloud: C,
+) -> anyhow::Result<()> {
+    let client = ::kube::Client::try_default()
+        .await
+        .context("connecting to the Kubernetes API")?;
+    let mut reflectors = JoinSet::new();
+    let state = ClusterState::start(&client, &mut reflectors);
+    let ctx = Arc::new(Context {
+        events: Events::new(client.clone(), "kerf", std::env::var("POD_NAME").ok()),
+        client,
+        cloud,
+        settings: args.settings(),
+        state,
+        clock: Arc::new(SystemClock),
+        metrics: Arc::new(Metrics::new()),
+    });
+    controllers::run(ctx).await?;
+    Ok(())
+}

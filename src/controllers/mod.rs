@@ -1,0 +1,108 @@
+//! The controllers: async loops that connect the pure decisions to the edges (the apiserver through `kube`,
+//! instances through a [`CloudProvider`]). Each owns one concern:
+//! - `provisioning`: unschedulable pods → batches → a scheduling solve → NodeClaims;
+//! - `nodeclaim`: a NodeClaim's lifecycle: launch, registration, initialization, registration timeout;
+//! - `termination`: a deleted NodeClaim or Node is drained (evictions honouring PDBs), then its instance is
+//!   terminated and the finalizers removed;
+//! - `nodeclass`: EC2NodeClass status: what its selectors resolve to, and whether it is ready;
+//! - `garbage`: instances tagged for this cluster with no NodeClaim are terminated after a grace period.
+//!
+//! They share one [`Context`]: the client, the cloud, the settings, the cluster state (reflectors), the clock,
+//! Events and metrics.
+
+pub mod garbage;
+pub mod metrics;
+pub mod nodeclaim;
+pub mod nodeclass;
+pub mod provisioning;
+pub mod state;
+pub mod termination;
+
+use crate::cloud::{CloudError, CloudProvider};
+use crate::engine::Clock;
+use crate::kube::events::Events;
+use ::kube::Client;
+use metrics::Metrics;
+use state::ClusterState;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinSet;
+
+/// What the controllers are configured with (flags of `kerf controller`, Karpenter's names).
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub cluster_name: String,
+    /// A batch of pending pods closes this long after its last pod arrived…
+    pub batch_idle: Duration,
+    /// …or this long after its first.
+    pub batch_max: Duration,
+    /// A launched NodeClaim whose Node has not registered by then is deleted (and its pods provisioned again).
+    pub registration_ttl: Duration,
+    /// How old an instance tagged for this cluster must be before it counts as leaked when no NodeClaim names it.
+    pub leak_grace: Duration,
+    /// How often instances and NodeClaims are reconciled against each other (garbage collection).
+    pub gc_interval: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            cluster_name: String::new(),
+            batch_idle: Duration::from_secs(1),
+            batch_max: Duration::from_secs(10),
+            registration_ttl: Duration::from_secs(15 * 60),
+            leak_grace: Duration::from_secs(30),
+            gc_interval: Duration::from_secs(2 * 60),
+        }
+    }
+}
+
+/// What every controller works with.
+pub struct Context<C> {
+    pub client: Client,
+    pub cloud: C,
+    pub settings: Settings,
+    pub state: ClusterState,
+    pub clock: Arc<dyn Clock>,
+    pub events: Events,
+    pub metrics: Arc<Metrics>,
+}
+
+/// Why a controller stopped or a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] ::kube::Error),
+    #[error("cloud provider: {0}")]
+    Cloud(#[from] CloudError),
+    #[error("the cluster state watch stopped before it synced")]
+    StateNotSynced,
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Runs every controller until one of them stops with an error. The reflectors of `ctx.state` must be running.
+pub async fn run<C>(ctx: Arc<Context<C>>) -> Result<(), Error>
+where
+    C: CloudProvider + 'static,
+{
+    ctx.state
+        .synced()
+        .await
+        .map_err(|_| Error::StateNotSynced)?;
+    tracing::info!("cluster state synced; starting the controllers");
+    let mut controllers = JoinSet::new();
+    controllers.spawn(provisioning::run(ctx.clone()));
+    controllers.spawn(nodeclaim::run(ctx.clone()));
+    controllers.spawn(termination::run(ctx.clone()));
+    controllers.spawn(nodeclass::run(ctx.clone()));
+    controllers.spawn(garbage::run(ctx));
+    while let Some(stopped) = controllers.join_next().await {
+        match stopped {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => return Err(error),
+            Err(panic) => return Err(Error::Invalid(format!("a controller panicked: {panic}"))),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,245 @@
+//! EC2NodeClass status: what its selector terms resolve to (subnets, security groups, AMIs, instance profile)
+//! and its readiness conditions, as Karpenter reports them, so `kubectl get ec2nodeclass -o yaml` shows what
+//! kerf will launch with. Classes are resolved again every few minutes, which is how a newly published AMI
+//! reaches the status (and, through it, drift).
+
+use super::{Context, Error};
+use crate::api::condition;
+use crate::api::ec2nodeclass::{Ami, EC2NodeClass, EC2NodeClassStatus};
+use crate::cloud::{
+    CloudError, CloudProvider, ResolvedNodeClass, NO_AMIS, NO_SECURITY_GROUPS, NO_SUBNETS,
+};
+use crate::kube::CALL_TIMEOUT;
+use ::kube::api::{Patch, PatchParams};
+use ::kube::runtime::controller::{Action, Controller};
+use ::kube::runtime::watcher;
+use ::kube::{Api, ResourceExt};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::NodeSelectorRequirement;
+use k8s_openapi::jiff::{Timestamp, Unit};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// How often a ready class is resolved again.
+const RESOLVE_INTERVAL: Duration = Duration::from_secs(5 * 60);
+/// How soon a class that is not ready, or could not be resolved, is tried again.
+const RETRY_INTERVAL: Duration = Duration::from_secs(30);
+
+pub const SUBNETS_READY: &str = "SubnetsReady";
+pub const SECURITY_GROUPS_READY: &str = "SecurityGroupsReady";
+pub const AMIS_READY: &str = "AMIsReady";
+pub const READY: &str = "Ready";
+
+/// Reconciles every EC2NodeClass until the task is dropped.
+pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(), Error> {
+    let api: Api<EC2NodeClass> = Api::all(ctx.client.clone());
+    Controller::new(api, watcher::Config::default())
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "EC2NodeClass reconcile");
+            }
+        })
+        .await;
+    Ok(())
+}
+
+async fn reconcile<C: CloudProvider>(
+    class: Arc<EC2NodeClass>,
+    ctx: Arc<Context<C>>,
+) -> Result<Action, Error> {
+    let name = class.name_any();
+    let resolution = match ctx.cloud.resolve_node_class(&name, &class.spec).await {
+        Ok(resolved) => Ok(resolved.resolved),
+        Err(CloudError::NodeClassNotReady { reason, .. }) => Err(reason),
+        Err(error) => return Err(error.into()),
+    };
+    let next = status(
+        class.status.as_ref(),
+        resolution.as_ref().map_err(String::as_str),
+        &rfc3339(ctx.clock.now()),
+        class.metadata.generation,
+    );
+    if class.status.as_ref() != Some(&next) {
+        let api: Api<EC2NodeClass> = Api::all(ctx.client.clone());
+        let patch = Patch::Merge(serde_json::json!({ "status": next }));
+        tokio::time::timeout(
+            CALL_TIMEOUT,
+            api.patch_status(&name, &PatchParams::default(), &patch),
+        )
+        .await
+        .map_err(|_| {
+            Error::Invalid(format!(
+                "writing the status of EC2NodeClass {name} timed out"
+            ))
+        })??;
+        match &resolution {
+            Ok(_) => tracing::info!(ec2nodeclass = %name, "resolved ec2nodeclass"),
+            Err(reason) => tracing::warn!(ec2nodeclass = %name, reason, "ec2nodeclass not ready"),
+        }
+    }
+    Ok(Action::requeue(if resolution.is_ok() {
+        RESOLVE_INTERVAL
+    } else {
+        RETRY_INTERVAL
+    }))
+}
+
+fn error_policy<C>(class: Arc<EC2NodeClass>, error: &Error, _ctx: Arc<Context<C>>) -> Action {
+    tracing::warn!(ec2nodeclass = %class.name_any(), %error, "could not resolve the EC2NodeClass; retrying");
+    Action::requeue(RETRY_INTERVAL)
+}
+
+/// The status for a resolution: what resolved (kept from `previous` when resolution failed) and the
+/// conditions, with transition times moved only on change.
+pub fn status(
+    previous: Option<&EC2NodeClassStatus>,
+    resolution: Result<&ResolvedNodeClass, &str>,
+    now: &str,
+    generation: Option<i64>,
+) -> EC2NodeClassStatus {
+    let mut next = previous.cloned().unwrap_or_default();
+    let mut conditions = next.conditions.take().unwrap_or_default();
+    let mut set = |type_: &str, ok: bool, reason: &str, message: &str| {
+        condition::set(&mut conditions, type_, ok, reason, message, now, generation);
+    };
+    match resolution {
+        Ok(resolved) => {
+            next.subnets = Some(resolved.subnets.iter().map(|s| s.subnet.clone()).collect());
+            next.security_groups = Some(resolved.security_groups.clone());
+            next.amis = Some(resolved.amis.iter().map(ami).collect());
+            next.instance_profile = resolved.instance_profile.clone();
+            for type_ in [SUBNETS_READY, SECURITY_GROUPS_READY, AMIS_READY, READY] {
+                set(type_, true, type_, "");
+            }
+        }
+        Err(reason) => {
+            // Selectors are checked in this order; the ones after the failing one are unknown, not ready.
+            let failed = [
+                (SUBNETS_READY, NO_SUBNETS),
+                (SECURITY_GROUPS_READY, NO_SECURITY_GROUPS),
+                (AMIS_READY, NO_AMIS),
+            ];
+            let failing = failed.iter().position(|(_, r)| *r == reason);
+            for (i, (type_, _)) in failed.iter().enumerate() {
+                match failing {
+                    Some(f) if i < f => set(type_, true, type_, ""),
+                    Some(f) if i == f => set(type_, false, "NotFound", reason),
+                    _ => {}
+                }
+            }
+            set(READY, false, "NodeClassNotReady", reason);
+        }
+    }
+    next.conditions = Some(conditions);
+    next
+}
+
+/// An AMI as the status lists it: with the architecture requirement that picks it.
+fn ami(resolved: &crate::cloud::ResolvedAmi) -> Ami {
+    let arch = match resolved.architecture.as_str() {
+        "x86_64" => "amd64",
+        other => other,
+    };
+    Ami {
+        id: resolved.id.clone(),
+        deprecated: None,
+        name: resolved.name.clone(),
+        requirements: vec![NodeSelectorRequirement {
+            key: crate::api::labels::ARCH.to_owned(),
+            operator: "In".to_owned(),
+            values: Some(vec![arch.to_owned()]),
+        }],
+        root_device_name: None,
+        root_device_snapshot_id: None,
+    }
+}
+
+/// `now` as RFC 3339 in whole seconds, as Kubernetes writes times.
+pub fn rfc3339(now: SystemTime) -> String {
+    Timestamp::try_from(now)
+        .and_then(|t| t.round(Unit::Second))
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ec2nodeclass::{SecurityGroup, Subnet};
+    use crate::cloud::{ResolvedAmi, ResolvedSubnet};
+
+    fn resolved() -> ResolvedNodeClass {
+        ResolvedNodeClass {
+            subnets: vec![ResolvedSubnet {
+                subnet: Subnet {
+                    id: "subnet-1".into(),
+                    zone: "us-west-2a".into(),
+                    zone_id: Some("usw2-az1".into()),
+                },
+                available_ips: 100,
+            }],
+            security_groups: vec![SecurityGroup {
+                id: "sg-1".into(),
+                name: Some("nodes".into()),
+            }],
+            amis: vec![ResolvedAmi {
+                id: "ami-1".into(),
+                name: Some("al2023".into()),
+                architecture: "x86_64".into(),
+                creation_date: None,
+            }],
+            instance_profile: Some("profile".into()),
+        }
+    }
+
+    fn condition<'a>(status: &'a EC2NodeClassStatus, type_: &str) -> &'a condition::Condition {
+        let conditions = status.conditions.as_deref().unwrap_or_default();
+        conditions.iter().find(|c| c.type_ == type_).expect(type_)
+    }
+
+    #[test]
+    fn a_resolved_class_lists_what_it_launches_with_and_is_ready() {
+        let status = status(None, Ok(&resolved()), "2026-11-23T00:00:00Z", Some(1));
+        assert_eq!(status.subnets.as_ref().unwrap()[0].id, "subnet-1");
+        assert_eq!(status.security_groups.as_ref().unwrap()[0].id, "sg-1");
+        let amis = status.amis.as_ref().unwrap();
+        assert_eq!(amis[0].requirements[0].values, Some(vec!["amd64".into()]));
+        assert_eq!(status.instance_profile.as_deref(), Some("profile"));
+        for type_ in [SUBNETS_READY, SECURITY_GROUPS_READY, AMIS_READY, READY] {
+            assert_eq!(condition(&status, type_).status, "True", "{type_}");
+        }
+    }
+
+    #[test]
+    fn a_class_without_amis_says_which_selector_matched_nothing() {
+        let ready = status(None, Ok(&resolved()), "t1", Some(1));
+        let broken = status(Some(&ready), Err(NO_AMIS), "t2", Some(2));
+        assert_eq!(condition(&broken, SUBNETS_READY).status, "True");
+        assert_eq!(condition(&broken, SUBNETS_READY).last_transition_time, "t1");
+        assert_eq!(condition(&broken, AMIS_READY).status, "False");
+        assert_eq!(condition(&broken, AMIS_READY).message, NO_AMIS);
+        let ready_condition = condition(&broken, READY);
+        assert_eq!(
+            (
+                ready_condition.status.as_str(),
+                ready_condition.last_transition_time.as_str()
+            ),
+            ("False", "t2")
+        );
+        // What resolved before is still shown.
+        assert_eq!(broken.subnets, ready.subnets);
+    }
+
+    #[test]
+    fn an_unchanged_resolution_gives_an_equal_status_so_nothing_is_written() {
+        let first = status(None, Ok(&resolved()), "t1", Some(1));
+        assert_eq!(status(Some(&first), Ok(&resolved()), "t2", Some(1)), first);
+    }
+
+    #[test]
+    fn times_are_whole_seconds() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_millis(1_800_000_000_400);
+        assert_eq!(rfc3339(t), "2027-01-15T08:00:00Z");
+    }
+}
