@@ -24,8 +24,9 @@ pub trait Handler: Send + Sync {
     /// The claim running `instance_id` in this cluster, if any.
     fn claim_of(&self, instance_id: &str) -> Option<ClaimInfo>;
 
-    /// Carries out `action` of a `kind` message. Must be idempotent: after an error, the message stays on
-    /// the queue and all its actions are carried out again when it comes back.
+    /// Carries out `action` of a `kind` message. Must be bounded in time (the batch waits for it) and
+    /// idempotent: after an error, the message stays on the queue and all its actions are carried out again
+    /// when it comes back.
     fn apply(
         &self,
         kind: Kind,
@@ -116,7 +117,9 @@ async fn handle<Q: MessageQueue, H: Handler>(
     let parsed = match parse(&message.body) {
         Ok(parsed) => parsed,
         Err(error) => {
-            tracing::warn!(message_id = %message.id, %error, "deleting a malformed interruption message");
+            // The start of the body is enough to tell what sent it.
+            let body: String = message.body.chars().take(256).collect();
+            tracing::warn!(message_id = %message.id, %error, %body, "deleting a malformed interruption message");
             return Outcome::Malformed {
                 deleted: delete(queue, message).await,
             };
