@@ -12,6 +12,7 @@ mod launch_template;
 mod pagination;
 mod provider;
 mod resolve;
+mod spot_prices;
 mod sqs;
 mod user_data;
 

@@ -23,7 +23,8 @@ use crate::instance_types::{info_from_ec2, zones_by_type};
 use crate::launch_template::{BlockDevice, Metadata, TemplateConfig};
 use crate::pagination::collect_pages;
 use crate::resolve::{alias_parameters, tag_filters};
-use crate::user_data::{al2023, ClusterInfo, NodeSettings};
+use crate::spot_prices::{Row, SpotPrices};
+use crate::user_data::{self, ClusterInfo, NodeSettings};
 
 /// How kerf talks to AWS and which cluster it launches for.
 #[derive(Clone, Debug)]
@@ -75,6 +76,8 @@ pub struct AwsCloud {
     /// Names of launch templates known to exist.
     templates: Mutex<HashSet<String>>,
     ice: Mutex<IceCache>,
+    /// Spot prices from the price history, refreshed hourly.
+    spot: tokio::sync::Mutex<SpotPrices>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -96,6 +99,7 @@ impl AwsCloud {
             described: tokio::sync::Mutex::new(None),
             templates: Mutex::new(HashSet::new()),
             ice: Mutex::new(IceCache::new()),
+            spot: tokio::sync::Mutex::new(SpotPrices::default()),
         })
     }
 
@@ -123,6 +127,58 @@ impl AwsCloud {
             Ok(result) => result.map_err(|e| api_error(operation, after, e)),
             Err(_) => Err(CloudError::Timeout { operation, after }),
         }
+    }
+
+    /// The spot prices of the price history, fetched again when older than an hour. A failed fetch is logged
+    /// and not retried before the next refresh: offerings fall back to the pricing file meanwhile.
+    async fn spot_prices(&self, now: SystemTime) -> SpotPrices {
+        let mut cached = self.spot.lock().await;
+        if cached.stale(now) {
+            match self.spot_price_history(now).await {
+                Ok(rows) => *cached = SpotPrices::from_rows(rows, now),
+                Err(error) => {
+                    tracing::warn!(%error, "could not read the spot price history; using the pricing file");
+                    cached.fetched = Some(now);
+                }
+            }
+        }
+        cached.clone()
+    }
+
+    async fn spot_price_history(&self, now: SystemTime) -> Result<Vec<Row>, CloudError> {
+        let start = aws_sdk_ec2::primitives::DateTime::from(now);
+        let filter = ec2::Filter::builder()
+            .name("product-description")
+            .values("Linux/UNIX")
+            .values("Linux/UNIX (Amazon VPC)")
+            .build();
+        let rows = collect_pages("DescribeSpotPriceHistory", |token| {
+            let request = self
+                .ec2
+                .describe_spot_price_history()
+                .start_time(start)
+                .filters(filter.clone())
+                .max_results(1000)
+                .set_next_token(token);
+            async move {
+                let out = self
+                    .call("DescribeSpotPriceHistory", request.send())
+                    .await?;
+                Ok((out.spot_price_history.unwrap_or_default(), out.next_token))
+            }
+        })
+        .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|p| {
+                Some(Row {
+                    instance_type: p.instance_type?.as_str().to_owned(),
+                    zone: p.availability_zone?,
+                    price: p.spot_price?,
+                    timestamp: SystemTime::try_from(p.timestamp?).ok()?,
+                })
+            })
+            .collect())
     }
 
     async fn subnets(&self, spec: &EC2NodeClassSpec) -> Result<Vec<ResolvedSubnet>, CloudError> {
@@ -382,10 +438,15 @@ impl AwsCloud {
         Ok(name)
     }
 
-    fn template_config(&self, request: &LaunchRequest, image_id: &str) -> TemplateConfig {
+    fn template_config(
+        &self,
+        request: &LaunchRequest,
+        image_id: &str,
+    ) -> Result<TemplateConfig, CloudError> {
         let spec = &request.node_class.spec;
         let resolved = &request.node_class.resolved;
-        let user_data = al2023(
+        let user_data = user_data::render(
+            spec,
             &self.settings.cluster,
             &NodeSettings {
                 labels: &request.labels,
@@ -393,8 +454,8 @@ impl AwsCloud {
                 kubelet: spec.kubelet.as_ref(),
                 custom: spec.user_data.as_deref(),
             },
-        );
-        TemplateConfig {
+        )?;
+        Ok(TemplateConfig {
             image_id: image_id.to_owned(),
             user_data,
             security_group_ids: resolved
@@ -406,7 +467,7 @@ impl AwsCloud {
             metadata: Metadata::of(spec),
             tags: template_tags(request.tags(&self.settings.cluster.name)),
             block_devices: BlockDevice::of(spec),
-        }
+        })
     }
 
     async fn create_fleet(
@@ -421,7 +482,7 @@ impl AwsCloud {
         let mut templates = Vec::new();
         for (image_id, overrides) in by_image {
             let template_name = self
-                .ensure_template(&self.template_config(request, image_id))
+                .ensure_template(&self.template_config(request, image_id)?)
                 .await?;
             templates.push(TemplateOverrides {
                 template_name,
@@ -522,6 +583,18 @@ impl CloudProvider for AwsCloud {
         })?;
         let zone_ids = node_class.resolved.zone_ids();
         let described = self.described().await?;
+        let spot = self.spot_prices(now).await;
+        let price = |instance_type: &str, zone: &str, capacity_type| {
+            match capacity_type {
+                CapacityType::Spot => spot.get(instance_type, zone),
+                _ => None,
+            }
+            .or_else(|| {
+                self.settings
+                    .pricing
+                    .price(&self.region, instance_type, zone, capacity_type)
+            })
+        };
         let mut types: Vec<InstanceType> = described
             .iter()
             .filter_map(|(info, zones)| {
@@ -535,12 +608,7 @@ impl CloudProvider for AwsCloud {
                                 zone: zone.clone(),
                                 zone_id: zone_id.cloned(),
                                 capacity_type,
-                                price: self.settings.pricing.price(
-                                    &self.region,
-                                    &info.name,
-                                    zone,
-                                    capacity_type,
-                                ),
+                                price: price(&info.name, zone, capacity_type),
                                 available: true,
                             })
                     })

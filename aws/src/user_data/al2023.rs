@@ -1,72 +1,39 @@
-//! Node user data for AL2023: a MIME multi-part document whose `application/node.eks.aws` part is a nodeadm
-//! `NodeConfig` carrying the cluster, the kubelet settings, the labels (`--node-labels`) and the taints
-//! (`registerWithTaints`, always including `karpenter.sh/unregistered:NoExecute`). The EC2NodeClass's own
-//! `userData` comes first as its own part, as Karpenter merges it.
+//! AL2023: a MIME multi-part document whose `application/node.eks.aws` part is a nodeadm `NodeConfig`
+//! carrying the cluster, the kubelet settings, the labels (`--node-labels`) and the taints
+//! (`registerWithTaints`). The EC2NodeClass's own `userData` comes first as its own part, as Karpenter merges
+//! it.
 
 use std::collections::BTreeMap;
 
-use kerf::api::ec2nodeclass::KubeletConfiguration;
+use super::{mime, registered_taints, ClusterInfo, NodeSettings, BOUNDARY};
 use kerf::api::nodepool::Taint;
-use kerf::cloud::UNREGISTERED_TAINT_KEY;
 use serde_json::{json, Map, Value};
-
-/// The MIME boundary; no user-data content may contain a line `--//`.
-const BOUNDARY: &str = "//";
-
-/// The cluster a node joins.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ClusterInfo {
-    pub name: String,
-    pub endpoint: String,
-    /// Base64 PEM of the cluster CA.
-    pub ca_bundle: Option<String>,
-    /// The service CIDR (`10.100.0.0/16`).
-    pub cidr: Option<String>,
-}
-
-/// What goes into one node's configuration.
-#[derive(Clone, Debug, PartialEq)]
-pub struct NodeSettings<'a> {
-    pub labels: &'a BTreeMap<String, String>,
-    pub taints: &'a [Taint],
-    pub kubelet: Option<&'a KubeletConfiguration>,
-    pub custom: Option<&'a str>,
-}
 
 /// The user data (plain text; EC2 wants it base64-encoded).
 pub fn al2023(cluster: &ClusterInfo, node: &NodeSettings<'_>) -> String {
-    let mut out =
-        format!("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"{BOUNDARY}\"\n\n");
-    if let Some(custom) = node.custom.filter(|c| !c.trim().is_empty()) {
-        let content_type = if custom.contains("node.eks.aws/") {
+    let custom_type = |custom: &str| {
+        if custom.contains("node.eks.aws/") {
             "application/node.eks.aws"
         } else {
             "text/x-shellscript; charset=\"us-ascii\""
-        };
-        out.push_str(&format!(
-            "--{BOUNDARY}\nContent-Type: {content_type}\n\n{}\n",
-            custom.trim_end()
-        ));
-    }
+        }
+    };
     let config = serde_yaml::to_string(&node_config(cluster, node)).unwrap_or_default();
-    out.push_str(&format!(
-        "--{BOUNDARY}\nContent-Type: application/node.eks.aws\n\n{config}"
-    ));
-    out.push_str(&format!("--{BOUNDARY}--\n"));
-    out
+    mime(
+        node.custom,
+        custom_type,
+        "application/node.eks.aws",
+        &config,
+    )
 }
 
 /// The nodeadm `NodeConfig`.
 pub fn node_config(cluster: &ClusterInfo, node: &NodeSettings<'_>) -> Value {
     let mut config = Map::new();
-    let mut taints: Vec<Value> = node
-        .taints
+    let taints: Vec<Value> = registered_taints(node.taints)
         .iter()
         .map(|t| json!({"key": t.key, "value": t.value.clone().unwrap_or_default(), "effect": t.effect.as_str()}))
         .collect();
-    if !node.taints.iter().any(|t| t.key == UNREGISTERED_TAINT_KEY) {
-        taints.push(json!({"key": UNREGISTERED_TAINT_KEY, "value": "", "effect": "NoExecute"}));
-    }
     config.insert("registerWithTaints".into(), Value::Array(taints));
     if let Some(kubelet) = node.kubelet {
         if let Ok(Value::Object(settings)) = serde_json::to_value(kubelet) {
@@ -126,6 +93,7 @@ pub fn registration(user_data: &str) -> Option<(BTreeMap<String, String>, Vec<Ta
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kerf::api::ec2nodeclass::KubeletConfiguration;
     use kerf::api::nodepool::TaintEffect;
 
     fn cluster() -> ClusterInfo {
