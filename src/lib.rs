@@ -6,6 +6,7 @@ pub mod cloud;
 pub mod controllers;
 pub mod disruption;
 pub mod engine;
+pub mod interruption;
 pub mod kube;
 pub mod manifest;
 pub mod scheduling;

@@ -40,16 +40,27 @@ where
             after: timeout,
         };
     }
-    let code = error.code().unwrap_or("Unknown").to_owned();
-    let message = match error.message() {
-        Some(message) => message.to_owned(),
-        None => DisplayErrorContext(&error).to_string(),
-    };
+    let (code, message) = code_and_message(&error);
     CloudError::Api {
         operation,
         code,
         message,
     }
+}
+
+/// The service's error code and message of an SDK error; `Unknown` and the transport error when the
+/// service did not answer with one.
+pub fn code_and_message<E, R>(error: &SdkError<E, R>) -> (String, String)
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    let code = error.code().unwrap_or("Unknown").to_owned();
+    let message = match error.message() {
+        Some(message) => message.to_owned(),
+        None => DisplayErrorContext(error).to_string(),
+    };
+    (code, message)
 }
 
 /// The EC2 error code of an API error, if it is one.

@@ -1,8 +1,10 @@
 //! kerf's [`CloudProvider`](kerf::cloud::CloudProvider) on AWS: instance types and offerings from EC2,
 //! EC2NodeClass resolution (subnets, security groups, AMIs through SSM aliases), launch templates per
-//! configuration, CreateFleet `instant` launches with the ICE cache, and instance get/list/terminate. The
-//! AWS SDK lives here only, so the `kerf` crate stays free of it. docs/cloud.md describes the behaviour.
+//! configuration, CreateFleet `instant` launches with the ICE cache, and instance get/list/terminate; and the
+//! interruption queue on SQS ([`SqsQueue`]). The AWS SDK lives here only, so the `kerf` crate stays free of
+//! it. docs/cloud.md and docs/interruption.md describe the behaviour.
 
+mod config;
 mod errors;
 mod fleet;
 mod instance_profile;
@@ -12,9 +14,11 @@ mod pagination;
 mod provider;
 mod resolve;
 mod spot_prices;
+mod sqs;
 mod stable_hash;
 mod user_data;
 
 pub use pagination::{collect_pages, MAX_PAGES};
 pub use provider::{instance_from_ec2, AwsCloud, AwsSettings};
+pub use sqs::{SqsQueue, VISIBILITY_TIMEOUT, WAIT_TIME};
 pub use user_data::{registration, ClusterInfo};

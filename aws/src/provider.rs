@@ -5,9 +5,6 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
-use aws_config::retry::RetryConfig;
-use aws_config::timeout::TimeoutConfig;
-use aws_config::{BehaviorVersion, Region};
 use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_ec2::types as ec2;
 use kerf::api::ec2nodeclass::{EC2NodeClassSpec, SecurityGroup, Subnet};
@@ -29,9 +26,6 @@ use crate::pagination::collect_pages;
 use crate::resolve::{alias_parameters, tag_filters};
 use crate::spot_prices::{Row, SpotPrices};
 use crate::user_data::{self, ClusterInfo, NodeSettings};
-
-/// How long connecting to an endpoint may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How kerf talks to AWS and which cluster it launches for.
 #[derive(Clone, Debug)]
@@ -100,38 +94,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl AwsCloud {
     /// Builds the EC2 and SSM clients (no call is made yet).
     pub async fn connect(settings: AwsSettings) -> Result<Self, CloudError> {
-        let timeouts = TimeoutConfig::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .operation_timeout(settings.call_timeout)
-            .build();
-        let mut loader = aws_config::defaults(BehaviorVersion::latest())
-            .timeout_config(timeouts)
-            .retry_config(RetryConfig::standard().with_max_attempts(settings.max_attempts.max(1)));
-        if let Some(region) = &settings.region {
-            loader = loader.region(Region::new(region.clone()));
-        }
-        if let Some(url) = &settings.endpoint_url {
-            loader = loader.endpoint_url(url);
-        }
-        if let Some((key, secret)) = &settings.static_credentials {
-            loader = loader.credentials_provider(aws_sdk_ec2::config::Credentials::new(
-                key,
-                secret,
-                None,
-                None,
-                "kerf-static",
-            ));
-        }
-        let config = tokio::time::timeout(settings.call_timeout, loader.load())
-            .await
-            .map_err(|_| CloudError::Timeout {
-                operation: "LoadAwsConfig",
-                after: settings.call_timeout,
-            })?;
-        let region = config
-            .region()
-            .map(|r| r.to_string())
-            .ok_or_else(|| CloudError::InvalidRequest("no AWS region: set AWS_REGION".into()))?;
+        let (config, region) = crate::config::load(&settings).await?;
         Ok(AwsCloud {
             ec2: aws_sdk_ec2::Client::new(&config),
             ssm: aws_sdk_ssm::Client::new(&config),

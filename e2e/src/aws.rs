@@ -207,13 +207,22 @@ pub struct Network {
 }
 
 impl AwsEmu {
-    /// kerf's AWS cloud provider for `cluster_name`, pointed at this emulator, with [`TEST_PRICES`], one
-    /// attempt per call (so injected API errors show) and `call_timeout`.
+    /// kerf's AWS cloud provider for `cluster_name`, pointed at this emulator (see [`AwsEmu::settings`]).
     pub async fn cloud(
         &self,
         cluster_name: &str,
         call_timeout: Duration,
     ) -> Result<kerf_aws::AwsCloud> {
+        Ok(kerf_aws::AwsCloud::connect(self.settings(cluster_name, call_timeout)?).await?)
+    }
+
+    /// kerf's AWS settings for `cluster_name`, pointed at this emulator, with [`TEST_PRICES`], one attempt
+    /// per call (so injected API errors show) and `call_timeout`.
+    pub fn settings(
+        &self,
+        cluster_name: &str,
+        call_timeout: Duration,
+    ) -> Result<kerf_aws::AwsSettings> {
         let cluster = kerf_aws::ClusterInfo {
             name: cluster_name.to_owned(),
             endpoint: "https://127.0.0.1:6443".to_owned(),
@@ -227,7 +236,7 @@ impl AwsEmu {
         settings.call_timeout = call_timeout;
         settings.max_attempts = 1;
         settings.pricing = kerf::catalog::Pricing::from_json(TEST_PRICES)?;
-        Ok(kerf_aws::AwsCloud::connect(settings).await?)
+        Ok(settings)
     }
 
     /// Creates a [`Network`] tagged for `cluster_name`.
