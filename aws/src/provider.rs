@@ -13,8 +13,8 @@ use kerf::catalog::{
 };
 use kerf::cloud::{
     newest_per_architecture, plan, provider_id, CloudError, CloudProvider, IceCache, Instance,
-    InstanceState, LaunchRequest, NodeClass, ResolvedAmi, ResolvedNodeClass, ResolvedSubnet,
-    TAG_CLUSTER_PREFIX, TAG_NODECLAIM, TAG_NODEPOOL,
+    InstanceState, LaunchRequest, NodeClass, OfferingKey, ResolvedAmi, ResolvedNodeClass,
+    ResolvedSubnet, TAG_CLUSTER_PREFIX, TAG_NODECLAIM, TAG_NODEPOOL,
 };
 
 use crate::errors::{api_error, code_of};
@@ -850,5 +850,9 @@ impl CloudProvider for AwsCloud {
             return Err(not_found());
         }
         Ok(())
+    }
+
+    fn mark_unavailable(&self, key: OfferingKey, now: SystemTime) {
+        lock(&self.ice).mark(key, now);
     }
 }

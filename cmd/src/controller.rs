@@ -3,7 +3,7 @@
 use anyhow::Context;
 use kerf::catalog::Pricing;
 use kerf::cli::controller::ControllerArgs;
-use kerf_aws::{AwsCloud, AwsSettings, ClusterInfo};
+use kerf_aws::{AwsCloud, AwsSettings, ClusterInfo, SqsQueue};
 
 pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     let cluster = ClusterInfo {
@@ -21,8 +21,16 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
         settings.pricing =
             Pricing::from_json(&text).with_context(|| format!("reading {}", path.display()))?;
     }
+    let queue = match &args.interruption_queue {
+        Some(name) => Some(
+            SqsQueue::connect(&settings, name)
+                .await
+                .with_context(|| format!("opening the interruption queue {name}"))?,
+        ),
+        None => None,
+    };
     let cloud = AwsCloud::connect(settings)
         .await
         .context("configuring the AWS clients")?;
-    kerf::cli::controller::run(args, cloud).await
+    kerf::cli::controller::run(args, cloud, queue).await
 }

@@ -6,6 +6,7 @@ use crate::controllers::metrics::Metrics;
 use crate::controllers::state::ClusterState;
 use crate::controllers::{self, Context, Settings};
 use crate::engine::SystemClock;
+use crate::interruption::MessageQueue;
 use crate::kube::events::Events;
 use anyhow::Context as _;
 use std::net::SocketAddr;
@@ -80,12 +81,18 @@ impl ControllerArgs {
     }
 }
 
-/// Runs the controllers with `cloud` until one fails: connects to the cluster (in-cluster configuration or
-/// `KUBECONFIG`), starts the reflectors and hands over to [`crate::controllers::run`].
-pub async fn run<C: CloudProvider + 'static>(
+/// Runs the controllers with `cloud` (and the interruption queue, when one is configured) until one fails:
+/// connects to the cluster (in-cluster configuration or `KUBECONFIG`), starts the reflectors and hands over
+/// to [`crate::controllers::run`].
+pub async fn run<C, Q>(
     args: &ControllerArgs,
     cloud: C,
-) -> anyhow::Result<()> {
+    interruption_queue: Option<Q>,
+) -> anyhow::Result<()>
+where
+    C: CloudProvider + 'static,
+    Q: MessageQueue + 'static,
+{
     let client = ::kube::Client::try_default()
         .await
         .context("connecting to the Kubernetes API")?;
@@ -100,6 +107,6 @@ pub async fn run<C: CloudProvider + 'static>(
         clock: Arc::new(SystemClock),
         metrics: Arc::new(Metrics::new()),
     });
-    controllers::run(ctx).await?;
+    controllers::run(ctx, interruption_queue).await?;
     Ok(())
 }

@@ -69,4 +69,8 @@ pub trait CloudProvider: Send + Sync {
     /// Terminates the instance; [`CloudError::NotFound`] when it is already gone, which callers treat as
     /// done.
     fn delete(&self, provider_id: &str) -> impl Future<Output = Result<(), CloudError>> + Send;
+
+    /// Keeps an offering out of launches for [`ICE_TTL`] from `now` (a spot interruption warning says its
+    /// capacity is being reclaimed). No call is made.
+    fn mark_unavailable(&self, key: OfferingKey, now: SystemTime);
 }

@@ -391,4 +391,8 @@ impl CloudProvider for SimCloud {
             }),
         }
     }
+
+    fn mark_unavailable(&self, key: OfferingKey, now: SystemTime) {
+        self.state().ice.mark(key, now);
+    }
 }

@@ -2,6 +2,7 @@
 //! metric names (reference §6.1) and served as text on `/metrics`.
 
 use super::garbage::GarbageMetrics;
+use super::interruption::InterruptionMetrics;
 use prometheus_client::registry::Registry;
 
 /// Every metric the controllers count. Each controller's families live in its own struct, registered in
@@ -9,6 +10,7 @@ use prometheus_client::registry::Registry;
 pub struct Metrics {
     pub registry: Registry,
     pub garbage: GarbageMetrics,
+    pub interruption: InterruptionMetrics,
 }
 
 impl Metrics {
@@ -16,6 +18,7 @@ impl Metrics {
         let mut registry = Registry::default();
         Metrics {
             garbage: GarbageMetrics::register(&mut registry),
+            interruption: InterruptionMetrics::register(&mut registry),
             registry,
         }
     }

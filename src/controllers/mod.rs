@@ -5,12 +5,14 @@
 //! - `termination`: a deleted NodeClaim or Node is drained (evictions honouring PDBs), then its instance is
 //!   terminated and the finalizers removed;
 //! - `nodeclass`: EC2NodeClass status: what its selectors resolve to, and whether it is ready;
+//! - `interruption`: messages of the interruption queue (SQS) → offerings marked unavailable, claims deleted;
 //! - `garbage`: instances tagged for this cluster with no NodeClaim are terminated after a grace period.
 //!
 //! They share one [`Context`]: the client, the cloud, the settings, the cluster state (reflectors), the clock,
 //! Events and metrics.
 
 pub mod garbage;
+pub mod interruption;
 pub mod metrics;
 pub mod nodeclaim;
 pub mod nodeclass;
@@ -20,6 +22,7 @@ pub mod termination;
 
 use crate::cloud::{CloudError, CloudProvider};
 use crate::engine::Clock;
+use crate::interruption::MessageQueue;
 use crate::kube::events::Events;
 use ::kube::Client;
 use metrics::Metrics;
@@ -81,10 +84,12 @@ pub enum Error {
     Invalid(String),
 }
 
-/// Runs every controller until one of them stops with an error. The reflectors of `ctx.state` must be running.
-pub async fn run<C>(ctx: Arc<Context<C>>) -> Result<(), Error>
+/// Runs every controller until one of them stops with an error; the interruption controller only with a
+/// queue. The reflectors of `ctx.state` must be running.
+pub async fn run<C, Q>(ctx: Arc<Context<C>>, interruption_queue: Option<Q>) -> Result<(), Error>
 where
     C: CloudProvider + 'static,
+    Q: MessageQueue + 'static,
 {
     ctx.state
         .synced()
@@ -96,6 +101,9 @@ where
     controllers.spawn(nodeclaim::run(ctx.clone()));
     controllers.spawn(termination::run(ctx.clone()));
     controllers.spawn(nodeclass::run(ctx.clone()));
+    if let Some(queue) = interruption_queue {
+        controllers.spawn(interruption::run(ctx.clone(), queue));
+    }
     controllers.spawn(garbage::run(ctx));
     while let Some(stopped) = controllers.join_next().await {
         match stopped {

@@ -1,0 +1,244 @@
+//! Interruption: the controller's side of `crate::interruption`. Messages from the interruption queue are
+//! matched to NodeClaims by instance ID; a spot interruption keeps its offering out of launches for the ICE
+//! TTL, and an interrupted, stopping, terminating or retiring instance's claim gets an Event and is deleted —
+//! the graceful termination flow drains it while the provisioner launches replacement capacity for the pods
+//! it evicts.
+
+use super::{Context, Error};
+use crate::api::labels;
+use crate::api::nodeclaim::NodeClaim;
+use crate::cloud::{instance_id, CloudProvider};
+use crate::interruption::{self, Action, BatchReport, ClaimInfo, Handler, Kind, MessageQueue};
+use crate::kube::CALL_TIMEOUT;
+use ::kube::api::DeleteParams;
+use ::kube::runtime::reflector::ObjectRef;
+use ::kube::{Api, ResourceExt};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::sync::Arc;
+
+/// Karpenter's interruption metrics (reference §5).
+#[derive(Clone)]
+pub struct InterruptionMetrics {
+    received: Family<MessageType, Counter>,
+    deleted: Counter,
+    queue_duration: Histogram,
+    disrupted: Family<Disrupted, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MessageType {
+    message_type: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Disrupted {
+    reason: &'static str,
+    nodepool: String,
+}
+
+impl InterruptionMetrics {
+    pub fn register(registry: &mut Registry) -> InterruptionMetrics {
+        let metrics = InterruptionMetrics {
+            received: Family::default(),
+            deleted: Counter::default(),
+            // 5 ms to ~10 min, as Karpenter's duration histograms.
+            queue_duration: Histogram::new(exponential_buckets(0.005, 2.0, 18)),
+            disrupted: Family::default(),
+        };
+        registry.register(
+            "karpenter_interruption_received_messages",
+            "Interruption messages received, by kind",
+            metrics.received.clone(),
+        );
+        registry.register(
+            "karpenter_interruption_deleted_messages",
+            "Interruption messages deleted from the queue",
+            metrics.deleted.clone(),
+        );
+        registry.register(
+            "karpenter_interruption_message_queue_duration_seconds",
+            "Time from an interruption event to kerf reading it",
+            metrics.queue_duration.clone(),
+        );
+        registry.register(
+            "kerf_interruption_nodeclaims_deleted",
+            "NodeClaims deleted because of an interruption message, by kind and NodePool",
+            metrics.disrupted.clone(),
+        );
+        metrics
+    }
+
+    fn observe(&self, report: &BatchReport) {
+        for (kind, count) in &report.received {
+            self.received
+                .get_or_create(&MessageType {
+                    message_type: kind.as_str(),
+                })
+                .inc_by(u64::from(*count));
+        }
+        self.deleted.inc_by(u64::from(report.deleted));
+        for latency in &report.queue_latencies {
+            self.queue_duration.observe(latency.as_secs_f64());
+        }
+    }
+}
+
+/// Carries out interruption actions on this cluster's NodeClaims.
+struct ClaimHandler<C> {
+    ctx: Arc<Context<C>>,
+}
+
+impl<C: CloudProvider + 'static> Handler for ClaimHandler<C> {
+    type Error = Error;
+
+    fn claim_of(&self, instance: &str) -> Option<ClaimInfo> {
+        let claims = self.ctx.state.node_claims.state();
+        let claim = claims.iter().find(|claim| {
+            claim
+                .status
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref())
+                .and_then(|id| instance_id(id).ok())
+                == Some(instance)
+        })?;
+        Some(claim_info(claim))
+    }
+
+    async fn apply(&self, kind: Kind, action: &Action) -> Result<(), Error> {
+        let ctx = &self.ctx;
+        match action {
+            Action::MarkUnavailable(key) => {
+                tracing::info!(offering = %key, kind = kind.as_str(), "offering unavailable after an interruption");
+                ctx.cloud.mark_unavailable(key.clone(), ctx.clock.now());
+            }
+            Action::Claim {
+                name,
+                instance_id,
+                reason,
+                delete,
+            } => {
+                let Some(claim) = ctx.state.node_claims.get(&ObjectRef::new(name)) else {
+                    return Ok(()); // gone since the lookup: nothing left to do
+                };
+                ctx.events
+                    .warning(&*claim, reason.as_str(), reason.message().to_owned())
+                    .await;
+                if *delete && claim.metadata.deletion_timestamp.is_none() {
+                    delete_claim(ctx, &claim).await?;
+                    tracing::info!(nodeclaim = %name, instance_id, kind = kind.as_str(), "deleting nodeclaim: its instance is interrupted");
+                    let nodepool = claim.labels().get(labels::NODEPOOL).cloned();
+                    ctx.metrics
+                        .interruption
+                        .disrupted
+                        .get_or_create(&Disrupted {
+                            reason: kind.as_str(),
+                            nodepool: nodepool.unwrap_or_default(),
+                        })
+                        .inc();
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn claim_info(claim: &NodeClaim) -> ClaimInfo {
+    let label = |key: &str| claim.labels().get(key).cloned();
+    ClaimInfo {
+        name: claim.name_any(),
+        instance_type: label(labels::INSTANCE_TYPE),
+        zone: label(labels::ZONE),
+    }
+}
+
+async fn delete_claim<C>(ctx: &Context<C>, claim: &NodeClaim) -> Result<(), Error> {
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let name = claim.name_any();
+    match tokio::time::timeout(CALL_TIMEOUT, api.delete(&name, &DeleteParams::default())).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(::kube::Error::Api(status))) if status.code == 404 => Ok(()),
+        Ok(Err(error)) => Err(error.into()),
+        Err(_) => Err(Error::Invalid(format!(
+            "deleting NodeClaim {name} timed out"
+        ))),
+    }
+}
+
+/// Reads `queue` until the task is dropped.
+pub async fn run<C, Q>(ctx: Arc<Context<C>>, queue: Q) -> Result<(), Error>
+where
+    C: CloudProvider + 'static,
+    Q: MessageQueue,
+{
+    let handler = ClaimHandler { ctx: ctx.clone() };
+    let metrics = ctx.metrics.interruption.clone();
+    interruption::run(
+        &queue,
+        &handler,
+        ctx.clock.as_ref(),
+        tokio::time::sleep,
+        |result| {
+            if let Ok(report) = result {
+                metrics.observe(report);
+            }
+        },
+        std::future::pending(),
+    )
+    .await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_claim_is_described_by_its_instance_type_and_zone_labels() {
+        let claim: NodeClaim = serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "default-abc", "labels": {
+                "node.kubernetes.io/instance-type": "m5.large",
+                "topology.kubernetes.io/zone": "us-west-2a"}},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                     "requirements": []}
+        }))
+        .unwrap();
+        assert_eq!(
+            claim_info(&claim),
+            ClaimInfo {
+                name: "default-abc".into(),
+                instance_type: Some("m5.large".into()),
+                zone: Some("us-west-2a".into()),
+            }
+        );
+    }
+
+    #[test]
+    fn batch_reports_become_karpenters_metrics() {
+        let mut registry = Registry::default();
+        let metrics = InterruptionMetrics::register(&mut registry);
+        let mut report = BatchReport::default();
+        report.received.insert(Kind::SpotInterrupted, 2);
+        report.deleted = 2;
+        report.queue_latencies = vec![std::time::Duration::from_millis(40)];
+        metrics.observe(&report);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(
+            text.contains(
+                "karpenter_interruption_received_messages_total{message_type=\"spot_interrupted\"} 2"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("karpenter_interruption_deleted_messages_total 2"),
+            "{text}"
+        );
+        assert!(text.contains("karpenter_interruption_message_queue_duration_seconds_count 1"));
+    }
+}
