@@ -256,3 +256,49 @@ mod tests {
         assert_eq!(size_gib("Gi"), None);
     }
 }
+
+/// How long a launch template this process has not used is kept after its creation.
+pub const MAX_UNUSED_AGE: std::time::Duration = std::time::Duration::from_secs(60 * 60);
+
+/// The templates among `listed` (name, creation time) to delete at `now`: kerf's, not among those this process
+/// uses (`in_use`), created at least [`MAX_UNUSED_AGE`] ago. Deleting one that is still wanted costs only its
+/// re-creation at the next launch.
+pub fn unused_templates<'a>(
+    listed: &'a [(String, std::time::SystemTime)],
+    in_use: &std::collections::HashSet<String>,
+    now: std::time::SystemTime,
+) -> Vec<&'a str> {
+    listed
+        .iter()
+        .filter(|(name, _)| name.starts_with(NAME_PREFIX) && !in_use.contains(name))
+        .filter(|(_, created)| {
+            now.duration_since(*created)
+                .is_ok_and(|age| age >= MAX_UNUSED_AGE)
+        })
+        .map(|(name, _)| name.as_str())
+        .collect()
+}
+
+#[cfg(test)]
+mod unused_tests {
+    use super::*;
+    use std::collections::HashSet;
+    use std::time::{Duration, SystemTime};
+
+    #[test]
+    fn only_old_unused_kerf_templates_are_collected() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let hour = Duration::from_secs(3600);
+        let listed = vec![
+            (format!("{NAME_PREFIX}old"), now - hour),
+            (format!("{NAME_PREFIX}young"), now - hour / 2),
+            (format!("{NAME_PREFIX}used"), now - hour * 5),
+            ("someone-elses".to_owned(), now - hour * 5),
+        ];
+        let in_use = HashSet::from([format!("{NAME_PREFIX}used")]);
+        assert_eq!(
+            unused_templates(&listed, &in_use, now),
+            [format!("{NAME_PREFIX}old")]
+        );
+    }
+}

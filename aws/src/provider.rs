@@ -21,7 +21,7 @@ use crate::errors::{api_error, code_of};
 use crate::fleet::{self, TemplateOverrides};
 use crate::instance_profile::{profile_name, profile_tags, role_changes, role_error, role_name};
 use crate::instance_types::{info_from_ec2, zones_by_type};
-use crate::launch_template::{BlockDevice, Metadata, TemplateConfig};
+use crate::launch_template::{unused_templates, BlockDevice, Metadata, TemplateConfig};
 use crate::pagination::collect_pages;
 use crate::resolve::{alias_parameters, tag_filters};
 use crate::spot_prices::{Row, SpotPrices};
@@ -854,5 +854,46 @@ impl CloudProvider for AwsCloud {
 
     fn mark_unavailable(&self, key: OfferingKey, now: SystemTime) {
         lock(&self.ice).mark(key, now);
+    }
+
+    async fn collect_garbage(&self, now: SystemTime) -> Result<usize, CloudError> {
+        let cluster_tag = format!("{TAG_CLUSTER_PREFIX}{}", self.settings.cluster.name);
+        let filter = ec2::Filter::builder()
+            .name("tag-key")
+            .values(cluster_tag)
+            .build();
+        let templates = collect_pages("DescribeLaunchTemplates", |token| {
+            let request = self
+                .ec2
+                .describe_launch_templates()
+                .filters(filter.clone())
+                .max_results(200)
+                .set_next_token(token);
+            async move {
+                let out = self.call("DescribeLaunchTemplates", request.send()).await?;
+                Ok((out.launch_templates.unwrap_or_default(), out.next_token))
+            }
+        })
+        .await?;
+        let listed: Vec<(String, SystemTime)> = templates
+            .into_iter()
+            .filter_map(|t| {
+                Some((
+                    t.launch_template_name?,
+                    SystemTime::try_from(t.create_time?).ok()?,
+                ))
+            })
+            .collect();
+        let in_use = lock(&self.templates).clone();
+        let mut deleted = 0;
+        for name in unused_templates(&listed, &in_use, now) {
+            let delete = self.ec2.delete_launch_template().launch_template_name(name);
+            match self.call("DeleteLaunchTemplate", delete.send()).await {
+                Ok(_) => deleted += 1,
+                Err(e) if code_of(&e).is_some_and(|c| c.contains("NotFound")) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(deleted)
     }
 }

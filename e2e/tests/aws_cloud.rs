@@ -263,6 +263,25 @@ async fn a_launch_runs_the_cheapest_type_tagged_from_one_reused_launch_template(
             ("karpenter.sh/unregistered", "NoExecute")
         ]
     );
+
+    // Garbage collection keeps the template this process uses, and removes it an hour later for a process
+    // that does not use it.
+    let hour_later = SystemTime::now() + std::time::Duration::from_secs(3600);
+    assert_eq!(cloud.collect_garbage(hour_later).await?, 0);
+    let fresh = emu
+        .cloud(cluster, std::time::Duration::from_secs(30))
+        .await?;
+    assert_eq!(fresh.collect_garbage(hour_later).await?, 1);
+    let left = cloud
+        .ec2()
+        .describe_launch_templates()
+        .launch_template_names(names[0])
+        .send()
+        .await;
+    assert!(
+        left.map_or(true, |out| out.launch_templates().is_empty()),
+        "the template is gone"
+    );
     Ok(())
 }
 

@@ -73,4 +73,11 @@ pub trait CloudProvider: Send + Sync {
     /// Keeps an offering out of launches for [`ICE_TTL`] from `now` (a spot interruption warning says its
     /// capacity is being reclaimed). No call is made.
     fn mark_unavailable(&self, key: OfferingKey, now: SystemTime);
+
+    /// Removes what the provider created for launches and no longer needs (launch templates this process has
+    /// not used, created over an hour before `now`); returns how many were removed.
+    fn collect_garbage(
+        &self,
+        now: SystemTime,
+    ) -> impl Future<Output = Result<usize, CloudError>> + Send;
 }

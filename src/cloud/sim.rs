@@ -395,4 +395,9 @@ impl CloudProvider for SimCloud {
     fn mark_unavailable(&self, key: OfferingKey, now: SystemTime) {
         self.state().ice.mark(key, now);
     }
+
+    /// The in-memory cloud keeps no launch configurations.
+    async fn collect_garbage(&self, _now: SystemTime) -> Result<usize, CloudError> {
+        Ok(0)
+    }
 }

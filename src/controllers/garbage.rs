@@ -3,7 +3,8 @@
 //!   `karpenter.sh/nodeclaim` tag nor by provider ID) is terminated once it is older than
 //!   `Settings::leak_grace` — what a hand-removed finalizer or a crash in the wrong place would otherwise leak;
 //! - a launched NodeClaim whose instance is gone (confirmed by a direct lookup, since listings lag) is deleted,
-//!   so termination removes its Node and the provisioner replaces its capacity.
+//!   so termination removes its Node and the provisioner replaces its capacity;
+//! - the provider drops what it made for launches and no longer uses (launch templates).
 //!
 //! What to collect is decided by [`plan`], a pure function of the instances, the claims and the time.
 
@@ -168,6 +169,11 @@ async fn collect<C: CloudProvider>(ctx: &Context<C>) -> Result<(), Error> {
                 tracing::warn!(provider_id, %error, "could not terminate a leaked instance")
             }
         }
+    }
+    match ctx.cloud.collect_garbage(ctx.clock.now()).await {
+        Ok(0) => {}
+        Ok(removed) => tracing::info!(removed, "garbage collected unused launch configurations"),
+        Err(error) => tracing::warn!(%error, "could not collect unused launch configurations"),
     }
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     for (name, provider_id) in &collection.orphaned_claims {
