@@ -48,7 +48,8 @@ pub use drift_hash::{
 pub use explain::Explanation;
 pub use go_duration::parse_go_duration;
 pub use input::{
-    CloudDrift, DisruptionInput, NodeInput, Settings, DEFAULT_NO_CHURN_WINDOW, DEFAULT_REPLACE_MARGIN,
+    CloudDrift, DisruptionInput, NodeInput, Settings, DEFAULT_NO_CHURN_WINDOW,
+    DEFAULT_REPLACE_MARGIN,
 };
 pub use lifetime::{
     consolidatable, expire_after, expires_at, is_expired, Consolidatable, LifetimeError,

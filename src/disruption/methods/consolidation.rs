@@ -62,10 +62,18 @@ pub(crate) fn order(a: &Facts<'_>, b: &Facts<'_>) -> Ordering {
 
 /// How `candidates` (indices into the pass's facts) can be consolidated, if they can. `single` applies the
 /// single-node spot-to-spot minimum.
-pub(crate) fn consolidate(pass: &mut Pass<'_>, candidates: &[usize], single: bool) -> Result<Move, Why> {
+pub(crate) fn consolidate(
+    pass: &mut Pass<'_>,
+    candidates: &[usize],
+    single: bool,
+) -> Result<Move, Why> {
     let plan = pass.simulator().without(candidates)?;
     let facts: Vec<&Facts<'_>> = candidates.iter().map(|&i| &pass.facts[i]).collect();
-    let total: f64 = facts.iter().filter_map(|f| f.offering).map(|o| o.price).sum();
+    let total: f64 = facts
+        .iter()
+        .filter_map(|f| f.offering)
+        .map(|o| o.price)
+        .sum();
     let mut claims = plan.claims;
     let claim = match claims.len() {
         0 => {
@@ -87,9 +95,10 @@ pub(crate) fn consolidate(pass: &mut Pass<'_>, candidates: &[usize], single: boo
         return Err(Why::WouldChurn(t));
     }
     let threshold = total * (1.0 - pass.input.settings.replace_margin);
-    let all_spot = facts
-        .iter()
-        .all(|f| f.offering.is_some_and(|o| o.capacity_type == CapacityType::Spot));
+    let all_spot = facts.iter().all(|f| {
+        f.offering
+            .is_some_and(|o| o.capacity_type == CapacityType::Spot)
+    });
     let capacity = claim.requirements.get(labels::CAPACITY_TYPE);
     let allows_spot = capacity.is_none_or(|r| r.has(labels::CAPACITY_TYPE_SPOT));
     let allows_on_demand = capacity.is_none_or(|r| r.has(labels::CAPACITY_TYPE_ON_DEMAND));
@@ -143,7 +152,11 @@ pub(crate) fn consolidate(pass: &mut Pass<'_>, candidates: &[usize], single: boo
     let cheapest = kept
         .iter()
         .filter_map(|(_, it, _)| Choice::cheapest(it, &requirements))
-        .min_by(|a, b| a.price.unwrap_or(f64::MAX).total_cmp(&b.price.unwrap_or(f64::MAX)));
+        .min_by(|a, b| {
+            a.price
+                .unwrap_or(f64::MAX)
+                .total_cmp(&b.price.unwrap_or(f64::MAX))
+        });
     Ok(Move {
         replacements: vec![PlannedClaim {
             requirements,
@@ -170,7 +183,10 @@ fn balanced(pass: &Pass<'_>, facts: &[&Facts<'_>], savings: f64) -> Result<(), W
         .iter()
         .filter(|f| f.ineligible.is_none() && pools.contains(&f.target.nodepool.as_str()));
     let (pool_cost, pool_reschedule) = in_pools.fold((0.0, 0.0), |(c, r), f| {
-        (c + f.offering.map_or(0.0, |o| o.price), r + f.reschedule_cost)
+        (
+            c + f.offering.map_or(0.0, |o| o.price),
+            r + f.reschedule_cost,
+        )
     });
     let move_reschedule: f64 = facts.iter().map(|f| f.reschedule_cost).sum();
     if pool_cost <= 0.0 || pool_reschedule <= 0.0 || move_reschedule <= 0.0 {

@@ -28,7 +28,10 @@ pub(crate) fn commands(pass: &mut Pass<'_>) -> Vec<Command> {
     if picked.is_empty() {
         return Vec::new();
     }
-    let candidates: Vec<_> = picked.iter().map(|&i| pass.facts[i].target.clone()).collect();
+    let candidates: Vec<_> = picked
+        .iter()
+        .map(|&i| pass.facts[i].target.clone())
+        .collect();
     vec![Command {
         method,
         reason: method.reason(),

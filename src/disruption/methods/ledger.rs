@@ -44,7 +44,10 @@ impl Ledger {
                 .pools
                 .iter()
                 .map(|(name, (budgets, counts))| {
-                    (name.clone(), (budgets.evaluate(reason, *counts, self.now), 0))
+                    (
+                        name.clone(),
+                        (budgets.evaluate(reason, *counts, self.now), 0),
+                    )
                 })
                 .collect(),
         }

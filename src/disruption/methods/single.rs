@@ -15,7 +15,10 @@ pub(crate) fn commands(pass: &mut Pass<'_>) -> Vec<Command> {
     for (index, f) in pass.facts.iter().enumerate() {
         // Multi-node, which ran before, already reported the nodes that are no candidates.
         if candidate(f) == Ok(true) {
-            by_pool.entry(f.target.nodepool.clone()).or_default().push(index);
+            by_pool
+                .entry(f.target.nodepool.clone())
+                .or_default()
+                .push(index);
         }
     }
     for list in by_pool.values_mut() {
