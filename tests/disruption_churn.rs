@@ -67,29 +67,24 @@ fn run(ticks: usize, step: SignedDuration, prices: impl Fn(usize) -> (f64, f64))
     history
 }
 
+/// The two types swap a 25 % price gap at every tick.
+fn swap(tick: usize) -> (f64, f64) {
+    if tick.is_multiple_of(2) {
+        (0.40, 0.30)
+    } else {
+        (0.30, 0.40)
+    }
+}
+
 #[test]
 fn swapping_prices_do_not_flip_flop_within_the_window() {
-    // The two types swap a 25 % price gap every 10 minutes for 50 minutes.
-    let swap = |tick: usize| {
-        if tick % 2 == 0 {
-            (0.40, 0.30)
-        } else {
-            (0.30, 0.40)
-        }
-    };
+    // Swaps every 10 minutes for 50 minutes.
     let history = run(6, SignedDuration::from_mins(10), swap);
     assert_eq!(history, ["f0-8", "f1-8"]);
 }
 
 #[test]
 fn after_the_window_a_real_saving_is_taken_again() {
-    let swap = |tick: usize| {
-        if tick % 2 == 0 {
-            (0.40, 0.30)
-        } else {
-            (0.30, 0.40)
-        }
-    };
     // Swaps every 70 minutes: each pass is past the one-hour window, so each real saving is taken once.
     let history = run(3, SignedDuration::from_mins(70), swap);
     assert_eq!(history, ["f0-8", "f1-8", "f0-8", "f1-8"]);
@@ -98,13 +93,7 @@ fn after_the_window_a_real_saving_is_taken_again() {
 #[test]
 fn savings_under_the_margin_are_never_taken() {
     // ±3 % wobble around the node's price: always under the 5 % margin.
-    let wobble = |tick: usize| {
-        if tick % 2 == 0 {
-            (0.40, 0.388)
-        } else {
-            (0.40, 0.412)
-        }
-    };
+    let wobble = |tick: usize| (0.40, if tick.is_multiple_of(2) { 0.388 } else { 0.412 });
     let history = run(48, SignedDuration::from_mins(30), wobble);
     assert_eq!(history, ["f0-8"]);
 }
