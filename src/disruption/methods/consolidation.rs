@@ -7,7 +7,7 @@ use super::Pass;
 use crate::api::labels;
 use crate::api::nodepool::ConsolidationPolicy;
 use crate::api::requirements::{Requirement, Requirements};
-use crate::catalog::{CapacityType, InstanceType};
+use crate::catalog::{CapacityType, InstanceType, Resources};
 use crate::scheduling::{allows, Choice, PlannedClaim, TypeName};
 use std::cmp::Ordering;
 
@@ -67,13 +67,19 @@ pub(crate) fn consolidate(
     candidates: &[usize],
     single: bool,
 ) -> Result<Move, Why> {
-    let plan = pass.simulator().without(candidates)?;
-    let facts: Vec<&Facts<'_>> = candidates.iter().map(|&i| &pass.facts[i]).collect();
-    let total: f64 = facts
+    let total: f64 = candidates
         .iter()
-        .filter_map(|f| f.offering)
+        .filter_map(|&i| pass.facts[i].offering)
         .map(|o| o.price)
         .sum();
+    let threshold = total * (1.0 - pass.input.settings.replace_margin);
+    let simulator = pass.simulator();
+    let homeless = simulator.homeless_load(candidates)?;
+    if homeless != Resources::default() && simulator.cheapest_holding(&homeless) >= threshold {
+        return Err(Why::NoCheaperReplacement);
+    }
+    let plan = pass.simulator().without(candidates)?;
+    let facts: Vec<&Facts<'_>> = candidates.iter().map(|&i| &pass.facts[i]).collect();
     let mut claims = plan.claims;
     let claim = match claims.len() {
         0 => {
@@ -94,7 +100,6 @@ pub(crate) fn consolidate(
     {
         return Err(Why::WouldChurn(t));
     }
-    let threshold = total * (1.0 - pass.input.settings.replace_margin);
     let all_spot = facts.iter().all(|f| {
         f.offering
             .is_some_and(|o| o.capacity_type == CapacityType::Spot)

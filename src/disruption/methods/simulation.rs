@@ -5,7 +5,8 @@
 use super::super::command::Why;
 use super::super::input::DisruptionInput;
 use super::super::pods::{is_reschedulable, pod_key};
-use crate::scheduling::{Cluster, DaemonSetPod, ExistingNode, Plan, PodInfo, Scheduler};
+use crate::catalog::Resources;
+use crate::scheduling::{allows, Cluster, DaemonSetPod, ExistingNode, Plan, PodInfo, Scheduler};
 use std::collections::BTreeSet;
 
 /// The cluster prepared once per pass; each [`Simulator::without`] is one solve.
@@ -17,6 +18,13 @@ pub(crate) struct Simulator<'a> {
     position: Vec<Result<usize, Why>>,
     /// Per place in `nodes`, the input node there.
     owner: Vec<usize>,
+    /// Per place in `nodes`, its allocatable minus its pods' requests: at least the room the solve sees.
+    free: Vec<Resources>,
+    /// The largest free CPU and, separately, memory in `free`.
+    most_free: Resources,
+    /// Every instance type some NodePool may launch, as its allocatable and the cheapest offering that pool
+    /// allows, cheapest first: what a new node costs at least.
+    launchable: Vec<(Resources, f64)>,
     /// Per input node, the pods that must find a new home if it goes.
     moving: Vec<Vec<PodInfo>>,
     /// Pods that need a home whatever is decided: pending ones and those of deleting or queued nodes. A move
@@ -32,6 +40,23 @@ impl<'a> Simulator<'a> {
             .filter_map(|d| DaemonSetPod::from_daemonset(d).ok())
             .collect();
         let scheduler = Scheduler::with_daemonsets(input.nodepools, input.catalog, &daemonsets);
+        let mut launchable: Vec<(Resources, f64)> = scheduler
+            .templates()
+            .iter()
+            .flat_map(|t| {
+                t.instance_types.iter().filter_map(|&i| {
+                    let it = &input.catalog.instance_types[i];
+                    let price = it
+                        .offerings
+                        .iter()
+                        .filter(|o| allows(&t.requirements, o))
+                        .filter_map(|o| o.price)
+                        .fold(f64::INFINITY, f64::min);
+                    price.is_finite().then(|| (it.allocatable(), price))
+                })
+            })
+            .collect();
+        launchable.sort_by(|a, b| a.1.total_cmp(&b.1));
         let mut displaced: Vec<PodInfo> = input
             .pending
             .iter()
@@ -39,6 +64,7 @@ impl<'a> Simulator<'a> {
             .collect();
         let mut nodes = Vec::with_capacity(input.nodes.len());
         let mut owner = Vec::with_capacity(input.nodes.len());
+        let mut free = Vec::with_capacity(input.nodes.len());
         let mut position = Vec::with_capacity(input.nodes.len());
         let mut moving = Vec::with_capacity(input.nodes.len());
         for (index, node) in input.nodes.iter().enumerate() {
@@ -79,6 +105,11 @@ impl<'a> Simulator<'a> {
                 Some(existing) if !going => {
                     position.push(Ok(nodes.len()));
                     owner.push(index);
+                    let mut room = existing.allocatable.clone();
+                    for bound in &existing.pods {
+                        room -= &bound.pod.requests;
+                    }
+                    free.push(room);
                     nodes.push(existing);
                     moving.push(pods);
                 }
@@ -96,11 +127,19 @@ impl<'a> Simulator<'a> {
                 }
             }
         }
+        let most_free = Resources {
+            cpu: free.iter().map(|r| r.cpu).max().unwrap_or(0),
+            memory: free.iter().map(|r| r.memory).max().unwrap_or(0),
+            ..Resources::default()
+        };
         Simulator {
+            most_free,
             scheduler,
             nodes,
             position,
             owner,
+            free,
+            launchable,
             moving,
             displaced,
         }
@@ -155,12 +194,48 @@ impl<'a> Simulator<'a> {
         Ok(plan)
     }
 
+    /// The summed requests of the pods of `removed` that no other node has the raw room for (CPU, memory, pod
+    /// slots and the rest, before taints, affinities or ports). Those pods can only go to new capacity, so a
+    /// move is possible only if a node that holds all of them is cheap enough: a cheap, sound test that spares
+    /// the solve for nodes that cannot move (a packed cluster).
+    pub fn homeless_load(&self, removed: &[usize]) -> Result<Resources, Why> {
+        let mut gone = Vec::with_capacity(removed.len());
+        for &index in removed {
+            gone.push(self.position[index].clone()?);
+        }
+        let mut load = Resources::default();
+        for pod in removed.iter().flat_map(|&i| &self.moving[i]) {
+            // Most pods of a packed cluster exceed the largest free CPU or memory of any node: no scan needed.
+            let housed = pod.requests.cpu <= self.most_free.cpu
+                && pod.requests.memory <= self.most_free.memory
+                && self
+                    .free
+                    .iter()
+                    .enumerate()
+                    .any(|(place, room)| !gone.contains(&place) && pod.requests.fits_in(room));
+            if !housed {
+                load += &pod.requests;
+            }
+        }
+        Ok(load)
+    }
+
+    /// A lower bound on the price of a new node that can hold `load`: the cheapest offering a NodePool allows
+    /// of a type with room for it, DaemonSets and pod constraints ignored; infinite if no type has the room.
+    pub fn cheapest_holding(&self, load: &Resources) -> f64 {
+        self.launchable
+            .iter()
+            .find(|(room, _)| load.fits_in(room))
+            .map_or(f64::INFINITY, |(_, price)| *price)
+    }
+
     fn swap(&mut self, a: usize, b: usize) {
         if a == b {
             return;
         }
         self.nodes.swap(a, b);
         self.owner.swap(a, b);
+        self.free.swap(a, b);
         self.position[self.owner[a]] = Ok(a);
         self.position[self.owner[b]] = Ok(b);
     }
