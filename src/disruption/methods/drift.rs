@@ -34,20 +34,12 @@ pub(crate) fn commands(pass: &mut Pass<'_>) -> Vec<Command> {
         };
         match replacements {
             Ok(replacements) => {
-                let f = &pass.facts[index];
-                let price = f.offering.map_or(0.0, |o| o.price);
+                let price = pass.facts[index].offering.map_or(0.0, |o| o.price);
                 let new: f64 = replacements
                     .iter()
                     .filter_map(|c| c.cheapest.as_ref().and_then(|c| c.price))
                     .sum();
-                return vec![Command {
-                    method,
-                    reason: method.reason(),
-                    candidates: vec![f.target.clone()],
-                    replacements,
-                    savings: price - new,
-                    budgets: budgets.evaluated([f.target.nodepool.as_str()]),
-                }];
+                return vec![pass.command(method, &[index], &budgets, replacements, price - new)];
             }
             Err(why) => pass.skip(method, index, why),
         }

@@ -28,20 +28,10 @@ pub(crate) fn commands(pass: &mut Pass<'_>) -> Vec<Command> {
     if picked.is_empty() {
         return Vec::new();
     }
-    let candidates: Vec<_> = picked
+    let savings = picked
         .iter()
-        .map(|&i| pass.facts[i].target.clone())
-        .collect();
-    vec![Command {
-        method,
-        reason: method.reason(),
-        budgets: budgets.evaluated(candidates.iter().map(|t| t.nodepool.as_str())),
-        savings: picked
-            .iter()
-            .filter_map(|&i| pass.facts[i].offering)
-            .map(|o| o.price)
-            .sum(),
-        candidates,
-        replacements: Vec::new(),
-    }]
+        .filter_map(|&i| pass.facts[i].offering)
+        .map(|o| o.price)
+        .sum();
+    vec![pass.command(method, &picked, &budgets, Vec::new(), savings)]
 }

@@ -12,12 +12,13 @@ mod multi;
 mod simulation;
 mod single;
 
-use super::command::{Command, Decision, Method, Skip, Why};
+use super::command::{Command, Decision, Method, Skip, Target, Why};
 use super::input::DisruptionInput;
 use crate::catalog::InstanceType;
+use crate::scheduling::PlannedClaim;
 use facts::Facts;
 use k8s_openapi::jiff::Timestamp;
-use ledger::Ledger;
+use ledger::{Allowances, Ledger};
 use simulation::Simulator;
 use std::collections::HashMap;
 
@@ -84,6 +85,29 @@ impl<'a> Pass<'a> {
     pub fn simulator(&mut self) -> &mut Simulator<'a> {
         let input = self.input;
         self.simulator.get_or_insert_with(|| Simulator::new(&input))
+    }
+
+    /// The command of `method` for the nodes `picked`, recording the budgets `allowances` evaluated for them.
+    pub fn command(
+        &self,
+        method: Method,
+        picked: &[usize],
+        allowances: &Allowances,
+        replacements: Vec<PlannedClaim>,
+        savings: f64,
+    ) -> Command {
+        let candidates: Vec<Target> = picked
+            .iter()
+            .map(|&i| self.facts[i].target.clone())
+            .collect();
+        Command {
+            method,
+            reason: method.reason(),
+            budgets: allowances.evaluated(candidates.iter().map(|t| t.nodepool.as_str())),
+            candidates,
+            replacements,
+            savings,
+        }
     }
 
     /// Records that `method` left node `index` alone.

@@ -46,16 +46,11 @@ pub(crate) fn commands(pass: &mut Pass<'_>) -> Vec<Command> {
     let Some((n, found)) = best else {
         return Vec::new();
     };
-    let candidates: Vec<_> = picked[..n]
-        .iter()
-        .map(|&i| pass.facts[i].target.clone())
-        .collect();
-    vec![Command {
+    vec![pass.command(
         method,
-        reason: method.reason(),
-        budgets: budgets.evaluated(candidates.iter().map(|t| t.nodepool.as_str())),
-        candidates,
-        replacements: found.replacements,
-        savings: found.savings,
-    }]
+        &picked[..n],
+        &budgets,
+        found.replacements,
+        found.savings,
+    )]
 }

@@ -31,15 +31,13 @@ pub(crate) fn commands(pass: &mut Pass<'_>) -> Vec<Command> {
         }
         match consolidate(pass, &[index], true) {
             Ok(found) => {
-                let target = pass.facts[index].target.clone();
-                return vec![Command {
+                return vec![pass.command(
                     method,
-                    reason: method.reason(),
-                    budgets: budgets.evaluated([target.nodepool.as_str()]),
-                    candidates: vec![target],
-                    replacements: found.replacements,
-                    savings: found.savings,
-                }];
+                    &[index],
+                    &budgets,
+                    found.replacements,
+                    found.savings,
+                )];
             }
             Err(why) => pass.skip(method, index, why),
         }
