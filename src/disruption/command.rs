@@ -159,4 +159,8 @@ pub enum Why {
     WouldChurn(Timestamp),
     #[error("the savings do not justify the evictions (Balanced)")]
     Unbalanced,
+    #[error("NodeClaim {0:?} is gone")]
+    Gone(String),
+    #[error("the cluster changed since the command was decided")]
+    Changed,
 }

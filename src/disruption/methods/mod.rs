@@ -11,6 +11,7 @@ mod ledger;
 mod multi;
 mod simulation;
 mod single;
+mod validate;
 
 use super::command::{Command, Decision, Method, Skip, Target, Why};
 use super::input::DisruptionInput;
@@ -24,6 +25,7 @@ use std::collections::HashMap;
 
 pub use consolidation::SPOT_TO_SPOT_TYPES;
 pub use multi::MAX_CANDIDATES;
+pub use validate::validate;
 
 /// One disruption pass over `input` at `now`: the expired claims to delete, and the commands of the first
 /// voluntary method that has any, with why every other node was left alone.
