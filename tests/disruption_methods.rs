@@ -380,3 +380,54 @@ fn nodes_not_ready_for_disruption_are_explained() {
         [&Why::NotInitialized]
     );
 }
+
+/// controller-behaviour.md §3.6, worked example, through a whole pass: 25 initialized nodes, one NotReady and
+/// one being deleted (2 disrupting), budgets `20 %` for Empty and Drifted, `5`, and `0` for Underutilized
+/// during the 10 minutes after midnight.
+fn worked_example(empty: usize) -> World {
+    let budgets = json!({"budgets": [
+        {"nodes": "20%", "reasons": ["Empty", "Drifted"]},
+        {"nodes": "5"},
+        {"nodes": "0", "schedule": "@daily", "duration": "10m", "reasons": ["Underutilized"]}]});
+    let mut w = World::new(vec![pool("p", budgets)], 1);
+    for i in 0..25 {
+        let name = format!("n{i:02}");
+        w.node(&name, "p", "f0-8", "on-demand");
+        if i >= empty {
+            w.pods(&name, 1, "1", json!({}));
+        }
+    }
+    let not_ready = w.find("n23").node.as_mut().expect("node");
+    not_ready
+        .status
+        .as_mut()
+        .expect("status")
+        .conditions
+        .as_mut()
+        .expect("conditions")[0]
+        .status = "False".to_owned();
+    w.find("n24").claim.metadata.deletion_timestamp = Some(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(disruption_support::at(T0)),
+    );
+    w
+}
+
+#[test]
+fn worked_example_at_five_past_midnight() {
+    // Empty: min(ceil(20 % of 25), 5) − 2 = 3 of the 5 empty nodes.
+    let d = worked_example(5).decide("2026-11-24T00:05:00Z");
+    assert_eq!(disrupted(&d), [["n00-claim", "n01-claim", "n02-claim"]]);
+    // Underutilized: the midnight budget allows 0, so consolidation does nothing until 00:10.
+    let w = worked_example(0);
+    let d = w.decide("2026-11-24T00:05:00Z");
+    assert!(d.commands.is_empty());
+    assert!(matches!(
+        skipped_for(&d, "n00-claim", Method::SingleNodeConsolidation)[..],
+        [Why::Budget { .. }]
+    ));
+    // At 00:10 the window has closed: min(5) − 2 = 3 nodes for multi-node consolidation.
+    let d = w.decide("2026-11-24T00:10:00Z");
+    assert_eq!(d.commands.len(), 1);
+    assert_eq!(d.commands[0].method, Method::MultiNodeConsolidation);
+    assert_eq!(d.commands[0].candidates.len(), 3);
+}
