@@ -12,9 +12,13 @@ use serde_json::json;
 
 /// A pool that may only use `f0-8` and `f1-8`, the same size in two families.
 fn eight_cpu_pool() -> NodePool {
+    eight_cpu_pool_with("WhenEmptyOrUnderutilized")
+}
+
+fn eight_cpu_pool_with(policy: &str) -> NodePool {
     serde_json::from_value(json!({
         "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "p"},
-        "spec": {"template": {"spec": {
+        "spec": {"disruption": {"consolidationPolicy": policy}, "template": {"spec": {
             "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
             "requirements": [
                 {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
@@ -108,4 +112,20 @@ fn a_recent_replacement_says_why_it_stays() {
     assert!(d.commands.is_empty());
     let whys: Vec<&Why> = d.skipped.iter().map(|s| &s.why).collect();
     assert_eq!(whys, [&Why::WouldChurn(launched)]);
+}
+
+#[test]
+fn balanced_refuses_a_saving_too_small_for_its_evictions() {
+    // f1-8 costs 1 % more than f0-8; with no margin, moving to f0-8 is a real but tiny saving.
+    let decide = |policy: &str| {
+        let mut w = world_on("f1-8", None);
+        w.pools = vec![eight_cpu_pool_with(policy)];
+        w.settings.replace_margin = 0.0;
+        kerf::disruption::decide(&w.input(), at("2026-11-23T12:00:00Z"))
+    };
+    assert_eq!(decide("WhenEmptyOrUnderutilized").commands.len(), 1);
+    let d = decide("Balanced");
+    assert!(d.commands.is_empty());
+    let whys: Vec<&Why> = d.skipped.iter().map(|s| &s.why).collect();
+    assert_eq!(whys, [&Why::Unbalanced]);
 }
