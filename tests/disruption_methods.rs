@@ -431,3 +431,14 @@ fn worked_example_at_five_past_midnight() {
     assert_eq!(d.commands[0].method, Method::MultiNodeConsolidation);
     assert_eq!(d.commands[0].candidates.len(), 3);
 }
+
+#[test]
+fn a_node_outside_its_pools_requirements_has_drifted() {
+    // The pool asks for on-demand; a spot node left over from an earlier spec no longer matches it.
+    let mut w = three_light_nodes(json!({"budgets": [{"nodes": "100%"}]}));
+    w.node("s", "p", "f0-8", "spot");
+    w.pods("s", 1, "1", json!({}));
+    let d = w.decide(NOW);
+    assert_eq!(disrupted(&d), [["s-claim"]]);
+    assert_eq!(d.commands[0].method, Method::Drift);
+}

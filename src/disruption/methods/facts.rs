@@ -9,7 +9,9 @@ use super::super::input::{DisruptionInput, NodeInput};
 use super::super::lifetime::{consolidatable, is_expired, Consolidatable};
 use crate::api::labels;
 use crate::api::nodepool::{ConsolidationPolicy, NodePool};
-use crate::catalog::{CapacityType, InstanceType};
+use crate::api::requirements::{AllowUndefined, Requirements};
+use crate::catalog::{CapacityType, InstanceType, Resources};
+use crate::scheduling::Template;
 use k8s_openapi::jiff::Timestamp;
 use std::collections::HashMap;
 
@@ -20,6 +22,13 @@ pub(crate) struct NodeOffering<'a> {
     pub capacity_type: CapacityType,
     /// USD per hour.
     pub price: f64,
+}
+
+/// A NodePool and the requirements its nodes must meet (its template's, labels and pool name included);
+/// `None` when they cannot be read.
+struct Pool<'a> {
+    spec: &'a NodePool,
+    requirements: Option<Requirements>,
 }
 
 /// One node's facts at `now`; a pass keeps them in the order of [`DisruptionInput::nodes`].
@@ -50,10 +59,27 @@ impl<'a> Facts<'a> {
         types: &HashMap<&'a str, &'a InstanceType>,
         now: Timestamp,
     ) -> Vec<Facts<'a>> {
-        let pools: HashMap<&str, &NodePool> = input
+        let allocatable: Vec<Resources> = input
+            .catalog
+            .instance_types
+            .iter()
+            .map(InstanceType::allocatable)
+            .collect();
+        let pools: HashMap<&str, Pool<'a>> = input
             .nodepools
             .iter()
-            .filter_map(|p| Some((p.metadata.name.as_deref()?, p)))
+            .filter_map(|p| {
+                let requirements = Template::new(p, input.catalog, &allocatable)
+                    .ok()
+                    .map(|t| t.requirements);
+                Some((
+                    p.metadata.name.as_deref()?,
+                    Pool {
+                        spec: p,
+                        requirements,
+                    },
+                ))
+            })
             .collect();
         input
             .nodes
@@ -65,7 +91,7 @@ impl<'a> Facts<'a> {
     fn of(
         node: &'a NodeInput,
         input: &DisruptionInput<'a>,
-        pools: &HashMap<&str, &'a NodePool>,
+        pools: &HashMap<&str, Pool<'a>>,
         types: &HashMap<&str, &'a InstanceType>,
         now: Timestamp,
     ) -> Facts<'a> {
@@ -80,7 +106,8 @@ impl<'a> Facts<'a> {
                 .or_else(|| from(claim.metadata.labels.as_ref()))
         };
         let pool_name = label(labels::NODEPOOL);
-        let pool = pool_name.and_then(|name| pools.get(name).copied());
+        let pool_facts = pool_name.and_then(|name| pools.get(name));
+        let pool = pool_facts.map(|p| p.spec);
         let target = Target {
             claim: node.claim_name().to_owned(),
             node: node.node_name().map(str::to_owned),
@@ -142,8 +169,26 @@ impl<'a> Facts<'a> {
             None => Ok(Consolidatable::NotInitialized),
         };
         let static_drift = pool.map(|p| static_drift(p, claim));
+        // The first match wins, in Karpenter's order (§3.3).
+        let requirements_drifted = || {
+            let node_labels = node
+                .node
+                .as_ref()
+                .and_then(|n| n.metadata.labels.as_ref())
+                .or(claim.metadata.labels.as_ref());
+            let (Some(node_labels), Some(required)) = (
+                node_labels,
+                pool_facts.and_then(|p| p.requirements.as_ref()),
+            ) else {
+                return false;
+            };
+            !Requirements::from_labels(node_labels)
+                .is_compatible(required, AllowUndefined::well_known_labels())
+        };
         let drift = if static_drift == Some(StaticDrift::Drifted) {
             Some("NodePoolDrifted")
+        } else if requirements_drifted() {
+            Some("RequirementsDrifted")
         } else {
             node.cloud_drift.map(|d| d.as_str())
         };
