@@ -72,7 +72,7 @@ pub(crate) fn consolidate(
         .filter_map(|&i| pass.facts[i].offering)
         .map(|o| o.price)
         .sum();
-    let threshold = total * (1.0 - pass.input.settings.replace_margin);
+    let threshold = ceiling(pass, total);
     let simulator = pass.simulator();
     let homeless = simulator.homeless_load(candidates)?;
     if homeless != Resources::default() && simulator.cheapest_holding(&homeless) >= threshold {
@@ -91,6 +91,24 @@ pub(crate) fn consolidate(
         1 => claims.remove(0),
         n => return Err(Why::TooManyReplacements(n)),
     };
+    replace(pass, &facts, claim, total, single)
+}
+
+/// What a replacement of nodes costing `total` must cost less than: `total` minus the margin.
+fn ceiling(pass: &Pass<'_>, total: f64) -> f64 {
+    total * (1.0 - pass.input.settings.replace_margin)
+}
+
+/// The one-node replacement of the candidates `facts` (costing `total`) that the solve planned as `claim`,
+/// if it is really cheaper and would not churn.
+fn replace(
+    pass: &Pass<'_>,
+    facts: &[&Facts<'_>],
+    claim: PlannedClaim,
+    total: f64,
+    single: bool,
+) -> Result<Move, Why> {
+    let threshold = ceiling(pass, total);
     let now = pass.now;
     let window = pass.input.settings.no_churn_window;
     if let Some(t) = facts
@@ -153,7 +171,7 @@ pub(crate) fn consolidate(
     }
     let dearest = kept.iter().map(|k| k.2).fold(0.0, f64::max);
     let savings = total - dearest;
-    balanced(pass, &facts, savings)?;
+    balanced(pass, facts, savings)?;
     let cheapest = kept
         .iter()
         .filter_map(|(_, it, _)| Choice::cheapest(it, &requirements))
