@@ -1,6 +1,6 @@
 //! Disruption decisions, pure: no I/O, no clock (`now` is an argument).
 //!
-//! So far this module owns the foundations the disruption methods stand on:
+//! The foundations the disruption methods stand on:
 //! - `budgets`: how many nodes of a pool may be disrupted for a reason at an instant (§3.6);
 //! - `window`: when a scheduled budget is active, and when that next changes;
 //! - `explain`: which budget binds and until when, in words users can check their schedules against;
@@ -9,8 +9,9 @@
 //!   NodePool drift), and `candidate` putting the blockers together; `pods` and `go_duration` serve them.
 //!
 //! On them stand the methods (`methods`: expiration, emptiness, drift, multi- and single-node consolidation)
-//! and [`decide`], one pass over an [`DisruptionInput`] that returns a [`Decision`]: [`Command`]s and, for what
-//! was left alone, [`Skip`]s that say why. docs/disruption.md explains the rules.
+//! and [`decide`], one pass over a [`DisruptionInput`] that returns a [`Decision`]: [`Command`]s and, for what
+//! was left alone, [`Skip`]s that say why; [`validate`] re-checks a command before it is carried out.
+//! docs/disruption.md explains the rules.
 
 mod budgets;
 mod candidate;
