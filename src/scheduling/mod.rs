@@ -20,6 +20,7 @@ mod type_name;
 
 pub use cluster::{bound_node, BoundPod, Cluster, ClusterError, DaemonSetPod, ExistingNode};
 pub use min_values::MinValuesPolicy;
+pub use offerings::allows;
 pub use pod::{HostPort, PodError, PodInfo};
 pub use solve::{
     solve, solve_cluster, Choice, NodePlacement, Plan, PlannedClaim, PoolFit, PoolOption,

@@ -15,7 +15,7 @@ use super::type_name::TypeName;
 use crate::api::labels;
 use crate::api::nodepool::{NodePool, TaintEffect};
 use crate::api::requirements::{AllowUndefined, Requirement, Requirements};
-use crate::catalog::{CapacityType, Catalog, Resources};
+use crate::catalog::{CapacityType, Catalog, InstanceType, Resources};
 use std::cmp::Reverse;
 
 /// Karpenter writes at most this many instance types into a NodeClaim.
@@ -45,6 +45,18 @@ pub struct Choice {
     pub zone: String,
     /// USD per hour; `None` when no price is known.
     pub price: Option<f64>,
+}
+
+impl Choice {
+    /// The cheapest offering of `it` that `requirements` allow (unknown prices last).
+    pub fn cheapest(it: &InstanceType, requirements: &Requirements) -> Option<Choice> {
+        cheapest_offering(it, requirements).map(|o| Choice {
+            instance_type: it.name.clone(),
+            capacity_type: o.capacity_type,
+            zone: o.zone.clone(),
+            price: o.price,
+        })
+    }
 }
 
 /// A pod the solve could not place, and why.
@@ -636,12 +648,7 @@ impl<'a> Scheduler<'a> {
 
     fn choice(&self, claim: &Claim, ranked: &[(usize, f64)]) -> Option<Choice> {
         let it = &self.catalog.instance_types[ranked.first()?.0];
-        cheapest_offering(it, &claim.requirements).map(|o| Choice {
-            instance_type: it.name.clone(),
-            capacity_type: o.capacity_type,
-            zone: o.zone.clone(),
-            price: o.price,
-        })
+        Choice::cheapest(it, &claim.requirements)
     }
 }
 

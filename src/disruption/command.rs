@@ -1,0 +1,166 @@
+//! What a disruption pass decides: commands to carry out, and for everything it left alone, why.
+
+use super::budgets::Allowance;
+use super::candidate::Blocker;
+use super::lifetime::LifetimeError;
+use crate::api::nodepool::DisruptionReason;
+use crate::scheduling::PlannedClaim;
+use k8s_openapi::jiff::Timestamp;
+use std::fmt;
+
+/// The methods, in the order a pass runs them (expiration first: it is forceful and not a method of the
+/// voluntary loop, but one pass reports it too).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Method {
+    Expiration,
+    Emptiness,
+    Drift,
+    MultiNodeConsolidation,
+    SingleNodeConsolidation,
+}
+
+impl Method {
+    pub fn reason(self) -> Reason {
+        match self {
+            Method::Expiration => Reason::Expired,
+            Method::Emptiness => Reason::Empty,
+            Method::Drift => Reason::Drifted,
+            Method::MultiNodeConsolidation | Method::SingleNodeConsolidation => {
+                Reason::Underutilized
+            }
+        }
+    }
+}
+
+/// Why nodes are disrupted: the three reasons budgets know, and expiration, which budgets do not limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Reason {
+    Empty,
+    Drifted,
+    Underutilized,
+    Expired,
+}
+
+impl Reason {
+    /// The reason budgets are evaluated for; `None` for expiration.
+    pub fn budget_reason(self) -> Option<DisruptionReason> {
+        match self {
+            Reason::Empty => Some(DisruptionReason::Empty),
+            Reason::Drifted => Some(DisruptionReason::Drifted),
+            Reason::Underutilized => Some(DisruptionReason::Underutilized),
+            Reason::Expired => None,
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// A node to disrupt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    pub claim: String,
+    pub node: Option<String>,
+    pub nodepool: String,
+}
+
+/// One disruption to carry out: launch `replacements`, wait until they are initialized, then delete the
+/// `candidates` (controller-behaviour.md §3.5).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Command {
+    pub method: Method,
+    pub reason: Reason,
+    pub candidates: Vec<Target>,
+    /// Claims to launch first; empty for a delete.
+    pub replacements: Vec<PlannedClaim>,
+    /// USD per hour saved: the candidates' price minus the replacements' (at their dearest allowed offering for
+    /// a consolidation replace, their cheapest for drift). Negative when drift replaces with dearer capacity.
+    pub savings: f64,
+    /// The budget of each pool involved, as evaluated at the start of the pass; empty for expiration.
+    pub budgets: Vec<Allowance>,
+}
+
+impl Command {
+    pub fn is_delete(&self) -> bool {
+        self.replacements.is_empty()
+    }
+}
+
+/// The outcome of one pass.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Decision {
+    /// Expiration's deletes (forceful, one per claim), then the commands of the first method that had any.
+    pub commands: Vec<Command>,
+    /// What the methods that ran left alone, and why.
+    pub skipped: Vec<Skip>,
+}
+
+/// Something a method considered and left alone.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Skip {
+    pub method: Method,
+    pub nodepool: Option<String>,
+    /// The claim, when the skip is about one node (else about the pool).
+    pub claim: Option<String>,
+    pub why: Why,
+}
+
+/// Why a node (or a pool) was not disrupted, worded for an event.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Why {
+    #[error("the node is not initialized")]
+    NotInitialized,
+    #[error("the node is being deleted")]
+    Deleting,
+    #[error("a disruption of the node is already in progress")]
+    Queued,
+    #[error("the node cannot be simulated: {0}")]
+    Unreadable(String),
+    #[error("the claim has no Node yet")]
+    NoNode,
+    #[error("the claim has no {0:?} label")]
+    NoNodePool(&'static str),
+    #[error("NodePool {0:?} does not exist")]
+    UnknownNodePool(String),
+    #[error("NodePool {0:?} is static: consolidation does not resize it")]
+    StaticNodePool(String),
+    #[error("the node's instance type, zone, capacity type or price is unknown")]
+    UnknownOffering,
+    #[error(transparent)]
+    Blocked(Blocker),
+    #[error("consolidateAfter has not elapsed: consolidatable from {0}")]
+    ConsolidateAfter(Timestamp),
+    #[error("the node has had no pod event nor initialization yet")]
+    NoConsolidationClock,
+    #[error("consolidateAfter is Never")]
+    ConsolidateNever,
+    #[error("consolidationPolicy is WhenEmpty")]
+    WhenEmptyOnly,
+    #[error("{0}")]
+    Lifetime(LifetimeError),
+    #[error("{message}")]
+    Budget { message: String },
+    #[error("pod {pod:?} would not fit elsewhere: {reason}")]
+    PodsDoNotFit { pod: String, reason: String },
+    #[error("pod {pod:?} would land on node {node:?}, which is not initialized")]
+    UninitializedNode { pod: String, node: String },
+    #[error("its pods would need {0} new nodes")]
+    TooManyReplacements(usize),
+    #[error("Can't replace with a cheaper node")]
+    NoCheaperReplacement,
+    #[error("spot nodes are only deleted: SpotToSpotConsolidation is off")]
+    SpotToSpotDisabled,
+    #[error("only {0} cheaper spot instance types, 15 are needed")]
+    TooFewSpotTypes(usize),
+    #[error("the node was launched as a replacement at {0}: replacing it again would churn")]
+    WouldChurn(Timestamp),
+    #[error("the savings do not justify the evictions (Balanced)")]
+    Unbalanced,
+    #[error("NodeClaim {0:?} is gone")]
+    Gone(String),
+    #[error("the cluster changed since the command was decided")]
+    Changed,
+}

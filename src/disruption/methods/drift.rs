@@ -1,0 +1,48 @@
+//! Drift (controller-behaviour.md §3.3): the oldest drifted node first (empty ones before), one command per
+//! pass, its replacements launched before it is drained. A node whose pods would not fit anywhere, even on new
+//! capacity, is skipped for the next. No `consolidateAfter`, no 15 s validation.
+
+use super::super::command::{Command, Method, Why};
+use super::Pass;
+use crate::api::nodepool::DisruptionReason;
+
+pub(crate) fn commands(pass: &mut Pass<'_>) -> Vec<Command> {
+    let method = Method::Drift;
+    let budgets = pass.ledger.for_reason(DisruptionReason::Drifted);
+    let mut drifted: Vec<usize> = (0..pass.facts.len())
+        .filter(|&i| pass.facts[i].drift.is_some() && !pass.facts[i].expired)
+        .collect();
+    drifted.sort_by(|&a, &b| {
+        let (a, b) = (&pass.facts[a], &pass.facts[b]);
+        (!a.empty, a.created, &a.target.claim).cmp(&(!b.empty, b.created, &b.target.claim))
+    });
+    for index in drifted {
+        let f = &pass.facts[index];
+        let mut why = f.ineligible.clone();
+        // Drift on a claim with terminationGracePeriod ignores pod-level blockers (§3.2).
+        if why.is_none() && !f.has_grace_period() {
+            why = f.pod_blocker.clone().map(Why::Blocked);
+        }
+        if let Some(why) = why.or_else(|| budgets.check(&f.target.nodepool).err()) {
+            pass.skip(method, index, why);
+            continue;
+        }
+        let replacements = if f.empty {
+            Ok(Vec::new())
+        } else {
+            pass.simulator().without(&[index]).map(|plan| plan.claims)
+        };
+        match replacements {
+            Ok(replacements) => {
+                let price = pass.facts[index].offering.map_or(0.0, |o| o.price);
+                let new: f64 = replacements
+                    .iter()
+                    .filter_map(|c| c.cheapest.as_ref().and_then(|c| c.price))
+                    .sum();
+                return vec![pass.command(method, &[index], &budgets, replacements, price - new)];
+            }
+            Err(why) => pass.skip(method, index, why),
+        }
+    }
+    Vec::new()
+}

@@ -1,0 +1,125 @@
+//! The disruption methods (controller-behaviour.md §3.1–3.5) and the pass that runs them: expiration, then
+//! Emptiness, Drift, multi-node and single-node consolidation (Karpenter v1.5+ order); the first of the four
+//! that yields a command ends the pass.
+
+mod consolidation;
+mod drift;
+mod emptiness;
+mod expiration;
+mod facts;
+mod ledger;
+mod multi;
+mod simulation;
+mod single;
+mod validate;
+
+use super::command::{Command, Decision, Method, Skip, Target, Why};
+use super::input::DisruptionInput;
+use crate::catalog::InstanceType;
+use crate::scheduling::PlannedClaim;
+use facts::Facts;
+use k8s_openapi::jiff::Timestamp;
+use ledger::{Allowances, Ledger};
+use simulation::Simulator;
+use std::collections::HashMap;
+
+pub use consolidation::SPOT_TO_SPOT_TYPES;
+pub use multi::MAX_CANDIDATES;
+pub use validate::validate;
+
+/// One disruption pass over `input` at `now`: the expired claims to delete, and the commands of the first
+/// voluntary method that has any, with why every other node was left alone.
+pub fn decide(input: &DisruptionInput<'_>, now: Timestamp) -> Decision {
+    let mut pass = Pass::new(*input, now);
+    let mut commands = expiration::commands(&mut pass);
+    let methods: [fn(&mut Pass<'_>) -> Vec<Command>; 4] = [
+        emptiness::commands,
+        drift::commands,
+        multi::commands,
+        single::commands,
+    ];
+    for method in methods {
+        let found = method(&mut pass);
+        if !found.is_empty() {
+            commands.extend(found);
+            break;
+        }
+    }
+    Decision {
+        commands,
+        skipped: pass.skips,
+    }
+}
+
+/// The state of one pass: the facts of every node (same indices as the input's nodes), the budgets, what was
+/// skipped so far, and the simulator, built on first use (emptiness and expiration need none).
+pub(crate) struct Pass<'a> {
+    pub input: DisruptionInput<'a>,
+    pub now: Timestamp,
+    pub facts: Vec<Facts<'a>>,
+    pub types: HashMap<&'a str, &'a InstanceType>,
+    pub ledger: Ledger,
+    pub skips: Vec<Skip>,
+    simulator: Option<Simulator<'a>>,
+}
+
+impl<'a> Pass<'a> {
+    fn new(input: DisruptionInput<'a>, now: Timestamp) -> Self {
+        let types: HashMap<&'a str, &'a InstanceType> = input
+            .catalog
+            .instance_types
+            .iter()
+            .map(|it| (it.name.as_str(), it))
+            .collect();
+        let facts = Facts::all(&input, &types, now);
+        let ledger = Ledger::new(&facts, now);
+        Pass {
+            input,
+            now,
+            facts,
+            types,
+            ledger,
+            skips: Vec::new(),
+            simulator: None,
+        }
+    }
+
+    pub fn simulator(&mut self) -> &mut Simulator<'a> {
+        let input = self.input;
+        self.simulator.get_or_insert_with(|| Simulator::new(&input))
+    }
+
+    /// The command of `method` for the nodes `picked`, recording the budgets `allowances` evaluated for them.
+    pub fn command(
+        &self,
+        method: Method,
+        picked: &[usize],
+        allowances: &Allowances,
+        replacements: Vec<PlannedClaim>,
+        savings: f64,
+    ) -> Command {
+        let candidates: Vec<Target> = picked
+            .iter()
+            .map(|&i| self.facts[i].target.clone())
+            .collect();
+        Command {
+            method,
+            reason: method.reason(),
+            budgets: allowances.evaluated(candidates.iter().map(|t| t.nodepool.as_str())),
+            candidates,
+            replacements,
+            savings,
+        }
+    }
+
+    /// Records that `method` left node `index` alone.
+    pub fn skip(&mut self, method: Method, index: usize, why: Why) {
+        let target = &self.facts[index].target;
+        self.skips.push(Skip {
+            method,
+            nodepool: Some(target.nodepool.clone()).filter(|p| !p.is_empty()),
+            claim: Some(target.claim.clone()),
+            why,
+        });
+    }
+}
