@@ -12,6 +12,7 @@
 pub mod garbage;
 pub mod metrics;
 pub mod nodeclaim;
+pub mod nodepool;
 pub mod provisioning;
 pub mod state;
 pub mod termination;
@@ -88,6 +89,7 @@ where
     tracing::info!("cluster state synced; starting the controllers");
     let mut controllers = JoinSet::new();
     controllers.spawn(provisioning::run(ctx.clone()));
+    controllers.spawn(nodepool::run(ctx.clone()));
     controllers.spawn(nodeclaim::run(ctx.clone()));
     controllers.spawn(termination::run(ctx.clone()));
     controllers.spawn(garbage::run(ctx));
