@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod nodeclaim;
 pub mod nodepool;
 pub mod provisioning;
+pub mod serve;
 pub mod state;
 pub mod termination;
 

@@ -1,0 +1,75 @@
+//! The controller's HTTP endpoints: `/healthz` (the process is alive) and `/readyz` (its cluster state has
+//! synced; a standby replica with a warm cache is ready too, so a rollout does not wait on the election) on
+//! one address, `/metrics` (Prometheus text) on another.
+
+use super::metrics::Metrics;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Whether the replica is ready for traffic.
+#[derive(Debug, Default)]
+pub struct Readiness(AtomicBool);
+
+impl Readiness {
+    pub fn set_ready(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// `/healthz` and `/readyz`.
+pub fn health_router(readiness: Arc<Readiness>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .with_state(readiness)
+}
+
+/// `/metrics`.
+pub fn metrics_router(metrics: Arc<Metrics>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics_text))
+        .with_state(metrics)
+}
+
+/// Serves `router` on `address` until the task is dropped.
+pub async fn serve(address: SocketAddr, router: Router) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(address).await?;
+    tracing::info!(%address, "serving");
+    axum::serve(listener, router).await
+}
+
+async fn readyz(State(readiness): State<Arc<Readiness>>) -> (StatusCode, &'static str) {
+    if readiness.is_ready() {
+        (StatusCode::OK, "ok")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "cluster state not synced")
+    }
+}
+
+async fn metrics_text(State(metrics): State<Arc<Metrics>>) -> Response {
+    match metrics.encode() {
+        Ok(text) => (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(error) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot encode metrics: {error}"),
+        )
+            .into_response(),
+    }
+}
