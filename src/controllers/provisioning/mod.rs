@@ -10,7 +10,9 @@ pub mod plan;
 
 use super::metrics::{CreatedLabels, Provisioning};
 use super::{Context, Error};
+use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodeclaim::NodeClaim;
+use crate::api::nodepool::NodePool;
 use crate::catalog::Catalog;
 use crate::cloud::CloudProvider;
 use crate::kube::CALL_TIMEOUT;
@@ -34,6 +36,7 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
     let mut batcher = Batcher::new(ctx.settings.batch_idle, ctx.settings.batch_max, RETRIGGER);
     let mut catalogs = Catalogs::default();
     let mut reported = Reported::default();
+    warm(&ctx, &mut catalogs).await;
     loop {
         let now = ctx.clock.now();
         let pending: Vec<Arc<Pod>> = ctx
@@ -51,6 +54,11 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
             provision(&ctx, &mut catalogs, &mut reported).await;
             continue;
         }
+        if batcher.deadline().is_some() {
+            // Listing a class's instance types can take seconds; do it while the window is open, not after.
+            warm(&ctx, &mut catalogs).await;
+        }
+        let now = ctx.clock.now();
         let wake = [batcher.deadline(), batcher.next_retrigger()]
             .into_iter()
             .flatten()
@@ -99,7 +107,8 @@ async fn provision<C: CloudProvider>(
         pods: Vec::new(),
     };
     snapshot.pods = owned(state.pods.state());
-    let class_catalogs = class_catalogs(ctx, catalogs, &snapshot).await;
+    let class_catalogs =
+        class_catalogs(ctx, catalogs, &snapshot.node_pools, &snapshot.node_classes).await;
     let started = Instant::now();
     let metrics = &ctx.metrics.provisioning;
     let solved = tokio::task::spawn_blocking(move || {
@@ -148,36 +157,37 @@ fn owned<K: Clone>(objects: Vec<Arc<K>>) -> Vec<K> {
     objects.into_iter().map(|o| o.as_ref().clone()).collect()
 }
 
+/// Fills the catalog cache for the classes the NodePools reference now.
+async fn warm<C: CloudProvider>(ctx: &Context<C>, catalogs: &mut Catalogs) {
+    let pools = owned(ctx.state.node_pools.state());
+    let classes = owned(ctx.state.node_classes.state());
+    class_catalogs(ctx, catalogs, &pools, &classes).await;
+}
+
 /// The catalog of every EC2NodeClass a NodePool references, from the cache or the cloud. A class that is
 /// missing, being deleted or does not resolve is left out, with a log line saying why.
 async fn class_catalogs<C: CloudProvider>(
     ctx: &Context<C>,
     catalogs: &mut Catalogs,
-    snapshot: &Snapshot,
+    pools: &[NodePool],
+    classes: &[EC2NodeClass],
 ) -> BTreeMap<String, Arc<Catalog>> {
     let now = ctx.clock.now();
     let mut found = BTreeMap::new();
-    let referenced: HashSet<&str> = snapshot
-        .node_pools
+    let referenced: HashSet<&str> = pools
         .iter()
         .map(|p| p.spec.template.spec.node_class_ref.name.as_str())
         .collect();
-    for class in &snapshot.node_classes {
+    for class in classes {
         let name = class.metadata.name.clone().unwrap_or_default();
         if !referenced.contains(name.as_str()) || class.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        match catalogs.get(&ctx.cloud, class, now).await {
-            Ok(catalog) => {
-                found.insert(name, catalog);
-            }
-            Err(error) => {
-                tracing::warn!(ec2nodeclass = %name, %error, "cannot provision from this EC2NodeClass")
-            }
+        if let Some(catalog) = catalogs.get(&ctx.cloud, class, now).await {
+            found.insert(name, catalog);
         }
     }
-    let names: Vec<&str> = snapshot
-        .node_classes
+    let names: Vec<&str> = classes
         .iter()
         .filter_map(|c| c.metadata.name.as_deref())
         .collect();
