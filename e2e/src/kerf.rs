@@ -36,6 +36,11 @@ impl Process {
     pub fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
         self.0.try_wait()
     }
+
+    /// The process id.
+    pub fn id(&self) -> u32 {
+        self.0.id()
+    }
 }
 
 impl Drop for Process {

@@ -314,3 +314,76 @@ async fn inflate_is_launched_registered_and_bound_within_60_seconds() -> Result<
     );
     Ok(())
 }
+
+/// A value of the controller's `/metrics` text: the sample whose line starts with `series`.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(series))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// `VmHWM` (peak resident memory) of process `pid`, in MiB.
+fn peak_rss_mib(pid: u32) -> Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .context("no VmHWM")?;
+    Ok(kib / 1024.0)
+}
+
+/// The figures of docs/performance.md ("The controller"): 1,000 pending pods, how long from a pod becoming
+/// unschedulable to the decision about it (the batch window included) and to its NodeClaim, one solve, and the
+/// controller's peak memory. Prints them; run on demand with `--ignored`.
+#[tokio::test]
+#[ignore = "a measurement for docs/performance.md, not a check"]
+async fn figures_for_1000_pending_pods() -> Result<()> {
+    let test = "figures_for_1000_pending_pods";
+    let Some((cluster, _emu, setup)) = setup(test, "perf").await? else {
+        return Ok(());
+    };
+    let (ok, stderr) = cluster.apply(&node_pool("general", json!(null))).await?;
+    anyhow::ensure!(ok, "applying the NodePool: {stderr}");
+    let controller = setup.start("kerf-perf", &[]).await?;
+    // Warm: the first solve lists the instance types from the emulator.
+    let namespace = cluster.create_namespace("inflate").await?;
+    create_inflate(&cluster, &namespace, 1000, "100m", "128Mi").await?;
+    let cluster_ref = &cluster;
+    poll(
+        "NodeClaims for all 1,000 pods",
+        Duration::from_secs(300),
+        || async move {
+            let claims = node_claims(cluster_ref).await?;
+            Ok((requested_cpu(&claims) >= 100_000).then_some(claims.len()))
+        },
+    )
+    .await?;
+    let text = controller.metrics().await?;
+    let decision = |s: &str| {
+        sample(
+            &text,
+            &format!("karpenter_pods_scheduling_decision_duration_seconds_{s}"),
+        )
+    };
+    let solve = |s: &str| {
+        sample(
+            &text,
+            &format!(
+                "karpenter_scheduler_scheduling_duration_seconds_{s}{{controller=\"provisioner\"}}"
+            ),
+        )
+    };
+    let claims = node_claims(&cluster).await?.len();
+    println!(
+        "figures: {claims} NodeClaims; pending -> decision mean {:.2} s over {} pods; solves: {} taking {:.3} s on average; controller peak RSS {:.1} MiB",
+        decision("sum").unwrap_or(0.0) / decision("count").unwrap_or(1.0),
+        decision("count").unwrap_or(0.0),
+        solve("count").unwrap_or(0.0),
+        solve("sum").unwrap_or(0.0) / solve("count").unwrap_or(1.0),
+        peak_rss_mib(controller.process.id())?,
+    );
+    println!("{text}");
+    Ok(())
+}
