@@ -4,13 +4,14 @@
 use crate::cli::webhook::shutdown_signal;
 use crate::cloud::CloudProvider;
 use crate::controllers::metrics::Metrics;
-use crate::controllers::serve::{self, Readiness};
+use crate::controllers::serve;
 use crate::controllers::state::ClusterState;
 use crate::controllers::{self, Context, Settings};
 use crate::engine::SystemClock;
 use crate::kube::events::Events;
 use crate::kube::leader::{LeaderElector, LeaseConfig};
 use anyhow::Context as _;
+use kerf_webhooks::ReadyFlag;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -95,7 +96,7 @@ pub async fn run<C: CloudProvider + 'static>(
     let mut background = JoinSet::new();
     let state = ClusterState::start(&client, &mut background);
     let metrics = Arc::new(Metrics::new());
-    let readiness = Arc::new(Readiness::default());
+    let readiness = ReadyFlag::new(false);
     let mut servers = JoinSet::new();
     servers.spawn(serve::serve(
         args.health_bind,
@@ -108,7 +109,7 @@ pub async fn run<C: CloudProvider + 'static>(
     let synced = state.clone();
     background.spawn(async move {
         if synced.synced().await.is_ok() {
-            readiness.set_ready();
+            readiness.set(true);
         }
     });
     let identity = identity();

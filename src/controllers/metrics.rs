@@ -24,13 +24,6 @@ impl Metrics {
             provisioning,
         }
     }
-
-    /// The registry as Prometheus text.
-    pub fn encode(&self) -> Result<String, std::fmt::Error> {
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
-        Ok(text)
-    }
 }
 
 impl Default for Metrics {
@@ -135,7 +128,8 @@ mod tests {
             .queue_depth
             .get_or_create(&Provisioning::provisioner())
             .set(3);
-        let text = metrics.encode().expect("encodable");
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &metrics.registry).expect("encodable");
         assert!(text.contains(
             r#"karpenter_nodeclaims_created_total{reason="provisioned",nodepool="general",min_values_relaxed="false"} 1"#
         ), "{text}");

@@ -4,34 +4,20 @@
 
 use super::metrics::Metrics;
 use axum::extract::State;
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
+use kerf_webhooks::ReadyFlag;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// Whether the replica is ready for traffic.
-#[derive(Debug, Default)]
-pub struct Readiness(AtomicBool);
-
-impl Readiness {
-    pub fn set_ready(&self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-
-    pub fn is_ready(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
 /// `/healthz` and `/readyz`.
-pub fn health_router(readiness: Arc<Readiness>) -> Router {
+pub fn health_router(ready: ReadyFlag) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
-        .with_state(readiness)
+        .with_state(ready)
 }
 
 /// `/metrics`.
@@ -48,8 +34,8 @@ pub async fn serve(address: SocketAddr, router: Router) -> std::io::Result<()> {
     axum::serve(listener, router).await
 }
 
-async fn readyz(State(readiness): State<Arc<Readiness>>) -> (StatusCode, &'static str) {
-    if readiness.is_ready() {
+async fn readyz(State(ready): State<ReadyFlag>) -> (StatusCode, &'static str) {
+    if ready.is_ready() {
         (StatusCode::OK, "ok")
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "cluster state not synced")
@@ -57,19 +43,5 @@ async fn readyz(State(readiness): State<Arc<Readiness>>) -> (StatusCode, &'stati
 }
 
 async fn metrics_text(State(metrics): State<Arc<Metrics>>) -> Response {
-    match metrics.encode() {
-        Ok(text) => (
-            [(
-                header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
-            text,
-        )
-            .into_response(),
-        Err(error) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("cannot encode metrics: {error}"),
-        )
-            .into_response(),
-    }
+    kerf_webhooks::metrics_response(&metrics.registry)
 }
