@@ -31,6 +31,18 @@ pub fn free_port() -> Result<u16> {
 /// A child process that is killed when dropped, also while a failing test unwinds.
 pub struct Process(Child);
 
+impl Process {
+    /// The exit status, once the process has exited.
+    pub fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        self.0.try_wait()
+    }
+
+    /// The process id.
+    pub fn id(&self) -> u32 {
+        self.0.id()
+    }
+}
+
 impl Drop for Process {
     fn drop(&mut self) {
         let _ = self.0.kill();

@@ -70,8 +70,70 @@ fn of_kind<'a>(documents: &'a [Value], kind: &str) -> Result<&'a Value> {
         .ok_or_else(|| anyhow!("no {kind} rendered"))
 }
 
+/// The rendered `kind` named `name`.
+fn named<'a>(documents: &'a [Value], kind: &str, name: &str) -> Result<&'a Value> {
+    documents
+        .iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .ok_or_else(|| anyhow!("no {kind} {name} rendered"))
+}
+
+/// The controller's Deployment and RBAC as rendered: two replicas with leader election, the pod's name and
+/// namespace from the downward API, probes on its health port, the hardening of the webhook's pods, and the
+/// Lease its Role names.
+fn controller_rendering(documents: &[Value]) -> Result<()> {
+    let deployment = named(documents, "Deployment", "kerf-controller")?;
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    ensure!(
+        deployment["spec"]["replicas"] == 2,
+        "replicas: {deployment}"
+    );
+    ensure!(
+        container["args"].as_array().is_some_and(
+            |a| a.contains(&json!("controller")) && a.contains(&json!("--leader-elect=true"))
+        ),
+        "args: {container}"
+    );
+    for (name, path) in [
+        ("POD_NAME", "metadata.name"),
+        ("KERF_NAMESPACE", "metadata.namespace"),
+    ] {
+        let variable = container["env"]
+            .as_array()
+            .and_then(|env| env.iter().find(|v| v["name"] == name))
+            .ok_or_else(|| anyhow!("no {name} in {container}"))?;
+        ensure!(
+            variable["valueFrom"]["fieldRef"]["fieldPath"] == path,
+            "{name}: {variable}"
+        );
+    }
+    ensure!(
+        container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+            && container["readinessProbe"]["httpGet"]["path"] == "/readyz",
+        "probes: {container}"
+    );
+    let webhook = named(documents, "Deployment", "kerf-webhook")?;
+    let webhook_pod = &webhook["spec"]["template"]["spec"];
+    ensure!(
+        pod["securityContext"] == webhook_pod["securityContext"]
+            && container["securityContext"] == webhook_pod["containers"][0]["securityContext"]
+            && pod["priorityClassName"] == "system-cluster-critical",
+        "hardening differs from the webhook's: {pod}"
+    );
+    let role = named(documents, "Role", "kerf-controller")?;
+    ensure!(
+        role["rules"][0]["resourceNames"] == json!(["kerf-leader-election"]),
+        "Role: {role}"
+    );
+    named(documents, "ClusterRole", "kerf-controller")?;
+    named(documents, "PodDisruptionBudget", "kerf-controller")?;
+    Ok(())
+}
+
 async fn cert_manager_rendering_is_accepted(cluster: &Cluster) -> Result<()> {
     let documents = render(cluster, "cert-manager", &[]).await?;
+    controller_rendering(&documents)?;
     let issuer = of_kind(&documents, "Issuer")?;
     ensure!(
         issuer["spec"]["selfSigned"] == json!({}),
@@ -127,7 +189,7 @@ async fn cert_manager_rendering_is_accepted(cluster: &Cluster) -> Result<()> {
         .filter(|l| l.ends_with("(server dry run)"))
         .count();
     ensure!(
-        accepted == others.len() && others.len() >= 8,
+        accepted == others.len() && others.len() >= 15,
         "{accepted} of {} objects accepted:\n{out}",
         others.len()
     );
@@ -137,8 +199,8 @@ async fn cert_manager_rendering_is_accepted(cluster: &Cluster) -> Result<()> {
 /// The webhook container of the self-signed Deployment, as (args, env) with the namespace resolved.
 async fn deployment_command(cluster: &Cluster) -> Result<(Vec<String>, Vec<(String, String)>)> {
     let documents = render(cluster, "self-signed", &["certManager.enabled=false"]).await?;
-    let container =
-        &of_kind(&documents, "Deployment")?["spec"]["template"]["spec"]["containers"][0];
+    let container = &named(&documents, "Deployment", "kerf-webhook")?["spec"]["template"]["spec"]
+        ["containers"][0];
     let args: Vec<String> = serde_json::from_value(container["args"].clone())?;
     let mut env = Vec::new();
     for variable in container["env"].as_array().context("env")? {

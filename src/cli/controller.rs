@@ -1,14 +1,18 @@
 //! `kerf controller`: its flags (Karpenter's setting names as environment fallbacks). The command itself runs
 //! in the `kerf-cmd` crate, which builds the AWS cloud provider and hands it to [`crate::controllers::run`].
 
+use crate::cli::webhook::shutdown_signal;
 use crate::cloud::CloudProvider;
 use crate::controllers::metrics::Metrics;
+use crate::controllers::serve;
 use crate::controllers::state::ClusterState;
 use crate::controllers::{self, Context, Settings};
 use crate::engine::SystemClock;
 use crate::interruption::MessageQueue;
 use crate::kube::events::Events;
+use crate::kube::leader::{LeaderElector, LeaseConfig};
 use anyhow::Context as _;
+use kerf_webhooks::ReadyFlag;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -81,9 +85,14 @@ impl ControllerArgs {
     }
 }
 
-/// Runs the controllers with `cloud` (and the interruption queue, when one is configured) until one fails:
-/// connects to the cluster (in-cluster configuration or `KUBECONFIG`), starts the reflectors and hands over
-/// to [`crate::controllers::run`].
+/// The Lease the replicas elect their leader on.
+pub const LEASE_NAME: &str = "kerf-leader-election";
+
+/// Runs the controllers with `cloud` (and the interruption queue, when one is configured) until one fails,
+/// leadership is lost or the process is told to stop:
+/// connects to the cluster (in-cluster configuration or `KUBECONFIG`), starts the reflectors and the health and
+/// metrics endpoints, waits for the leader Lease (with `--leader-elect`) and hands over to
+/// [`crate::controllers::run`]. Losing the Lease is an error, so the pod restarts with a clean state.
 pub async fn run<C, Q>(
     args: &ControllerArgs,
     cloud: C,
@@ -96,17 +105,83 @@ where
     let client = ::kube::Client::try_default()
         .await
         .context("connecting to the Kubernetes API")?;
-    let mut reflectors = JoinSet::new();
-    let state = ClusterState::start(&client, &mut reflectors);
+    let mut background = JoinSet::new();
+    let state = ClusterState::start(&client, &mut background);
+    let metrics = Arc::new(Metrics::new());
+    let readiness = ReadyFlag::new(false);
+    let mut servers = JoinSet::new();
+    servers.spawn(serve::serve(
+        args.health_bind,
+        serve::health_router(readiness.clone()),
+    ));
+    servers.spawn(serve::serve(
+        args.metrics_bind,
+        serve::metrics_router(metrics.clone()),
+    ));
+    let synced = state.clone();
+    background.spawn(async move {
+        if synced.synced().await.is_ok() {
+            readiness.set(true);
+        }
+    });
+    let identity = identity();
     let ctx = Arc::new(Context {
-        events: Events::new(client.clone(), "kerf", std::env::var("POD_NAME").ok()),
-        client,
+        events: Events::new(client.clone(), "kerf", Some(identity.clone())),
+        client: client.clone(),
         cloud,
         settings: args.settings(),
         state,
         clock: Arc::new(SystemClock),
-        metrics: Arc::new(Metrics::new()),
+        metrics,
     });
-    controllers::run(ctx, interruption_queue).await?;
-    Ok(())
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    if !args.leader_elect {
+        tokio::select! {
+            result = controllers::run(ctx, interruption_queue) => result?,
+            failed = server_failed(&mut servers) => return Err(failed),
+            () = &mut shutdown => {}
+        }
+        return Ok(());
+    }
+    let config = LeaseConfig::new(&args.namespace, LEASE_NAME, &identity);
+    let mut elector = LeaderElector::new(client, config);
+    tokio::select! {
+        () = elector.acquire() => {}
+        failed = server_failed(&mut servers) => return Err(failed),
+        () = &mut shutdown => return Ok(()),
+    }
+    let outcome = tokio::select! {
+        result = controllers::run(ctx, interruption_queue) => result.map_err(anyhow::Error::from),
+        lost = elector.hold() => return Err(lost.into()),
+        failed = server_failed(&mut servers) => Err(failed),
+        () = &mut shutdown => Ok(()),
+    };
+    elector.release().await;
+    outcome
+}
+
+/// This replica's name in the Lease: the pod name, else host and process id.
+fn identity() -> String {
+    if let Ok(pod) = std::env::var("POD_NAME") {
+        if !pod.is_empty() {
+            return pod;
+        }
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| String::from("kerf"));
+    format!("{host}-{}", std::process::id())
+}
+
+/// Waits for the first endpoint server to stop (it only stops on an error, such as a port in use).
+async fn server_failed(servers: &mut JoinSet<std::io::Result<()>>) -> anyhow::Error {
+    match servers.join_next().await {
+        Some(Ok(Ok(()))) => anyhow::anyhow!("an endpoint server stopped"),
+        Some(Ok(Err(error))) => {
+            anyhow::Error::new(error).context("serving the health or metrics endpoints")
+        }
+        Some(Err(panic)) => anyhow::anyhow!("an endpoint server panicked: {panic}"),
+        None => std::future::pending().await,
+    }
 }

@@ -322,7 +322,7 @@ fn chain(error: impl std::error::Error + Send + Sync + 'static) -> String {
     format!("{:#}", anyhow::Error::new(error))
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let terminate = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut signal) => {

@@ -16,7 +16,9 @@ pub mod interruption;
 pub mod metrics;
 pub mod nodeclaim;
 pub mod nodeclass;
+pub mod nodepool;
 pub mod provisioning;
+pub mod serve;
 pub mod state;
 pub mod termination;
 
@@ -98,6 +100,7 @@ where
     tracing::info!("cluster state synced; starting the controllers");
     let mut controllers = JoinSet::new();
     controllers.spawn(provisioning::run(ctx.clone()));
+    controllers.spawn(nodepool::run(ctx.clone()));
     controllers.spawn(nodeclaim::run(ctx.clone()));
     controllers.spawn(termination::run(ctx.clone()));
     controllers.spawn(nodeclass::run(ctx.clone()));

@@ -26,5 +26,5 @@ pub use solve::{
     solve, solve_cluster, Choice, NodePlacement, Plan, PlannedClaim, PoolFit, PoolOption,
     Scheduler, Unschedulable, MAX_INSTANCE_TYPES,
 };
-pub use template::{Limits, Template, NODES};
+pub use template::{pool_limits, Limits, Template, NODES};
 pub use type_name::TypeName;

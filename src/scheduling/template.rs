@@ -99,7 +99,7 @@ impl Template {
 
 /// The pool's `spec.limits`, each in the catalog's units (`nodes` is a count); resources it does not name are
 /// unlimited.
-fn pool_limits(pool: &NodePool) -> Option<Limits> {
+pub fn pool_limits(pool: &NodePool) -> Option<Limits> {
     let limits = pool.spec.limits.as_ref()?;
     let mut named = BTreeMap::new();
     for (name, value) in limits {
@@ -139,6 +139,15 @@ impl Limits {
         for (name, left) in self.0.iter_mut() {
             *left -= if name == NODES { 1 } else { capacity.get(name) };
         }
+    }
+
+    /// The first limit already exceeded (less than nothing left): a pool whose usage is strictly above a limit
+    /// creates no more NodeClaims (controller-behaviour.md §1.5).
+    pub fn overdrawn(&self) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(_, left)| **left < 0)
+            .map(|(name, _)| name.as_str())
     }
 
     /// The limit that has run out first, for the unschedulable reason.

@@ -137,8 +137,13 @@ async fn readyz(State(state): State<Arc<AppState>>) -> (StatusCode, &'static str
 }
 
 async fn metrics_text(State(state): State<Arc<AppState>>) -> Response {
+    metrics_response(&state.registry)
+}
+
+/// `registry` as an OpenMetrics text response (the controller's `/metrics` serves its registry the same way).
+pub fn metrics_response(registry: &Registry) -> Response {
     let mut text = String::new();
-    match prometheus_client::encoding::text::encode(&mut text, &state.registry) {
+    match prometheus_client::encoding::text::encode(&mut text, registry) {
         Ok(()) => (
             [(
                 header::CONTENT_TYPE,

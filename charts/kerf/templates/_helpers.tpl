@@ -78,3 +78,12 @@ capabilities:
 {{- fail "webhook.url needs webhook.caBundle (the base64 PEM CA that signed the certificate kerf serves there), or certManager.enabled=false for a kerf started in self-signed mode, which injects it" -}}
 {{- end -}}
 {{- end -}}
+
+{{- /* settings.featureGates as Karpenter's FEATURE_GATES: `Name=true,Other=false`. */}}
+{{- define "kerf.featureGates" -}}
+{{- $gates := list -}}
+{{- range $name, $on := . -}}
+{{- $gates = append $gates (printf "%s=%t" $name $on) -}}
+{{- end -}}
+{{- join "," $gates -}}
+{{- end -}}

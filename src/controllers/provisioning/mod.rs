@@ -1,10 +1,387 @@
-//! Provisioning: pods the kube-scheduler marked Unschedulable, batched (idle / max windows), solved with the
-//! existing nodes and in-flight NodeClaims counted, turned into NodeClaims. (To be built.)
+//! Provisioning: pods the kube-scheduler marked Unschedulable ([`pending`]), batched ([`batcher`]), solved
+//! with the existing nodes and in-flight NodeClaims counted ([`plan`], over the catalogs of [`catalogs`]),
+//! turned into NodeClaims ([`claim`]). This module is the loop and its writes: NodeClaims, Events, metrics.
 
+pub mod batcher;
+pub mod catalogs;
+pub mod claim;
+pub mod pending;
+pub mod plan;
+
+use super::metrics::{CreatedLabels, Provisioning};
 use super::{Context, Error};
+use crate::api::ec2nodeclass::EC2NodeClass;
+use crate::api::nodeclaim::NodeClaim;
+use crate::api::nodepool::NodePool;
+use crate::catalog::Catalog;
 use crate::cloud::CloudProvider;
+use crate::kube::CALL_TIMEOUT;
+use ::kube::api::PostParams;
+use ::kube::Api;
+use batcher::{Batcher, RETRIGGER};
+use catalogs::Catalogs;
+use futures::{stream, StreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use plan::{Decisions, NewClaim, Snapshot};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
+use std::time::{Instant, SystemTime};
 
-pub async fn run<C: CloudProvider + 'static>(_ctx: Arc<Context<C>>) -> Result<(), Error> {
-    Ok(())
+/// How many apiserver writes (claims, Events) one decision has in flight at once.
+const PARALLEL_WRITES: usize = 16;
+
+/// Watches for pending pods and provisions for them, until the state watch ends.
+pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(), Error> {
+    let mut changed = ctx.state.changed.clone();
+    let mut batcher = Batcher::new(ctx.settings.batch_idle, ctx.settings.batch_max, RETRIGGER);
+    let mut catalogs = Catalogs::default();
+    let mut reported = Reported::default();
+    warm(&ctx, &mut catalogs).await;
+    loop {
+        let now = ctx.clock.now();
+        let pending: Vec<Arc<Pod>> = ctx
+            .state
+            .pods
+            .state()
+            .into_iter()
+            .filter(|p| pending::is_provisionable(p))
+            .collect();
+        for pod in &pending {
+            batcher.observe(uid(pod), now);
+        }
+        if batcher.ready(now) {
+            batcher.close(now, pending.iter().map(|p| uid(p)));
+            provision(&ctx, &mut catalogs, &mut reported).await;
+            continue;
+        }
+        if batcher.deadline().is_some() {
+            // Listing a class's instance types can take seconds; do it while the window is open, not after.
+            warm(&ctx, &mut catalogs).await;
+        }
+        let now = ctx.clock.now();
+        let wake = [batcher.deadline(), batcher.next_retrigger()]
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|at| at.duration_since(now).unwrap_or_default())
+            .unwrap_or(RETRIGGER);
+        tokio::select! {
+            watching = changed.changed() => {
+                if watching.is_err() {
+                    return Ok(());
+                }
+            }
+            () = tokio::time::sleep(wake) => {}
+        }
+    }
 }
+
+fn uid(pod: &Pod) -> &str {
+    pod.metadata.uid.as_deref().unwrap_or_default()
+}
+
+/// What was last reported per pod and pool, so that a pod waiting on a claim already made is not told the
+/// same thing on every retrigger.
+#[derive(Default)]
+struct Reported {
+    /// The last decision Event text per pod key.
+    pods: HashMap<String, String>,
+    /// Pool warnings already published: `(pool, message)`.
+    pools: HashSet<(String, String)>,
+}
+
+/// One batch: snapshot, solve, create, report. Failures are logged; the next trigger retries.
+async fn provision<C: CloudProvider>(
+    ctx: &Context<C>,
+    catalogs: &mut Catalogs,
+    reported: &mut Reported,
+) {
+    let state = &ctx.state;
+    // Nodes and claims before pods (§1.2): a pod bound meanwhile is then pending here, never missing.
+    let mut snapshot = Snapshot {
+        nodes: owned(state.nodes.state()),
+        node_claims: owned(state.node_claims.state()),
+        daemon_sets: owned(state.daemon_sets.state()),
+        node_pools: owned(state.node_pools.state()),
+        node_classes: owned(state.node_classes.state()),
+        pods: Vec::new(),
+    };
+    snapshot.pods = owned(state.pods.state());
+    let class_catalogs =
+        class_catalogs(ctx, catalogs, &snapshot.node_pools, &snapshot.node_classes).await;
+    let started = Instant::now();
+    let metrics = &ctx.metrics.provisioning;
+    let solved = tokio::task::spawn_blocking(move || {
+        let pending: Vec<&Pod> = snapshot
+            .pods
+            .iter()
+            .filter(|p| pending::is_provisionable(p))
+            .collect();
+        let depth = i64::try_from(pending.len()).unwrap_or(i64::MAX);
+        let decisions = plan::decide(&snapshot, &pending, &class_catalogs);
+        (snapshot, depth, decisions)
+    })
+    .await;
+    let (snapshot, depth, decisions) = match solved {
+        Ok((snapshot, depth, Ok(decisions))) => (snapshot, depth, decisions),
+        Ok((_, _, Err(error))) => {
+            tracing::error!(%error, "could not build the cluster for the scheduling simulation");
+            return;
+        }
+        Err(panic) => {
+            tracing::error!(%panic, "the scheduling simulation panicked");
+            return;
+        }
+    };
+    metrics
+        .queue_depth
+        .get_or_create(&Provisioning::provisioner())
+        .set(depth);
+    metrics
+        .scheduling_duration
+        .get_or_create(&Provisioning::provisioner())
+        .observe(started.elapsed().as_secs_f64());
+    tracing::debug!(
+        pods = depth,
+        claims = decisions.claims.len(),
+        nominated = decisions.nominated.len(),
+        unschedulable = decisions.unschedulable.len(),
+        duration_ms = started.elapsed().as_millis() as u64,
+        "scheduling simulation done"
+    );
+    let created = create_claims(ctx, &decisions.claims).await;
+    report(ctx, &snapshot, &decisions, &created, reported).await;
+}
+
+fn owned<K: Clone>(objects: Vec<Arc<K>>) -> Vec<K> {
+    objects.into_iter().map(|o| o.as_ref().clone()).collect()
+}
+
+/// Fills the catalog cache for the classes the NodePools reference now.
+async fn warm<C: CloudProvider>(ctx: &Context<C>, catalogs: &mut Catalogs) {
+    let pools = owned(ctx.state.node_pools.state());
+    let classes = owned(ctx.state.node_classes.state());
+    class_catalogs(ctx, catalogs, &pools, &classes).await;
+}
+
+/// The catalog of every EC2NodeClass a NodePool references, from the cache or the cloud. A class that is
+/// missing, being deleted or does not resolve is left out, with a log line saying why.
+async fn class_catalogs<C: CloudProvider>(
+    ctx: &Context<C>,
+    catalogs: &mut Catalogs,
+    pools: &[NodePool],
+    classes: &[EC2NodeClass],
+) -> BTreeMap<String, Arc<Catalog>> {
+    let now = ctx.clock.now();
+    let mut found = BTreeMap::new();
+    let referenced: HashSet<&str> = pools
+        .iter()
+        .map(|p| p.spec.template.spec.node_class_ref.name.as_str())
+        .collect();
+    for class in classes {
+        let name = class.metadata.name.clone().unwrap_or_default();
+        if !referenced.contains(name.as_str()) || class.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        if let Some(catalog) = catalogs.get(&ctx.cloud, class, now).await {
+            found.insert(name, catalog);
+        }
+    }
+    let names: Vec<&str> = classes
+        .iter()
+        .filter_map(|c| c.metadata.name.as_deref())
+        .collect();
+    catalogs.retain(&names);
+    found
+}
+
+/// Creates the claims in parallel; the names of those that exist now (created, or created before a restart).
+async fn create_claims<C>(ctx: &Context<C>, claims: &[NewClaim]) -> HashSet<String> {
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let writes: Vec<_> = claims
+        .iter()
+        .map(|new| {
+            let api = api.clone();
+            async move {
+                let params = PostParams::default();
+                let create = api.create(&params, &new.node_claim);
+                let result = match tokio::time::timeout(CALL_TIMEOUT, create).await {
+                    Ok(Ok(_)) => Ok(()),
+                    // Same pods, same name: a claim made before a restart, already counted in flight.
+                    Ok(Err(::kube::Error::Api(status))) if status.code == 409 => Ok(()),
+                    Ok(Err(error)) => Err(error.to_string()),
+                    Err(_) => Err(format!("timed out after {CALL_TIMEOUT:?}")),
+                };
+                (new, result)
+            }
+        })
+        .collect();
+    let results: Vec<(&NewClaim, Result<(), String>)> = stream::iter(writes)
+        .buffer_unordered(PARALLEL_WRITES)
+        .collect()
+        .await;
+    let mut created = HashSet::new();
+    for (new, result) in results {
+        let name = new.node_claim.metadata.name.clone().unwrap_or_default();
+        match result {
+            Ok(()) => {
+                ctx.metrics
+                    .provisioning
+                    .nodeclaims_created
+                    .get_or_create(&CreatedLabels {
+                        reason: String::from("provisioned"),
+                        nodepool: new.nodepool.clone(),
+                        min_values_relaxed: String::from("false"),
+                    })
+                    .inc();
+                let requests = new
+                    .node_claim
+                    .spec
+                    .resources
+                    .as_ref()
+                    .and_then(|r| serde_json::to_string(&r.requests).ok())
+                    .unwrap_or_default();
+                tracing::info!(
+                    nodeclaim = %name,
+                    nodepool = %new.nodepool,
+                    pods = new.pods.len(),
+                    requests = %requests,
+                    instance_types = instance_type_count(&new.node_claim),
+                    cheapest = new.cheapest.as_deref().unwrap_or(""),
+                    "created nodeclaim"
+                );
+                created.insert(name);
+            }
+            Err(error) => {
+                tracing::error!(nodeclaim = %name, nodepool = %new.nodepool, %error, "could not create the nodeclaim")
+            }
+        }
+    }
+    created
+}
+
+fn instance_type_count(claim: &NodeClaim) -> usize {
+    claim
+        .spec
+        .requirements
+        .iter()
+        .find(|r| r.key == crate::api::labels::INSTANCE_TYPE)
+        .and_then(|r| r.values.as_ref())
+        .map_or(0, Vec::len)
+}
+
+/// Events and the decision-time metric: `Nominated` for pods on a created claim or existing capacity,
+/// `FailedScheduling` for pods nothing fits, Warnings on NodePools. Each only when it differs from the last
+/// report about the same object.
+async fn report<C>(
+    ctx: &Context<C>,
+    snapshot: &Snapshot,
+    decisions: &Decisions,
+    created: &HashSet<String>,
+    reported: &mut Reported,
+) {
+    let pods: HashMap<String, &Pod> = snapshot
+        .pods
+        .iter()
+        .map(|p| (plan::pod_key(p), p))
+        .collect();
+    let mut pod_events: Vec<(&Pod, bool, String)> = Vec::new();
+    let mut decide = |key: &str, warning: bool, note: String| {
+        let Some(pod) = pods.get(key) else {
+            return;
+        };
+        if reported.pods.get(key) == Some(&note) {
+            return;
+        }
+        if !reported.pods.contains_key(key) {
+            if let Some(waited) = unschedulable_for(pod, ctx.clock.now()) {
+                ctx.metrics
+                    .provisioning
+                    .scheduling_decision
+                    .observe(waited.as_secs_f64());
+            }
+        }
+        reported.pods.insert(key.to_owned(), note.clone());
+        pod_events.push((pod, warning, note));
+    };
+    for new in &decisions.claims {
+        let name = new.node_claim.metadata.name.as_deref().unwrap_or_default();
+        if created.contains(name) {
+            for pod in &new.pods {
+                decide(
+                    pod,
+                    false,
+                    format!("Pod should schedule on: nodeclaim/{name}"),
+                );
+            }
+        }
+    }
+    for (pod, target) in &decisions.nominated {
+        decide(pod, false, format!("Pod should schedule on: {target}"));
+    }
+    for unschedulable in &decisions.unschedulable {
+        decide(
+            &unschedulable.pod,
+            true,
+            format!("Failed to schedule pod, {}", unschedulable.reason),
+        );
+    }
+    let publishes: Vec<_> = pod_events
+        .into_iter()
+        .map(|(pod, warning, note)| async move {
+            if warning {
+                ctx.events.warning(pod, "FailedScheduling", note).await;
+            } else {
+                ctx.events.normal(pod, "Nominated", note).await;
+            }
+        })
+        .collect();
+    stream::iter(publishes)
+        .buffer_unordered(PARALLEL_WRITES)
+        .collect::<Vec<()>>()
+        .await;
+    reported.pods.retain(|key, _| pods.contains_key(key));
+    for warning in &decisions.pool_warnings {
+        let key = (warning.nodepool.clone(), warning.message.clone());
+        if reported.pools.contains(&key) {
+            continue;
+        }
+        let Some(pool) = snapshot
+            .node_pools
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(&warning.nodepool))
+        else {
+            continue;
+        };
+        tracing::warn!(nodepool = %warning.nodepool, reason = warning.reason, message = %warning.message, "nodepool cannot provision");
+        ctx.events
+            .warning(pool, warning.reason, warning.message.clone())
+            .await;
+        reported.pools.insert(key);
+    }
+    // A pool that can provision again is warned again when it next cannot.
+    let current: HashSet<(String, String)> = decisions
+        .pool_warnings
+        .iter()
+        .map(|w| (w.nodepool.clone(), w.message.clone()))
+        .collect();
+    reported.pools.retain(|key| current.contains(key));
+}
+
+/// How long `pod` has been unschedulable at `now`: since its `PodScheduled` condition last changed.
+fn unschedulable_for(pod: &Pod, now: SystemTime) -> Option<std::time::Duration> {
+    let since = pod
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "PodScheduled")?
+        .last_transition_time
+        .as_ref()?;
+    let since = SystemTime::from(since.0);
+    now.duration_since(since).ok()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,192 @@
+//! Running `kerf controller` against a test [`Cluster`] and the AWS emulator: the CRDs, a tagged network, an
+//! EC2NodeClass `default`, the test prices as a pricing file, and controller processes with their own health
+//! and metrics ports.
+
+use crate::aws::{node_class_spec, unique_cluster_name, AwsEmu, Network, REGION, TEST_PRICES};
+use crate::kerf::{free_port, start_kerf, Process};
+use crate::Cluster;
+use anyhow::{Context, Result};
+use k8s_openapi::api::apps::v1::Deployment;
+use kerf::api::nodeclaim::NodeClaim;
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What a controller test runs against.
+pub struct ControllerSetup {
+    /// The cluster name instances are tagged for (unique per test).
+    pub cluster_name: String,
+    pub network: Network,
+    pub pricing_file: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub aws_endpoint: String,
+    pub dir: PathBuf,
+}
+
+/// One `kerf controller` process.
+pub struct Controller {
+    pub process: Process,
+    pub health_port: u16,
+    pub metrics_port: u16,
+    pub log: PathBuf,
+}
+
+/// Installs the CRDs, creates a network for a new cluster name and applies the EC2NodeClass `default`.
+pub async fn prepare(cluster: &Cluster, emu: &AwsEmu, prefix: &str) -> Result<ControllerSetup> {
+    cluster.install_crds().await?;
+    let cluster_name = unique_cluster_name(prefix);
+    let cloud = emu.cloud(&cluster_name, Duration::from_secs(60)).await?;
+    let network = emu.create_network(cloud.ec2(), &cluster_name).await?;
+    let pricing_file = cluster.dir().join(format!("{cluster_name}-prices.json"));
+    std::fs::write(&pricing_file, TEST_PRICES).context("writing the pricing file")?;
+    let class = json!({
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": "default"},
+        "spec": serde_json::to_value(node_class_spec(&cluster_name)?)?,
+    });
+    let (ok, stderr) = cluster.apply(&class).await?;
+    anyhow::ensure!(ok, "applying the EC2NodeClass: {stderr}");
+    Ok(ControllerSetup {
+        cluster_name,
+        network,
+        pricing_file,
+        kubeconfig: cluster.kubeconfig().to_path_buf(),
+        aws_endpoint: emu.endpoint().to_owned(),
+        dir: cluster.dir().to_path_buf(),
+    })
+}
+
+impl ControllerSetup {
+    /// Starts `kerf controller` as `identity` (its `POD_NAME`), leader election on, its Lease in `default`;
+    /// `extra` are more flags. Returns once `/healthz` answers.
+    pub async fn start(&self, identity: &str, extra: &[&str]) -> Result<Controller> {
+        let health_port = free_port()?;
+        let metrics_port = free_port()?;
+        let log = self.dir.join(format!("controller-{identity}.log"));
+        let mut args: Vec<String> = [
+            "--log-format",
+            "json",
+            "--log-level",
+            "info,kerf=debug",
+            "controller",
+            "--cluster-name",
+            &self.cluster_name,
+            "--cluster-endpoint",
+            "https://127.0.0.1:6443",
+            "--aws-region",
+            REGION,
+            "--aws-endpoint-url",
+            &self.aws_endpoint,
+            "--pricing-file",
+            &self.pricing_file.display().to_string(),
+            "--health-bind",
+            &format!("127.0.0.1:{health_port}"),
+            "--metrics-bind",
+            &format!("127.0.0.1:{metrics_port}"),
+            "--namespace",
+            "default",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let kubeconfig = self.kubeconfig.display().to_string();
+        let env = [
+            ("KUBECONFIG", kubeconfig.as_str()),
+            ("POD_NAME", identity),
+            ("AWS_ACCESS_KEY_ID", "testing"),
+            ("AWS_SECRET_ACCESS_KEY", "testing"),
+            ("AWS_REGION", REGION),
+        ];
+        let process = start_kerf(&args, &env, &log, health_port).await?;
+        Ok(Controller {
+            process,
+            health_port,
+            metrics_port,
+            log,
+        })
+    }
+}
+
+impl Controller {
+    /// The body of `GET path` on the metrics port.
+    pub async fn metrics(&self) -> Result<String> {
+        let url = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
+        Ok(reqwest::get(url).await?.error_for_status()?.text().await?)
+    }
+
+    /// The status code of `GET path` on the health port.
+    pub async fn health(&self, path: &str) -> Result<u16> {
+        let url = format!("http://127.0.0.1:{}{path}", self.health_port);
+        Ok(reqwest::get(url).await?.status().as_u16())
+    }
+}
+
+/// A NodePool `name` over the EC2NodeClass `default`: amd64 on-demand, with `limits` (or none).
+pub fn node_pool(name: &str, limits: Value) -> Value {
+    let mut pool = json!({
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {
+                "metadata": {"labels": {"team": "e2e"}},
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                    "requirements": [
+                        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+                        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+                    ],
+                    "expireAfter": "720h"
+                }
+            }
+        }
+    });
+    if !limits.is_null() {
+        pool["spec"]["limits"] = limits;
+    }
+    pool
+}
+
+/// The `inflate` Deployment: `replicas` pause pods of `cpu` / `memory` in `namespace`.
+pub async fn create_inflate(
+    cluster: &Cluster,
+    namespace: &str,
+    replicas: i32,
+    cpu: &str,
+    memory: &str,
+) -> Result<()> {
+    let deployment: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "inflate", "namespace": namespace},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "inflate"}},
+            "template": {
+                "metadata": {"labels": {"app": "inflate"}},
+                "spec": {
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{
+                        "name": "inflate",
+                        "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
+                        "resources": {"requests": {"cpu": cpu, "memory": memory}}
+                    }]
+                }
+            }
+        }
+    }))?;
+    let api: Api<Deployment> = Api::namespaced(cluster.client()?, namespace);
+    api.create(&PostParams::default(), &deployment)
+        .await
+        .context("creating the inflate Deployment")?;
+    Ok(())
+}
+
+/// Every NodeClaim of the cluster.
+pub async fn node_claims(cluster: &Cluster) -> Result<Vec<NodeClaim>> {
+    let api: Api<NodeClaim> = Api::all(cluster.client()?);
+    Ok(api.list(&ListParams::default()).await?.items)
+}

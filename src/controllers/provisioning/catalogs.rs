@@ -1,0 +1,208 @@
+//! The instance types each EC2NodeClass can launch, resolved through the cloud provider and kept for a short
+//! time: resolving selectors and listing types are several cloud calls, while a solve may run every second.
+//! The time-to-live keeps ICE marks (3 minutes) and price changes visible soon enough.
+
+use crate::api::ec2nodeclass::EC2NodeClass;
+use crate::catalog::Catalog;
+use crate::cloud::{CloudError, CloudProvider};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// How long a class's catalog is reused.
+pub const CATALOG_TTL: Duration = Duration::from_secs(30);
+/// How long after a failed resolution a class is tried again (unless it is edited meanwhile).
+pub const RETRY_AFTER: Duration = Duration::from_secs(10);
+
+#[derive(Default)]
+pub struct Catalogs {
+    cached: HashMap<String, Cached>,
+    /// When each class last failed to resolve, and its generation then.
+    failed: HashMap<String, (SystemTime, Option<i64>)>,
+}
+
+struct Cached {
+    fetched: SystemTime,
+    /// The class's `metadata.generation` when it was resolved: an edited class is resolved again at once.
+    generation: Option<i64>,
+    catalog: Arc<Catalog>,
+}
+
+impl Catalogs {
+    /// The catalog of `class` at `now`, from the cache while fresh; `None` when the class does not resolve
+    /// (logged once per attempt; attempts are [`RETRY_AFTER`] apart).
+    pub async fn get<C: CloudProvider>(
+        &mut self,
+        cloud: &C,
+        class: &EC2NodeClass,
+        now: SystemTime,
+    ) -> Option<Arc<Catalog>> {
+        let name = class.metadata.name.clone().unwrap_or_default();
+        let generation = class.metadata.generation;
+        if let Some(cached) = self.cached.get(&name) {
+            if within(cached.fetched, now, CATALOG_TTL) && cached.generation == generation {
+                return Some(cached.catalog.clone());
+            }
+        }
+        if let Some((at, failed_generation)) = self.failed.get(&name) {
+            if within(*at, now, RETRY_AFTER) && *failed_generation == generation {
+                return None;
+            }
+        }
+        match fetch(cloud, &name, class, now).await {
+            Ok(catalog) => {
+                self.failed.remove(&name);
+                Some(self.store(name, generation, now, catalog))
+            }
+            Err(error) => {
+                tracing::warn!(ec2nodeclass = %name, %error, "cannot provision from this EC2NodeClass");
+                self.failed.insert(name, (now, generation));
+                None
+            }
+        }
+    }
+
+    fn store(
+        &mut self,
+        name: String,
+        generation: Option<i64>,
+        now: SystemTime,
+        catalog: Catalog,
+    ) -> Arc<Catalog> {
+        let catalog = Arc::new(catalog);
+        self.cached.insert(
+            name,
+            Cached {
+                fetched: now,
+                generation,
+                catalog: catalog.clone(),
+            },
+        );
+        catalog
+    }
+
+    /// Forgets every class not in `names` (deleted classes).
+    pub fn retain(&mut self, names: &[&str]) {
+        self.cached.retain(|name, _| names.contains(&name.as_str()));
+        self.failed.retain(|name, _| names.contains(&name.as_str()));
+    }
+}
+
+/// Resolves the class and lists its instance types.
+async fn fetch<C: CloudProvider>(
+    cloud: &C,
+    name: &str,
+    class: &EC2NodeClass,
+    now: SystemTime,
+) -> Result<Catalog, CloudError> {
+    let node_class = cloud.resolve_node_class(name, &class.spec).await?;
+    let instance_types = cloud.instance_types(&node_class, now).await?;
+    Ok(Catalog { instance_types })
+}
+
+/// Whether less than `ttl` has passed from `since` to `now`.
+fn within(since: SystemTime, now: SystemTime, ttl: Duration) -> bool {
+    now.duration_since(since).is_ok_and(|age| age < ttl)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ec2nodeclass::{SecurityGroup, Subnet};
+    use crate::catalog::{CatalogSettings, Pricing};
+    use crate::cloud::sim::{Operation, SimAmi, SimCloud, SimSecurityGroup, SimSubnet};
+    use crate::cloud::ResolvedAmi;
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    fn cloud() -> SimCloud {
+        let types = Catalog::embedded("us-west-2", &CatalogSettings::default(), &Pricing::none())
+            .expect("embedded catalog")
+            .instance_types
+            .into_iter()
+            .filter(|it| it.name == "m5.large")
+            .collect();
+        let cloud = SimCloud::new("test", types);
+        let tags = BTreeMap::from([("discovery".to_owned(), "test".to_owned())]);
+        cloud.add_subnet(SimSubnet {
+            subnet: Subnet {
+                id: "subnet-a".into(),
+                zone: "us-west-2a".into(),
+                zone_id: Some("usw2-az1".into()),
+            },
+            available_ips: 100,
+            tags: tags.clone(),
+        });
+        cloud.add_security_group(SimSecurityGroup {
+            group: SecurityGroup {
+                id: "sg-1".into(),
+                name: None,
+            },
+            tags,
+        });
+        cloud.add_ami(SimAmi {
+            ami: ResolvedAmi {
+                id: "ami-1".into(),
+                name: None,
+                architecture: "x86_64".into(),
+                creation_date: None,
+            },
+            alias_family: Some("al2023".into()),
+            tags: BTreeMap::new(),
+        });
+        cloud
+    }
+
+    fn class(generation: i64) -> EC2NodeClass {
+        serde_json::from_value(json!({
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+            "metadata": {"name": "default", "generation": generation},
+            "spec": {
+                "role": "NodeRole",
+                "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "subnetSelectorTerms": [{"tags": {"discovery": "test"}}],
+                "securityGroupSelectorTerms": [{"tags": {"discovery": "test"}}]
+            }
+        }))
+        .expect("a valid EC2NodeClass")
+    }
+
+    fn at(secs: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + secs)
+    }
+
+    fn refused() -> CloudError {
+        CloudError::Api {
+            operation: "DescribeSubnets",
+            code: "Throttling".into(),
+            message: "slow down".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_catalog_is_reused_while_fresh_and_the_class_unchanged() {
+        let cloud = cloud();
+        let mut catalogs = Catalogs::default();
+        let first = catalogs
+            .get(&cloud, &class(1), at(0))
+            .await
+            .expect("resolves");
+        assert_eq!(first.instance_types.len(), 1);
+        // A cloud that would now fail is not asked while the catalog is fresh…
+        cloud.inject_api_error(Operation::ResolveNodeClass, refused(), 1);
+        assert!(catalogs.get(&cloud, &class(1), at(29)).await.is_some());
+        // …but is once the class changed.
+        assert!(catalogs.get(&cloud, &class(2), at(29)).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_failed_class_is_retried_only_after_a_pause() {
+        let cloud = cloud();
+        let mut catalogs = Catalogs::default();
+        cloud.inject_api_error(Operation::ResolveNodeClass, refused(), 1);
+        assert!(catalogs.get(&cloud, &class(1), at(0)).await.is_none());
+        // The cloud would answer now, but the failure is remembered for RETRY_AFTER.
+        assert!(catalogs.get(&cloud, &class(1), at(5)).await.is_none());
+        assert!(catalogs.get(&cloud, &class(1), at(10)).await.is_some());
+    }
+}

@@ -1,0 +1,283 @@
+//! One provisioning decision, pure: the cluster snapshot, the pending pods and the catalog of each
+//! EC2NodeClass in; the NodeClaims to create, the pods nominated onto capacity that exists or is coming, the
+//! pods that fit nowhere, and the warnings for NodePools out. NodePools are solved in groups by EC2NodeClass
+//! (each class has its own catalog), the groups in the order of their heaviest pool; pods one group cannot
+//! place go on to the next. With one class — the usual case — that is exactly one solve.
+
+use super::claim;
+use crate::api::ec2nodeclass::EC2NodeClass;
+use crate::api::nodeclaim::NodeClaim;
+use crate::api::nodepool::NodePool;
+use crate::catalog::Catalog;
+use crate::controllers::nodepool::usage;
+use crate::scheduling::{Cluster, ClusterError, PodInfo, Scheduler, Unschedulable};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// What the solve reads, taken from the watch caches (nodes and claims before pods, §1.2).
+#[derive(Default)]
+pub struct Snapshot {
+    pub nodes: Vec<Node>,
+    pub node_claims: Vec<NodeClaim>,
+    pub daemon_sets: Vec<DaemonSet>,
+    pub pods: Vec<Pod>,
+    pub node_pools: Vec<NodePool>,
+    pub node_classes: Vec<EC2NodeClass>,
+}
+
+/// A NodeClaim to create and the pods it is for.
+#[derive(Debug)]
+pub struct NewClaim {
+    pub node_claim: NodeClaim,
+    pub nodepool: String,
+    /// `namespace/name` of each pod.
+    pub pods: Vec<String>,
+    /// The cheapest offering's instance type, for the log.
+    pub cheapest: Option<String>,
+}
+
+/// A warning about a NodePool (a Kubernetes Event on it).
+#[derive(Debug, PartialEq, Eq)]
+pub struct PoolWarning {
+    pub nodepool: String,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// Reason of the Event on a NodePool whose limits stopped provisioning.
+pub const LIMIT_REASON: &str = "NodePoolLimitReached";
+/// Reason of the Event on a NodePool that can launch no instance type.
+pub const NO_TYPES_REASON: &str = "NoCompatibleInstanceTypes";
+
+#[derive(Debug, Default)]
+pub struct Decisions {
+    pub claims: Vec<NewClaim>,
+    /// `(pod, target)`: pods placed onto a Node (`node/<name>`) or an in-flight NodeClaim (`nodeclaim/<name>`).
+    pub nominated: Vec<(String, String)>,
+    pub unschedulable: Vec<Unschedulable>,
+    pub pool_warnings: Vec<PoolWarning>,
+}
+
+/// Decides for `pending` (a subset of `snapshot.pods`) given each class's catalog by class name. Pools whose
+/// class has no catalog (missing or not resolvable) are left out; the caller reports why.
+pub fn decide(
+    snapshot: &Snapshot,
+    pending: &[&Pod],
+    catalogs: &BTreeMap<String, Arc<Catalog>>,
+) -> Result<Decisions, ClusterError> {
+    let mut decisions = Decisions::default();
+    let mut pods = Vec::with_capacity(pending.len());
+    let mut uids: HashMap<String, &str> = HashMap::with_capacity(pending.len());
+    for pod in pending {
+        match PodInfo::from_pod(pod) {
+            Ok(info) => {
+                uids.insert(
+                    info.key.clone(),
+                    pod.metadata.uid.as_deref().unwrap_or_default(),
+                );
+                pods.push(info);
+            }
+            Err(error) => decisions.unschedulable.push(Unschedulable {
+                pod: pod_key(pod),
+                reason: error.to_string(),
+            }),
+        }
+    }
+    let all_types = merged(catalogs);
+    // A claim whose class has no catalog and that has not launched has no size anyone can know.
+    let claims: Vec<NodeClaim> = snapshot
+        .node_claims
+        .iter()
+        .filter(|c| {
+            c.status.as_ref().is_some_and(|s| s.capacity.is_some())
+                || catalogs.contains_key(&c.spec.node_class_ref.name)
+        })
+        .cloned()
+        .collect();
+    let cluster = Cluster::from_objects(
+        &snapshot.nodes,
+        &claims,
+        &snapshot.daemon_sets,
+        &snapshot.pods,
+        &all_types,
+    )?;
+    let node_names: BTreeSet<&str> = snapshot
+        .nodes
+        .iter()
+        .filter_map(|n| n.metadata.name.as_deref())
+        .collect();
+    let usage = usage::by_pool(&snapshot.node_claims);
+    let groups = groups(&snapshot.node_pools);
+    let last = groups.iter().rposition(|(c, _)| catalogs.contains_key(*c));
+    for (index, (class, pools)) in groups.iter().enumerate() {
+        if pods.is_empty() {
+            break;
+        }
+        let Some(catalog) = catalogs.get(*class) else {
+            continue;
+        };
+        let scheduler = Scheduler::with_daemonsets(pools, catalog, &cluster.daemonsets);
+        for template in scheduler.templates() {
+            if let Some(why) = &template.unusable {
+                let reason = if why.contains("limit") {
+                    LIMIT_REASON
+                } else {
+                    NO_TYPES_REASON
+                };
+                decisions.pool_warnings.push(PoolWarning {
+                    nodepool: template.nodepool.clone(),
+                    reason,
+                    message: why.clone(),
+                });
+            }
+        }
+        let plan = scheduler.solve_on(&pods, &cluster.nodes);
+        for placement in plan.existing {
+            let target = if node_names.contains(placement.node.as_str()) {
+                format!("node/{}", placement.node)
+            } else {
+                format!("nodeclaim/{}", placement.node)
+            };
+            decisions
+                .nominated
+                .extend(placement.pods.into_iter().map(|p| (p, target.clone())));
+        }
+        for planned in plan.claims {
+            let Some(pool) = pools
+                .iter()
+                .find(|p| p.metadata.name.as_deref() == Some(&planned.nodepool))
+            else {
+                continue;
+            };
+            let pool_usage = usage.get(&planned.nodepool).cloned().unwrap_or_default();
+            if let Some(resource) = usage::over_limit(pool, &pool_usage) {
+                refuse_over_limit(&mut decisions, &planned.nodepool, &resource, planned.pods);
+                continue;
+            }
+            let claim_uids: Vec<&str> = planned
+                .pods
+                .iter()
+                .filter_map(|p| uids.get(p).copied())
+                .collect();
+            decisions.claims.push(NewClaim {
+                node_claim: claim::node_claim(pool, &planned, &claim_uids),
+                nodepool: planned.nodepool.clone(),
+                cheapest: planned.cheapest.as_ref().map(|c| c.instance_type.clone()),
+                pods: planned.pods,
+            });
+        }
+        for unschedulable in &plan.unschedulable {
+            if let Some(pool) = limited_pool(&unschedulable.reason, pools) {
+                let warning = PoolWarning {
+                    nodepool: pool.to_owned(),
+                    reason: LIMIT_REASON,
+                    message: unschedulable.reason.clone(),
+                };
+                if !decisions.pool_warnings.contains(&warning) {
+                    decisions.pool_warnings.push(warning);
+                }
+            }
+        }
+        // Pods this group could not place are tried on the next one; the last group's reasons stand.
+        let left: BTreeSet<&str> = plan.unschedulable.iter().map(|u| u.pod.as_str()).collect();
+        pods.retain(|p| left.contains(p.key.as_str()));
+        if pods.is_empty() || Some(index) == last {
+            decisions.unschedulable.extend(plan.unschedulable);
+        }
+    }
+    // Pods no group looked at (no usable pool at all).
+    let decided: BTreeSet<&str> = decisions
+        .unschedulable
+        .iter()
+        .map(|u| u.pod.as_str())
+        .collect();
+    let unplaced: Vec<Unschedulable> = pods
+        .iter()
+        .filter(|p| !decided.contains(p.key.as_str()))
+        .map(|p| Unschedulable {
+            pod: p.key.clone(),
+            reason: String::from("no NodePool with a ready EC2NodeClass can launch nodes"),
+        })
+        .collect();
+    decisions.unschedulable.extend(unplaced);
+    Ok(decisions)
+}
+
+/// The pods of a claim refused because its pool is already over a limit.
+fn refuse_over_limit(decisions: &mut Decisions, pool: &str, resource: &str, pods: Vec<String>) {
+    let message = format!("nodepool {pool} is over its {resource} limit");
+    let warning = PoolWarning {
+        nodepool: pool.to_owned(),
+        reason: LIMIT_REASON,
+        message: message.clone(),
+    };
+    if !decisions.pool_warnings.contains(&warning) {
+        decisions.pool_warnings.push(warning);
+    }
+    decisions
+        .unschedulable
+        .extend(pods.into_iter().map(|pod| Unschedulable {
+            pod,
+            reason: message.clone(),
+        }));
+}
+
+/// The pool a solve's reason says ran into its limits (the solve ends those reasons with `for nodepool <name>`).
+fn limited_pool<'p>(reason: &str, pools: &'p [NodePool]) -> Option<&'p str> {
+    if !reason.contains("limit") {
+        return None;
+    }
+    pools
+        .iter()
+        .filter_map(|p| p.metadata.name.as_deref())
+        .find(|name| reason.ends_with(&format!("for nodepool {name}")))
+}
+
+/// The pools by EC2NodeClass name, the groups in the order of their heaviest pool (weight descending, then
+/// name in reverse, as the solve orders pools). Deleting pools are left to the solve to drop.
+fn groups(pools: &[NodePool]) -> Vec<(&str, Vec<NodePool>)> {
+    let mut by_class: BTreeMap<&str, Vec<NodePool>> = BTreeMap::new();
+    for pool in pools {
+        by_class
+            .entry(pool.spec.template.spec.node_class_ref.name.as_str())
+            .or_default()
+            .push(pool.clone());
+    }
+    let mut groups: Vec<(&str, Vec<NodePool>)> = by_class.into_iter().collect();
+    groups.sort_by_key(|(_, pools)| {
+        pools
+            .iter()
+            .map(|p| {
+                (
+                    Reverse(p.spec.weight.unwrap_or(0)),
+                    Reverse(p.metadata.name.clone()),
+                )
+            })
+            .min()
+    });
+    groups
+}
+
+/// Every class's instance types, once each by name: the sizes of claims in flight come from here.
+fn merged(catalogs: &BTreeMap<String, Arc<Catalog>>) -> Catalog {
+    let mut seen = BTreeSet::new();
+    let instance_types = catalogs
+        .values()
+        .flat_map(|c| c.instance_types.iter())
+        .filter(|it| seen.insert(it.name.clone()))
+        .cloned()
+        .collect();
+    Catalog { instance_types }
+}
+
+/// `namespace/name`, as the solve names pods.
+pub fn pod_key(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
+}
