@@ -7,6 +7,7 @@
 //! `KERF_E2E_CLUSTER=DIR` reuses a cluster that `cluster.sh up DIR` started (it is then left running).
 
 pub mod aws;
+pub mod controller;
 pub mod kubelet;
 
 use std::future::Future;
