@@ -27,8 +27,9 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 /// While a drain is under way (Karpenter requeues every second).
 const DRAIN_RECHECK: Duration = Duration::from_secs(2);
@@ -39,9 +40,30 @@ const ERROR_RECHECK: Duration = Duration::from_secs(5);
 /// At most this many evictions are in flight for one node.
 const EVICTION_CONCURRENCY: usize = 8;
 
+/// `FailedDraining` is published at most this often per Node (Karpenter dedupes Events for 2 minutes).
+const FAILED_DRAINING_EVERY: Duration = Duration::from_secs(120);
+
 struct Termination<C> {
     ctx: Arc<Context<C>>,
     evictor: Evictor,
+    /// When each Node last got a `FailedDraining` Event.
+    failed_draining: Mutex<HashMap<String, SystemTime>>,
+}
+
+impl<C> Termination<C> {
+    /// Whether `node` is due a `FailedDraining` Event at `now` (and notes that it gets one).
+    fn failed_draining_due(&self, node: &str, now: SystemTime) -> bool {
+        let mut last = self
+            .failed_draining
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        last.retain(|_, at| now.duration_since(*at).unwrap_or_default() < FAILED_DRAINING_EVERY);
+        if last.contains_key(node) {
+            return false;
+        }
+        last.insert(node.to_owned(), now);
+        true
+    }
 }
 
 pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(), Error> {
@@ -51,6 +73,7 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
     let termination = Arc::new(Termination {
         ctx: ctx.clone(),
         evictor,
+        failed_draining: Mutex::new(HashMap::new()),
     });
     let claims = Controller::new(
         Api::<NodeClaim>::all(ctx.client.clone()),
@@ -121,7 +144,7 @@ async fn node_deleted<C: CloudProvider>(
         Some(_) => Ok(Action::requeue(INSTANCE_RECHECK)),
         None => {
             if let Some(id) = provider_id.as_deref() {
-                if !instance_gone(ctx, id).await? {
+                if terminate_instance(ctx, id).await? == InstanceExit::Requested {
                     return Ok(Action::requeue(INSTANCE_RECHECK));
                 }
             }
@@ -133,18 +156,30 @@ async fn node_deleted<C: CloudProvider>(
     }
 }
 
-/// Whether the instance is gone; if not, asks for its termination.
-async fn instance_gone<C: CloudProvider>(
+/// Where an instance is on its way out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum InstanceExit {
+    /// Terminated or shutting down (or never there).
+    Gone,
+    /// It was running: its termination has just been asked for.
+    Requested,
+}
+
+/// Asks for the instance's termination unless it is gone already.
+async fn terminate_instance<C: CloudProvider>(
     ctx: &Context<C>,
     provider_id: &str,
-) -> Result<bool, ReconcileError> {
+) -> Result<InstanceExit, ReconcileError> {
     match ctx.cloud.get(provider_id).await {
-        Err(CloudError::NotFound { .. }) => Ok(true),
+        Err(CloudError::NotFound { .. }) => Ok(InstanceExit::Gone),
         Err(e) => Err(e.into()),
         Ok(_) => match ctx.cloud.delete(provider_id).await {
-            Err(CloudError::NotFound { .. }) => Ok(true),
+            Err(CloudError::NotFound { .. }) => Ok(InstanceExit::Gone),
             Err(e) => Err(e.into()),
-            Ok(()) => Ok(false),
+            Ok(()) => {
+                tracing::info!(provider_id, "terminating instance");
+                Ok(InstanceExit::Requested)
+            }
         },
     }
 }
@@ -194,9 +229,20 @@ async fn terminate_claim<C: CloudProvider>(
     };
     let mut all_gone = true;
     for id in &provider_ids {
-        all_gone &= instance_gone(ctx, id).await?;
+        all_gone &= terminate_instance(ctx, id).await? == InstanceExit::Gone;
     }
     if !all_gone {
+        // Asked for just now, so this is the pass that found the node drained.
+        if let Some(node) = &node {
+            tracing::info!(node = ?node.metadata.name, "drained node");
+            ctx.metrics
+                .termination
+                .nodes_drained
+                .get_or_create(&NodePoolLabels {
+                    nodepool: pool.clone(),
+                })
+                .inc();
+        }
         return Ok(Action::requeue(INSTANCE_RECHECK));
     }
     if let Some(node) = &node {
@@ -263,14 +309,6 @@ async fn drain_node<C: CloudProvider>(
         .collect();
     let pass = drain::drain_pass(&pods, now, deadline(claim));
     if pass.drained() {
-        tracing::info!(node = %node_name, "drained node");
-        ctx.metrics
-            .termination
-            .nodes_drained
-            .get_or_create(&NodePoolLabels {
-                nodepool: label(claim.metadata.labels.as_ref(), labels::NODEPOOL),
-            })
-            .inc();
         return Ok(true);
     }
     for (pod, grace) in &pass.delete {
@@ -329,7 +367,7 @@ async fn drain_node<C: CloudProvider>(
             }
         }
     }
-    if !blocked.is_empty() {
+    if !blocked.is_empty() && t.failed_draining_due(&node_name, ctx.clock.now()) {
         let note = format!("Failed to drain node, {}", blocked.join("; "));
         ctx.events.warning(node, "FailedDraining", note).await;
     }
