@@ -60,6 +60,8 @@ impl KerfController {
             .env("AWS_SECRET_ACCESS_KEY", "testing")
             .env("AWS_EC2_METADATA_DISABLED", "true")
             .env("LOG_LEVEL", "info,kerf=debug")
+            // Structured lines a test can match field by field (no colour codes).
+            .env("LOG_FORMAT", "json")
             .stdout(Stdio::null())
             .stderr(log_file)
             .spawn()

@@ -288,7 +288,7 @@ async fn killing_the_controller_inside_create_fleet_launches_one_instance_and_le
         Some(instances[0].provider_id.clone())
     );
     assert!(
-        bed.log().contains("adopted=true"),
+        bed.log().contains(r#""adopted":true"#),
         "{}",
         tail(&bed.log(), 30)
     );

@@ -1,7 +1,7 @@
 //! Termination on the real control plane and moto (issue 5, test 3): deleting a NodeClaim taints its Node,
 //! evicts its pods through the policy/v1beta1 eviction API, where a PodDisruptionBudget with maxUnavailable 0
 //! holds the drain until it is relaxed; then the instance is terminated, the Node deleted and the claim's
-//! finalizer removed.
+//! finalizer removed. Deleting a kerf Node deletes its claim, which goes the same way.
 
 use std::time::Duration;
 
@@ -203,5 +203,53 @@ async fn deleting_a_nodeclaim_drains_it_past_a_pdb_once_relaxed_and_terminates_i
             tail(&log, 30)
         );
     }
+    Ok(())
+}
+
+#[tokio::test]
+async fn deleting_a_kerf_node_deletes_its_claim_and_terminates_its_instance() -> Result<()> {
+    let Some(bed) = Testbed::start_or_skip("deleting_a_kerf_node").await? else {
+        return Ok(());
+    };
+    apply_node_claim(
+        &bed.cluster,
+        "node-a",
+        &["c5.large", "m5.large"],
+        &["on-demand"],
+    )
+    .await?;
+    let claim = bed
+        .wait_for_conditions("node-a", &["Initialized"], Duration::from_secs(120))
+        .await?;
+    let status = claim.status.context("status")?;
+    let node_name = status.node_name.context("nodeName")?;
+    let provider_id = status.provider_id.context("providerID")?;
+
+    let client = bed.cluster.client()?;
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes.delete(&node_name, &DeleteParams::default()).await?;
+    let claims: Api<NodeClaim> = Api::all(client);
+    let (claims, nodes) = (&claims, &nodes);
+    let node_ref = &node_name;
+    poll(
+        "the Node and its NodeClaim to be gone",
+        Duration::from_secs(120),
+        || async move {
+            let claim_gone = claims.get_opt("node-a").await?.is_none();
+            let node_gone = nodes.get_opt(node_ref).await?.is_none();
+            Ok((claim_gone && node_gone).then_some(()))
+        },
+    )
+    .await
+    .with_context(|| tail(&bed.log(), 40))?;
+    match bed.cloud.get(&provider_id).await {
+        Err(CloudError::NotFound { .. }) => {}
+        other => anyhow::bail!("the instance should be terminated, got {other:?}"),
+    }
+    ensure!(
+        bed.log().contains("node deleted; deleting its nodeclaim"),
+        "{}",
+        tail(&bed.log(), 30)
+    );
     Ok(())
 }
