@@ -9,6 +9,7 @@
 pub mod aws;
 pub mod controller;
 pub mod kubelet;
+pub mod testbed;
 
 use std::future::Future;
 use std::io::Write;

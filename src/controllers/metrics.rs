@@ -17,6 +17,8 @@ pub struct Metrics {
     pub garbage: GarbageMetrics,
     pub interruption: InterruptionMetrics,
     pub provisioning: Provisioning,
+    pub lifecycle: LifecycleMetrics,
+    pub termination: TerminationMetrics,
 }
 
 impl Metrics {
@@ -26,6 +28,8 @@ impl Metrics {
         Metrics {
             garbage: GarbageMetrics::register(&mut registry),
             interruption: InterruptionMetrics::register(&mut registry),
+            lifecycle: LifecycleMetrics::register(&mut registry),
+            termination: TerminationMetrics::register(&mut registry),
             registry,
             provisioning,
         }
@@ -110,6 +114,161 @@ impl Provisioning {
         ControllerLabels {
             controller: String::from("provisioner"),
         }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NodePoolLabels {
+    pub nodepool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LaunchFailureLabels {
+    pub nodepool: String,
+    /// The cloud error's label (`insufficient_capacity`, `nodeclass_not_ready`, `api_error`, …).
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DisruptedLabels {
+    pub reason: String,
+    pub nodepool: String,
+    pub capacity_type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NodePoolZoneLabels {
+    pub nodepool: String,
+    pub zone: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TerminatedLabels {
+    pub nodepool: String,
+    pub capacity_type: String,
+    pub zone: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CodeLabels {
+    pub code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
+}
+
+/// The NodeClaim lifecycle controller's counters.
+pub struct LifecycleMetrics {
+    /// `karpenter_nodeclaims_launched_total{nodepool}`: instances launched or adopted for a claim.
+    pub launched: Family<NodePoolLabels, Counter>,
+    /// `kerf_nodeclaims_launch_failures_total{nodepool,reason}`.
+    pub launch_failures: Family<LaunchFailureLabels, Counter>,
+    /// `karpenter_nodeclaims_registered_total{nodepool}`.
+    pub registered: Family<NodePoolLabels, Counter>,
+    /// `karpenter_nodeclaims_initialized_total{nodepool}`.
+    pub initialized: Family<NodePoolLabels, Counter>,
+    /// `karpenter_nodes_created_total{nodepool,zone}`: Nodes registered for a claim.
+    pub nodes_created: Family<NodePoolZoneLabels, Counter>,
+    /// `karpenter_nodeclaims_disrupted_total{reason,nodepool,capacity_type}` for the reasons this controller
+    /// deletes claims (insufficient_capacity, launch_timeout, registration_timeout, nodeclass_not_ready).
+    pub disrupted: Family<DisruptedLabels, Counter>,
+}
+
+impl LifecycleMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let metrics = LifecycleMetrics {
+            launched: Family::default(),
+            launch_failures: Family::default(),
+            registered: Family::default(),
+            initialized: Family::default(),
+            nodes_created: Family::default(),
+            disrupted: Family::default(),
+        };
+        registry.register(
+            "karpenter_nodeclaims_launched",
+            "NodeClaims whose instance was launched",
+            metrics.launched.clone(),
+        );
+        registry.register(
+            "kerf_nodeclaims_launch_failures",
+            "Failed launches of a NodeClaim's instance, by reason",
+            metrics.launch_failures.clone(),
+        );
+        registry.register(
+            "karpenter_nodeclaims_registered",
+            "NodeClaims whose Node registered",
+            metrics.registered.clone(),
+        );
+        registry.register(
+            "karpenter_nodeclaims_initialized",
+            "NodeClaims whose Node was initialized",
+            metrics.initialized.clone(),
+        );
+        registry.register(
+            "karpenter_nodes_created",
+            "Nodes registered for a NodeClaim",
+            metrics.nodes_created.clone(),
+        );
+        registry.register(
+            "karpenter_nodeclaims_disrupted",
+            "NodeClaims deleted by kerf, by reason",
+            metrics.disrupted.clone(),
+        );
+        metrics
+    }
+}
+
+/// The termination controller's counters.
+pub struct TerminationMetrics {
+    /// `karpenter_nodeclaims_terminated_total{nodepool,capacity_type,zone}`.
+    pub nodeclaims_terminated: Family<TerminatedLabels, Counter>,
+    /// `karpenter_nodes_terminated_total{nodepool,zone}`.
+    pub nodes_terminated: Family<NodePoolZoneLabels, Counter>,
+    /// `karpenter_nodes_drained_total{nodepool}`.
+    pub nodes_drained: Family<NodePoolLabels, Counter>,
+    /// `karpenter_pods_eviction_requests_total{code}`: every eviction request, by answer (0: none).
+    pub eviction_requests: Family<CodeLabels, Counter>,
+    /// `karpenter_pods_drained_total{reason}`: pods evicted or deleted at the deadline.
+    pub pods_drained: Family<ReasonLabels, Counter>,
+}
+
+impl TerminationMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let metrics = TerminationMetrics {
+            nodeclaims_terminated: Family::default(),
+            nodes_terminated: Family::default(),
+            nodes_drained: Family::default(),
+            eviction_requests: Family::default(),
+            pods_drained: Family::default(),
+        };
+        registry.register(
+            "karpenter_nodeclaims_terminated",
+            "NodeClaims whose instance was terminated and finalizer removed",
+            metrics.nodeclaims_terminated.clone(),
+        );
+        registry.register(
+            "karpenter_nodes_terminated",
+            "Nodes deleted after their instance was terminated",
+            metrics.nodes_terminated.clone(),
+        );
+        registry.register(
+            "karpenter_nodes_drained",
+            "Nodes drained before termination",
+            metrics.nodes_drained.clone(),
+        );
+        registry.register(
+            "karpenter_pods_eviction_requests",
+            "Eviction requests, by the answer's HTTP status (0: none)",
+            metrics.eviction_requests.clone(),
+        );
+        registry.register(
+            "karpenter_pods_drained",
+            "Pods evicted or deleted while draining a node",
+            metrics.pods_drained.clone(),
+        );
+        metrics
     }
 }
 

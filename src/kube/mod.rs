@@ -5,6 +5,7 @@
 
 pub mod ca_bundle;
 pub mod events;
+pub mod eviction;
 pub mod leader;
 pub mod pools;
 pub mod self_signed;

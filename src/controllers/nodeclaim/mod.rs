@@ -1,10 +1,413 @@
-//! A NodeClaim's lifecycle: launch its instance, register its Node, initialize it, and give up on it when it
-//! does not register in time. (To be built.)
+//! A NodeClaim's lifecycle (reference §2.4): launch its instance (adopting one an earlier attempt launched),
+//! register its Node (labels, taints, finalizer, owner; `karpenter.sh/unregistered` lifted), initialize it
+//! (Ready, startup taints gone, extended resources up), and give up on it when it does not launch or register
+//! in time. A kube-runtime `Controller` over NodeClaims, woken too by the Nodes of claims not yet initialized.
+//! Deleting claims is the termination controller's.
 
+pub mod calls;
+pub mod conditions;
+pub mod launch;
+pub mod liveness;
+pub mod registration;
+
+use super::metrics::{DisruptedLabels, LaunchFailureLabels, NodePoolLabels, NodePoolZoneLabels};
 use super::{Context, Error};
-use crate::cloud::CloudProvider;
+use crate::api::labels;
+use crate::api::nodeclaim::NodeClaim;
+use crate::cloud::{CloudError, CloudProvider};
+use ::kube::api::Api;
+use ::kube::runtime::controller::{Action, Controller};
+use ::kube::runtime::reflector::{ObjectRef, Store};
+use ::kube::runtime::watcher;
+use calls::{ReconcileError, TERMINATION_FINALIZER};
+use conditions::{INITIALIZED, LAUNCHED, REGISTERED};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::jiff::Timestamp;
+use launch::Launched;
+use liveness::Liveness;
+use serde_json::json;
 use std::sync::Arc;
+use std::time::Duration;
 
-pub async fn run<C: CloudProvider + 'static>(_ctx: Arc<Context<C>>) -> Result<(), Error> {
+/// How often an initialized claim's instance is checked for (a claim whose instance is gone is deleted).
+const STEADY_RECHECK: Duration = Duration::from_secs(5 * 60);
+/// While waiting on the EC2NodeClass, or on a Node between watch events.
+const WAIT_RECHECK: Duration = Duration::from_secs(10);
+/// After a failed reconcile.
+const ERROR_RECHECK: Duration = Duration::from_secs(5);
+
+pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(), Error> {
+    let claims: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    let store = ctx.state.node_claims.clone();
+    Controller::new(claims, watcher::Config::default())
+        .watches(nodes, watcher::Config::default(), move |node| {
+            claim_of_uninitialized_node(&store, &node)
+        })
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| async {})
+        .await;
     Ok(())
 }
+
+/// The claim a Node that is still coming up belongs to (by provider ID). Initialized Nodes wake nothing:
+/// their status heartbeats would otherwise reconcile every claim every few seconds.
+fn claim_of_uninitialized_node(
+    store: &Store<NodeClaim>,
+    node: &Node,
+) -> Option<ObjectRef<NodeClaim>> {
+    let initialized = node
+        .metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(labels::NODE_INITIALIZED));
+    if initialized {
+        return None;
+    }
+    let provider_id = node.spec.as_ref()?.provider_id.as_deref()?;
+    store
+        .state()
+        .iter()
+        .find(|c| c.status.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id))
+        .map(|c| ObjectRef::from_obj(c.as_ref()))
+}
+
+fn error_policy<C>(claim: Arc<NodeClaim>, error: &ReconcileError, _ctx: Arc<Context<C>>) -> Action {
+    tracing::warn!(nodeclaim = ?claim.metadata.name, %error, "nodeclaim lifecycle failed; retrying");
+    Action::requeue(ERROR_RECHECK)
+}
+
+/// One step of the lifecycle: the first one the claim has not passed.
+#[tracing::instrument(skip_all, fields(nodeclaim = claim.metadata.name.as_deref()))]
+async fn reconcile<C: CloudProvider>(
+    claim: Arc<NodeClaim>,
+    ctx: Arc<Context<C>>,
+) -> Result<Action, ReconcileError> {
+    if claim.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    // Before anything can launch: a crash after the launch must not leave an instance without it.
+    calls::add_finalizer(&api, claim.as_ref(), TERMINATION_FINALIZER).await?;
+    let now = now(ctx.as_ref())?;
+    let recheck = match liveness::liveness(&claim, now, ctx.settings.registration_ttl) {
+        Liveness::Expired { reason } => {
+            tracing::info!(reason, "deleting nodeclaim: it did not come up in time");
+            count_disrupted(&ctx, &claim, reason);
+            calls::delete(&api, &calls::name(claim.as_ref())?).await?;
+            return Ok(Action::await_change());
+        }
+        Liveness::Alive { recheck_in } => recheck_in.map_or(WAIT_RECHECK, |d| d.min(WAIT_RECHECK)),
+    };
+    if !conditions::is_true(&claim, LAUNCHED) {
+        return launch_step(&ctx, &api, &claim, now).await;
+    }
+    if !conditions::is_true(&claim, REGISTERED) {
+        return registration_step(&ctx, &api, &claim, now, recheck).await;
+    }
+    if !conditions::is_true(&claim, INITIALIZED) {
+        return initialization_step(&ctx, &api, &claim, now).await;
+    }
+    steady_step(&ctx, &api, &claim).await
+}
+
+fn now<C>(ctx: &Context<C>) -> Result<Timestamp, ReconcileError> {
+    Timestamp::try_from(ctx.clock.now())
+        .map_err(|e| ReconcileError::Invalid(format!("the clock is out of range: {e}")))
+}
+
+fn node_pool(claim: &NodeClaim) -> String {
+    claim
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::NODEPOOL))
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn count_disrupted<C>(ctx: &Context<C>, claim: &NodeClaim, reason: &str) {
+    let capacity_type = claim
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::CAPACITY_TYPE))
+        .cloned()
+        .unwrap_or_default();
+    ctx.metrics
+        .lifecycle
+        .disrupted
+        .get_or_create(&DisruptedLabels {
+            reason: reason.to_owned(),
+            nodepool: node_pool(claim),
+            capacity_type,
+        })
+        .inc();
+}
+
+/// Writes `type_` into the claim's conditions (and `Ready`), with more status fields, when that changes
+/// anything.
+async fn set_condition(
+    api: &Api<NodeClaim>,
+    claim: &NodeClaim,
+    (type_, status, reason, message): (&str, &str, &str, &str),
+    mut fields: serde_json::Value,
+    now: Timestamp,
+) -> Result<(), ReconcileError> {
+    let current = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let mut updated = current.clone();
+    conditions::set(&mut updated, type_, status, reason, message, now);
+    let no_fields = fields.as_object().is_none_or(|f| f.is_empty());
+    if updated == current && no_fields {
+        return Ok(());
+    }
+    fields["conditions"] = json!(updated);
+    calls::patch_status(api, &calls::name(claim)?, fields).await
+}
+
+async fn launch_step<C: CloudProvider>(
+    ctx: &Context<C>,
+    api: &Api<NodeClaim>,
+    claim: &NodeClaim,
+    now: Timestamp,
+) -> Result<Action, ReconcileError> {
+    let class_name = &claim.spec.node_class_ref.name;
+    let class = ctx
+        .state
+        .node_classes
+        .get(&ObjectRef::new(class_name))
+        .filter(|c| c.metadata.deletion_timestamp.is_none());
+    let resolved = match class {
+        None => Err(CloudError::NodeClassNotReady {
+            name: class_name.clone(),
+            reason: "it does not exist or is being deleted".into(),
+        }),
+        Some(class) => ctx.cloud.resolve_node_class(class_name, &class.spec).await,
+    };
+    let launched = match resolved {
+        Ok(node_class) => launch::launch(&ctx.cloud, claim, node_class, ctx.clock.now()).await,
+        Err(e) => Err(e),
+    };
+    let failure = |reason: &str| {
+        ctx.metrics
+            .lifecycle
+            .launch_failures
+            .get_or_create(&LaunchFailureLabels {
+                nodepool: node_pool(claim),
+                reason: reason.to_owned(),
+            })
+            .inc();
+    };
+    match launched {
+        Ok(launched) => {
+            record_launch(ctx, api, claim, &launched, now).await?;
+            Ok(Action::requeue(WAIT_RECHECK))
+        }
+        Err(e @ CloudError::NodeClassNotReady { .. }) => {
+            failure(e.metric_label());
+            let message = e.to_string();
+            ctx.events
+                .warning(claim, "NodeClassNotReady", message.clone())
+                .await;
+            let condition = (LAUNCHED, "False", "NodeClassNotReady", message.as_str());
+            set_condition(api, claim, condition, json!({}), now).await?;
+            Ok(Action::requeue(WAIT_RECHECK))
+        }
+        Err(e @ CloudError::InsufficientCapacity { .. }) => {
+            failure(e.metric_label());
+            tracing::info!(error = %e, "deleting nodeclaim: no capacity for it");
+            ctx.events
+                .warning(
+                    claim,
+                    "InsufficientCapacityError",
+                    format!("NodeClaim {}: {e}", calls::name(claim)?),
+                )
+                .await;
+            count_disrupted(ctx, claim, "insufficient_capacity");
+            calls::delete(api, &calls::name(claim)?).await?;
+            Ok(Action::await_change())
+        }
+        Err(e) => {
+            failure(e.metric_label());
+            let message = e.to_string();
+            let condition = (LAUNCHED, "Unknown", "LaunchFailed", message.as_str());
+            set_condition(api, claim, condition, json!({}), now).await?;
+            Err(e.into())
+        }
+    }
+}
+
+/// The claim's labels, then its status: provider ID, image, resources, `Launched=True`.
+async fn record_launch<C>(
+    ctx: &Context<C>,
+    api: &Api<NodeClaim>,
+    claim: &NodeClaim,
+    launched: &Launched,
+    now: Timestamp,
+) -> Result<(), ReconcileError> {
+    let name = calls::name(claim)?;
+    let labels = launch::launched_labels(launched);
+    calls::merge_patch(api, &name, json!({"metadata": {"labels": labels}})).await?;
+    let condition = (LAUNCHED, "True", LAUNCHED, "");
+    set_condition(
+        api,
+        claim,
+        condition,
+        launch::launched_status(launched),
+        now,
+    )
+    .await?;
+    let instance = &launched.instance;
+    tracing::info!(
+        provider_id = %instance.provider_id,
+        instance_type = %instance.instance_type,
+        zone = %instance.zone,
+        capacity_type = instance.capacity_type.as_str(),
+        adopted = launched.adopted,
+        "launched nodeclaim"
+    );
+    ctx.metrics
+        .lifecycle
+        .launched
+        .get_or_create(&NodePoolLabels {
+            nodepool: node_pool(claim),
+        })
+        .inc();
+    Ok(())
+}
+
+async fn registration_step<C>(
+    ctx: &Context<C>,
+    api: &Api<NodeClaim>,
+    claim: &NodeClaim,
+    now: Timestamp,
+    recheck: Duration,
+) -> Result<Action, ReconcileError> {
+    let Some(provider_id) = claim.status.as_ref().and_then(|s| s.provider_id.as_deref()) else {
+        return Err(ReconcileError::Invalid(
+            "launched, but the status has no providerID".into(),
+        ));
+    };
+    let Some(node) = registration::node_with_provider_id(&ctx.state.nodes.state(), provider_id)
+    else {
+        return Ok(Action::requeue(recheck));
+    };
+    let node_name = calls::name(node.as_ref())?;
+    if registration::unregistered_taint_missing(&node) {
+        ctx.events
+            .warning(
+                claim,
+                "UnregisteredTaintMissing",
+                format!("Node {node_name} registered without the taint karpenter.sh/unregistered"),
+            )
+            .await;
+    }
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    let patch = registration::registration_patch(&node, claim);
+    match calls::merge_patch(&nodes, &node_name, patch).await {
+        // The cached Node was behind: try again on the fresh one.
+        Err(ReconcileError::Kube(::kube::Error::Api(s))) if s.code == 409 => {
+            return Ok(Action::requeue(Duration::from_secs(1)))
+        }
+        other => other?,
+    }
+    let condition = (REGISTERED, "True", REGISTERED, "");
+    set_condition(api, claim, condition, json!({"nodeName": node_name}), now).await?;
+    tracing::info!(node = %node_name, provider_id, "registered nodeclaim");
+    let pool = node_pool(claim);
+    let zone = node
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::ZONE))
+        .cloned()
+        .unwrap_or_default();
+    let lifecycle = &ctx.metrics.lifecycle;
+    lifecycle
+        .registered
+        .get_or_create(&NodePoolLabels {
+            nodepool: pool.clone(),
+        })
+        .inc();
+    lifecycle
+        .nodes_created
+        .get_or_create(&NodePoolZoneLabels {
+            nodepool: pool,
+            zone,
+        })
+        .inc();
+    Ok(Action::requeue(WAIT_RECHECK))
+}
+
+/// The claim's Node: by `status.nodeName`, else by provider ID.
+fn claim_node<C>(ctx: &Context<C>, claim: &NodeClaim) -> Option<Arc<Node>> {
+    let status = claim.status.as_ref()?;
+    if let Some(node) = status
+        .node_name
+        .as_deref()
+        .and_then(|n| ctx.state.nodes.get(&ObjectRef::new(n)))
+    {
+        return Some(node);
+    }
+    registration::node_with_provider_id(&ctx.state.nodes.state(), status.provider_id.as_deref()?)
+}
+
+async fn initialization_step<C>(
+    ctx: &Context<C>,
+    api: &Api<NodeClaim>,
+    claim: &NodeClaim,
+    now: Timestamp,
+) -> Result<Action, ReconcileError> {
+    let Some(node) = claim_node(ctx, claim) else {
+        return Ok(Action::requeue(WAIT_RECHECK));
+    };
+    if let Some(blocker) = registration::initialization_blocker(&node, claim) {
+        let condition = (INITIALIZED, "Unknown", "NotInitialized", blocker.as_str());
+        set_condition(api, claim, condition, json!({}), now).await?;
+        return Ok(Action::requeue(WAIT_RECHECK));
+    }
+    let node_name = calls::name(node.as_ref())?;
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    let label = json!({"metadata": {"labels": {labels::NODE_INITIALIZED: "true"}}});
+    calls::merge_patch(&nodes, &node_name, label).await?;
+    let condition = (INITIALIZED, "True", INITIALIZED, "");
+    set_condition(api, claim, condition, json!({}), now).await?;
+    tracing::info!(node = %node_name, "initialized nodeclaim");
+    ctx.metrics
+        .lifecycle
+        .initialized
+        .get_or_create(&NodePoolLabels {
+            nodepool: node_pool(claim),
+        })
+        .inc();
+    Ok(Action::requeue(STEADY_RECHECK))
+}
+
+/// An initialized claim whose instance is gone is deleted (its Node and pods go with it).
+async fn steady_step<C: CloudProvider>(
+    ctx: &Context<C>,
+    api: &Api<NodeClaim>,
+    claim: &NodeClaim,
+) -> Result<Action, ReconcileError> {
+    let Some(provider_id) = claim.status.as_ref().and_then(|s| s.provider_id.as_deref()) else {
+        return Ok(Action::requeue(STEADY_RECHECK));
+    };
+    match ctx.cloud.get(provider_id).await {
+        Err(CloudError::NotFound { .. }) => {
+            tracing::info!(provider_id, "deleting nodeclaim: its instance is gone");
+            count_disrupted(ctx, claim, "instance_terminated");
+            calls::delete(api, &calls::name(claim)?).await?;
+            Ok(Action::await_change())
+        }
+        Err(e) => Err(e.into()),
+        Ok(_) => Ok(Action::requeue(STEADY_RECHECK)),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,10 +1,496 @@
-//! Termination: a deleted NodeClaim or kerf Node is tainted, drained through the eviction API (PDBs
-//! honoured), its instance terminated, then its finalizers removed. (To be built.)
+//! Termination (reference §4): a NodeClaim being deleted has its Node tainted `karpenter.sh/disrupted`,
+//! drained through the eviction API (PDBs honoured, `terminationGracePeriod` enforced), its instance
+//! terminated and waited for, the Node deleted, and only then its finalizer removed. A kerf Node deleted by
+//! someone else deletes its claim, which then goes the same way.
+//!
+//! Two kube-runtime `Controller`s: one over NodeClaims, one over Nodes. Both only act on objects being
+//! deleted that still carry `karpenter.sh/termination`.
 
+pub mod drain;
+
+use super::metrics::{
+    CodeLabels, NodePoolLabels, NodePoolZoneLabels, ReasonLabels, TerminatedLabels,
+};
+use super::nodeclaim::calls::{self, ReconcileError, TERMINATION_FINALIZER};
+use super::nodeclaim::registration::node_with_provider_id;
 use super::{Context, Error};
-use crate::cloud::CloudProvider;
-use std::sync::Arc;
+use crate::api::labels;
+use crate::api::nodeclaim::NodeClaim;
+use crate::cloud::{CloudError, CloudProvider, TAG_NODECLAIM};
+use crate::disruption::{parse_go_duration, DISRUPTED_TAINT};
+use crate::kube::eviction::{EvictionOutcome, Evictor};
+use ::kube::api::{Api, DeleteParams};
+use ::kube::runtime::controller::{Action, Controller};
+use ::kube::runtime::watcher;
+use ::kube::Resource;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
-pub async fn run<C: CloudProvider + 'static>(_ctx: Arc<Context<C>>) -> Result<(), Error> {
+/// While a drain is under way (Karpenter requeues every second).
+const DRAIN_RECHECK: Duration = Duration::from_secs(2);
+/// While the instance shuts down (Karpenter polls every 5 s).
+const INSTANCE_RECHECK: Duration = Duration::from_secs(5);
+/// After a failed reconcile.
+const ERROR_RECHECK: Duration = Duration::from_secs(5);
+/// At most this many evictions are in flight for one node.
+const EVICTION_CONCURRENCY: usize = 8;
+
+/// `FailedDraining` is published at most this often per Node (Karpenter dedupes Events for 2 minutes).
+const FAILED_DRAINING_EVERY: Duration = Duration::from_secs(120);
+
+struct Termination<C> {
+    ctx: Arc<Context<C>>,
+    evictor: Evictor,
+    /// When each Node last got a `FailedDraining` Event.
+    failed_draining: Mutex<HashMap<String, SystemTime>>,
+}
+
+impl<C> Termination<C> {
+    /// Whether `node` is due a `FailedDraining` Event at `now` (and notes that it gets one).
+    fn failed_draining_due(&self, node: &str, now: SystemTime) -> bool {
+        let mut last = self
+            .failed_draining
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        last.retain(|_, at| now.duration_since(*at).unwrap_or_default() < FAILED_DRAINING_EVERY);
+        if last.contains_key(node) {
+            return false;
+        }
+        last.insert(node.to_owned(), now);
+        true
+    }
+}
+
+pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(), Error> {
+    let evictor = Evictor::connect()
+        .await
+        .map_err(|e| Error::Invalid(format!("pod evictions: {e}")))?;
+    let termination = Arc::new(Termination {
+        ctx: ctx.clone(),
+        evictor,
+        failed_draining: Mutex::new(HashMap::new()),
+    });
+    let claims = Controller::new(
+        Api::<NodeClaim>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    )
+    .run(terminate_claim, error_policy, termination.clone())
+    .for_each(|_| async {});
+    let nodes = Controller::new(
+        Api::<Node>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    )
+    .run(node_deleted, error_policy, termination)
+    .for_each(|_| async {});
+    futures::join!(claims, nodes);
     Ok(())
+}
+
+fn error_policy<K: Resource, C>(
+    object: Arc<K>,
+    error: &ReconcileError,
+    _t: Arc<Termination<C>>,
+) -> Action {
+    tracing::warn!(name = ?object.meta().name, %error, "termination failed; retrying");
+    Action::requeue(ERROR_RECHECK)
+}
+
+fn terminating<K: Resource>(object: &K) -> bool {
+    let meta = object.meta();
+    meta.deletion_timestamp.is_some()
+        && meta
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == TERMINATION_FINALIZER)
+}
+
+fn label(labels: Option<&std::collections::BTreeMap<String, String>>, key: &str) -> String {
+    labels.and_then(|l| l.get(key)).cloned().unwrap_or_default()
+}
+
+/// A kerf Node being deleted: its claim is deleted (and terminates it); a Node without a claim has its
+/// instance terminated and is let go.
+#[tracing::instrument(skip_all, fields(node = node.metadata.name.as_deref()))]
+async fn node_deleted<C: CloudProvider>(
+    node: Arc<Node>,
+    t: Arc<Termination<C>>,
+) -> Result<Action, ReconcileError> {
+    if !terminating(node.as_ref()) {
+        return Ok(Action::await_change());
+    }
+    let ctx = &t.ctx;
+    let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.clone());
+    let claim = provider_id.as_deref().and_then(|id| {
+        ctx.state
+            .node_claims
+            .state()
+            .into_iter()
+            .find(|c| c.status.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(id))
+    });
+    match claim {
+        Some(claim) if claim.metadata.deletion_timestamp.is_none() => {
+            tracing::info!(nodeclaim = ?claim.metadata.name, "node deleted; deleting its nodeclaim");
+            let claims: Api<NodeClaim> = Api::all(ctx.client.clone());
+            calls::delete(&claims, &calls::name(claim.as_ref())?).await?;
+            Ok(Action::requeue(INSTANCE_RECHECK))
+        }
+        // Its claim's termination releases it.
+        Some(_) => Ok(Action::requeue(INSTANCE_RECHECK)),
+        None => {
+            if let Some(id) = provider_id.as_deref() {
+                if terminate_instance(ctx, id).await? == InstanceExit::Requested {
+                    return Ok(Action::requeue(INSTANCE_RECHECK));
+                }
+            }
+            let nodes: Api<Node> = Api::all(ctx.client.clone());
+            calls::remove_finalizer(&nodes, node.as_ref(), TERMINATION_FINALIZER).await?;
+            tracing::info!("deleted node");
+            Ok(Action::await_change())
+        }
+    }
+}
+
+/// Where an instance is on its way out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum InstanceExit {
+    /// Terminated or shutting down (or never there).
+    Gone,
+    /// It was running: its termination has just been asked for.
+    Requested,
+}
+
+/// Asks for the instance's termination unless it is gone already.
+async fn terminate_instance<C: CloudProvider>(
+    ctx: &Context<C>,
+    provider_id: &str,
+) -> Result<InstanceExit, ReconcileError> {
+    match ctx.cloud.get(provider_id).await {
+        Err(CloudError::NotFound { .. }) => Ok(InstanceExit::Gone),
+        Err(e) => Err(e.into()),
+        Ok(_) => match ctx.cloud.delete(provider_id).await {
+            Err(CloudError::NotFound { .. }) => Ok(InstanceExit::Gone),
+            Err(e) => Err(e.into()),
+            Ok(()) => {
+                tracing::info!(provider_id, "terminating instance");
+                Ok(InstanceExit::Requested)
+            }
+        },
+    }
+}
+
+/// The claim's termination deadline: its deletion time plus `terminationGracePeriod`, if it has one.
+fn deadline(claim: &NodeClaim) -> Option<Timestamp> {
+    let deleted = claim.metadata.deletion_timestamp.as_ref()?.0;
+    let grace = parse_go_duration(claim.spec.termination_grace_period.as_deref()?)?;
+    deleted.checked_add(grace).ok()
+}
+
+#[tracing::instrument(skip_all, fields(nodeclaim = claim.metadata.name.as_deref()))]
+async fn terminate_claim<C: CloudProvider>(
+    claim: Arc<NodeClaim>,
+    t: Arc<Termination<C>>,
+) -> Result<Action, ReconcileError> {
+    if !terminating(claim.as_ref()) {
+        return Ok(Action::await_change());
+    }
+    let ctx = &t.ctx;
+    let now = Timestamp::try_from(ctx.clock.now())
+        .map_err(|e| ReconcileError::Invalid(format!("the clock is out of range: {e}")))?;
+    let provider_id = claim.status.as_ref().and_then(|s| s.provider_id.clone());
+    let node = provider_id
+        .as_deref()
+        .and_then(|id| node_with_provider_id(&ctx.state.nodes.state(), id));
+    let pool = label(claim.metadata.labels.as_ref(), labels::NODEPOOL);
+
+    if let Some(node) = &node {
+        if !drain_node(&t, &claim, node, now).await? {
+            return Ok(Action::requeue(DRAIN_RECHECK));
+        }
+    }
+    // Launched instances: the one in the status, or (a crash before the status write) any tagged for it.
+    let provider_ids = match provider_id {
+        Some(id) => vec![id],
+        None => {
+            let name = calls::name(claim.as_ref())?;
+            ctx.cloud
+                .list()
+                .await?
+                .into_iter()
+                .filter(|i| i.tags.get(TAG_NODECLAIM) == Some(&name))
+                .map(|i| i.provider_id)
+                .collect()
+        }
+    };
+    let mut all_gone = true;
+    for id in &provider_ids {
+        all_gone &= terminate_instance(ctx, id).await? == InstanceExit::Gone;
+    }
+    if !all_gone {
+        // Asked for just now, so this is the pass that found the node drained.
+        if let Some(node) = &node {
+            tracing::info!(node = ?node.metadata.name, "drained node");
+            ctx.metrics
+                .termination
+                .nodes_drained
+                .get_or_create(&NodePoolLabels {
+                    nodepool: pool.clone(),
+                })
+                .inc();
+        }
+        return Ok(Action::requeue(INSTANCE_RECHECK));
+    }
+    if let Some(node) = &node {
+        let nodes: Api<Node> = Api::all(ctx.client.clone());
+        let name = calls::name(node.as_ref())?;
+        if node.metadata.deletion_timestamp.is_none() {
+            calls::delete(&nodes, &name).await?;
+        }
+        calls::remove_finalizer(&nodes, node.as_ref(), TERMINATION_FINALIZER).await?;
+        tracing::info!(node = %name, "deleted node");
+        ctx.metrics
+            .termination
+            .nodes_terminated
+            .get_or_create(&NodePoolZoneLabels {
+                nodepool: pool.clone(),
+                zone: label(node.metadata.labels.as_ref(), labels::ZONE),
+            })
+            .inc();
+    }
+    let claims: Api<NodeClaim> = Api::all(ctx.client.clone());
+    calls::remove_finalizer(&claims, claim.as_ref(), TERMINATION_FINALIZER).await?;
+    tracing::info!(provider_id = ?provider_ids.first(), "deleted nodeclaim");
+    let claim_labels = claim.metadata.labels.as_ref();
+    ctx.metrics
+        .termination
+        .nodeclaims_terminated
+        .get_or_create(&TerminatedLabels {
+            nodepool: pool,
+            capacity_type: label(claim_labels, labels::CAPACITY_TYPE),
+            zone: label(claim_labels, labels::ZONE),
+        })
+        .inc();
+    Ok(Action::await_change())
+}
+
+/// One drain pass over `node`: taint it, evict or delete what the pass says. True once drained.
+async fn drain_node<C: CloudProvider>(
+    t: &Termination<C>,
+    claim: &NodeClaim,
+    node: &Node,
+    now: Timestamp,
+) -> Result<bool, ReconcileError> {
+    let ctx = &t.ctx;
+    let node_name = calls::name(node)?;
+    if let Some(patch) = disrupted_taint_patch(node) {
+        let nodes: Api<Node> = Api::all(ctx.client.clone());
+        calls::merge_patch(&nodes, &node_name, patch).await?;
+        let note = format!("Disrupting NodeClaim {}: terminating", calls::name(claim)?);
+        ctx.events
+            .normal(claim, "DisruptionTerminating", note.clone())
+            .await;
+        ctx.events.normal(node, "DisruptionTerminating", note).await;
+        // The next pass drains with the taint in place (no pod lands in between unnoticed).
+        return Ok(false);
+    }
+    let pods: Vec<Arc<Pod>> = ctx
+        .state
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| {
+            p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node_name.as_str())
+        })
+        .collect();
+    let pass = drain::drain_pass(&pods, now, deadline(claim));
+    if pass.drained() {
+        return Ok(true);
+    }
+    for (pod, grace) in &pass.delete {
+        delete_at_deadline(ctx, pod, *grace).await?;
+    }
+    let outcomes: Vec<(Arc<Pod>, EvictionOutcome)> = futures::stream::iter(pass.evict)
+        .map(|pod| async move {
+            let meta = &pod.metadata;
+            let outcome = t
+                .evictor
+                .evict(
+                    meta.namespace.as_deref().unwrap_or("default"),
+                    meta.name.as_deref().unwrap_or_default(),
+                    meta.uid.as_deref(),
+                )
+                .await;
+            (pod, outcome)
+        })
+        .buffer_unordered(EVICTION_CONCURRENCY)
+        .collect()
+        .await;
+    let mut blocked = Vec::new();
+    for (pod, outcome) in outcomes {
+        let termination = &ctx.metrics.termination;
+        termination
+            .eviction_requests
+            .get_or_create(&CodeLabels {
+                code: outcome.code().to_string(),
+            })
+            .inc();
+        let key = format!(
+            "{}/{}",
+            pod.metadata.namespace.as_deref().unwrap_or_default(),
+            pod.metadata.name.as_deref().unwrap_or_default()
+        );
+        match outcome {
+            EvictionOutcome::Evicted => {
+                termination
+                    .pods_drained
+                    .get_or_create(&ReasonLabels {
+                        reason: "evicted".into(),
+                    })
+                    .inc();
+                ctx.events
+                    .normal(
+                        pod.as_ref(),
+                        "Evicted",
+                        format!("Evicted pod: draining Node {node_name}"),
+                    )
+                    .await;
+            }
+            EvictionOutcome::Gone => {}
+            EvictionOutcome::Blocked { message } => blocked.push(format!("{key}: {message}")),
+            EvictionOutcome::Failed { code, message } => {
+                tracing::warn!(pod = %key, code, %message, "eviction failed; retrying");
+            }
+        }
+    }
+    if !blocked.is_empty() && t.failed_draining_due(&node_name, ctx.clock.now()) {
+        let note = format!("Failed to drain node, {}", blocked.join("; "));
+        ctx.events.warning(node, "FailedDraining", note).await;
+    }
+    Ok(false)
+}
+
+/// The merge patch adding `karpenter.sh/disrupted:NoSchedule` (replacing another effect on that key), or
+/// `None` when the Node has it. It carries the Node's resourceVersion: a concurrent change fails it (409)
+/// instead of losing a taint.
+fn disrupted_taint_patch(node: &Node) -> Option<serde_json::Value> {
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    if taints
+        .iter()
+        .any(|t| t.key == DISRUPTED_TAINT && t.effect == "NoSchedule")
+    {
+        return None;
+    }
+    let mut taints: Vec<_> = taints
+        .into_iter()
+        .filter(|t| t.key != DISRUPTED_TAINT)
+        .collect();
+    taints.push(k8s_openapi::api::core::v1::Taint {
+        key: DISRUPTED_TAINT.into(),
+        effect: "NoSchedule".into(),
+        value: None,
+        time_added: None,
+    });
+    Some(json!({
+        "metadata": {"resourceVersion": node.metadata.resource_version},
+        "spec": {"taints": taints},
+    }))
+}
+
+/// Deletes a pod the termination deadline leaves no time for, bypassing PDBs.
+async fn delete_at_deadline<C>(
+    ctx: &Context<C>,
+    pod: &Pod,
+    grace: i64,
+) -> Result<(), ReconcileError> {
+    let pods: Api<Pod> = Api::namespaced(
+        ctx.client.clone(),
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+    );
+    let name = calls::name(pod)?;
+    let params = DeleteParams {
+        grace_period_seconds: u32::try_from(grace).ok(),
+        ..DeleteParams::default()
+    };
+    match calls::timed("deleting a pod", pods.delete(&name, &params)).await {
+        Err(e) if e.is_not_found() => return Ok(()),
+        other => {
+            other?;
+        }
+    }
+    ctx.metrics
+        .termination
+        .pods_drained
+        .get_or_create(&ReasonLabels {
+            reason: "termination_grace_period_elapsed".into(),
+        })
+        .inc();
+    ctx.events
+        .normal(
+            pod,
+            "Disrupted",
+            format!("Deleted pod: the node's terminationGracePeriod ends in {grace}s"),
+        )
+        .await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_disrupted_taint_replaces_another_effect_and_is_added_once() {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n", "resourceVersion": "3"},
+            "spec": {"taints": [
+                {"key": "karpenter.sh/disrupted", "effect": "NoExecute"},
+                {"key": "dedicated", "value": "a", "effect": "NoSchedule"},
+            ]},
+        }))
+        .expect("node");
+        let patch = disrupted_taint_patch(&node).expect("a patch");
+        assert_eq!(
+            patch,
+            json!({
+                "metadata": {"resourceVersion": "3"},
+                "spec": {"taints": [
+                    {"key": "dedicated", "value": "a", "effect": "NoSchedule"},
+                    {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"},
+                ]},
+            })
+        );
+        let tainted: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n"},
+            "spec": {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]},
+        }))
+        .expect("node");
+        assert_eq!(disrupted_taint_patch(&tainted), None);
+    }
+
+    #[test]
+    fn the_deadline_is_the_deletion_time_plus_the_grace_period() {
+        let claim: NodeClaim = serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "c", "deletionTimestamp": "2026-11-23T00:00:00Z"},
+            "spec": {"nodeClassRef": {"group": "g", "kind": "k", "name": "n"}, "requirements": [],
+                     "terminationGracePeriod": "1h30m"},
+        }))
+        .expect("claim");
+        assert_eq!(
+            deadline(&claim),
+            Some("2026-11-23T01:30:00Z".parse().expect("timestamp"))
+        );
+        let mut without = claim.clone();
+        without.spec.termination_grace_period = None;
+        assert_eq!(deadline(&without), None);
+    }
 }

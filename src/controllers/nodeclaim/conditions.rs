@@ -1,0 +1,138 @@
+//! The status conditions of a NodeClaim's lifecycle, set purely: `Launched`, `Registered`, `Initialized`,
+//! and `Ready` (all three true). A condition's `lastTransitionTime` moves only when its status changes.
+
+use crate::api::condition::Condition;
+use crate::api::nodeclaim::NodeClaim;
+use k8s_openapi::jiff::Timestamp;
+
+pub const LAUNCHED: &str = "Launched";
+pub const REGISTERED: &str = "Registered";
+pub const INITIALIZED: &str = "Initialized";
+pub const READY: &str = "Ready";
+
+/// Karpenter caps a condition's message at this many characters.
+const MAX_MESSAGE: usize = 300;
+
+/// The claim's condition `type_`, if set.
+pub fn condition<'a>(claim: &'a NodeClaim, type_: &str) -> Option<&'a Condition> {
+    claim
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+pub fn is_true(claim: &NodeClaim, type_: &str) -> bool {
+    condition(claim, type_).is_some_and(|c| c.status == "True")
+}
+
+/// When the condition last changed status, if it is set and its time parses.
+pub fn transitioned_at(claim: &NodeClaim, type_: &str) -> Option<Timestamp> {
+    condition(claim, type_)?.last_transition_time.parse().ok()
+}
+
+/// Sets `type_` in `conditions`, keeping its transition time when the status is unchanged, then derives
+/// `Ready`. The message is cut to [`MAX_MESSAGE`] characters.
+pub fn set(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: Timestamp,
+) {
+    upsert(conditions, type_, status, reason, message, now);
+    let all_true = [LAUNCHED, REGISTERED, INITIALIZED].iter().all(|t| {
+        conditions
+            .iter()
+            .any(|c| c.type_ == *t && c.status == "True")
+    });
+    if type_ != READY {
+        let (status, reason) = if all_true {
+            ("True", READY)
+        } else {
+            ("Unknown", "AwaitingReconciliation")
+        };
+        upsert(conditions, READY, status, reason, "", now);
+    }
+}
+
+fn upsert(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: Timestamp,
+) {
+    let message: String = message.chars().take(MAX_MESSAGE).collect();
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) => {
+            if c.status != status {
+                c.status = status.to_owned();
+                c.last_transition_time = now.to_string();
+            }
+            c.reason = reason.to_owned();
+            c.message = message;
+        }
+        None => conditions.push(Condition {
+            type_: type_.to_owned(),
+            status: status.to_owned(),
+            last_transition_time: now.to_string(),
+            reason: reason.to_owned(),
+            message,
+            observed_generation: None,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().expect("timestamp")
+    }
+
+    #[test]
+    fn ready_follows_the_three_lifecycle_conditions() {
+        let mut conditions = Vec::new();
+        let t0 = at("2026-11-23T00:00:00Z");
+        set(&mut conditions, LAUNCHED, "True", LAUNCHED, "", t0);
+        set(&mut conditions, REGISTERED, "True", REGISTERED, "", t0);
+        let ready = |cs: &[Condition]| {
+            cs.iter()
+                .find(|c| c.type_ == READY)
+                .map(|c| c.status.clone())
+        };
+        assert_eq!(ready(&conditions).as_deref(), Some("Unknown"));
+        let t1 = at("2026-11-23T00:01:00Z");
+        set(&mut conditions, INITIALIZED, "True", INITIALIZED, "", t1);
+        assert_eq!(ready(&conditions).as_deref(), Some("True"));
+        let r = conditions.iter().find(|c| c.type_ == READY).expect("ready");
+        assert_eq!(r.last_transition_time, t1.to_string());
+    }
+
+    #[test]
+    fn the_transition_time_moves_only_with_the_status() {
+        let mut conditions = Vec::new();
+        let t0 = at("2026-11-23T00:00:00Z");
+        let t1 = at("2026-11-23T00:05:00Z");
+        set(
+            &mut conditions,
+            LAUNCHED,
+            "Unknown",
+            "Boom",
+            &"x".repeat(400),
+            t0,
+        );
+        assert_eq!(conditions[0].message.len(), 300);
+        set(&mut conditions, LAUNCHED, "Unknown", "Boom again", "", t1);
+        assert_eq!(conditions[0].last_transition_time, t0.to_string());
+        assert_eq!(conditions[0].reason, "Boom again");
+        set(&mut conditions, LAUNCHED, "True", LAUNCHED, "", t1);
+        assert_eq!(conditions[0].last_transition_time, t1.to_string());
+    }
+}

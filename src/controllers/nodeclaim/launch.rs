@@ -1,0 +1,97 @@
+//! Launching a NodeClaim's instance: adopt the instance an earlier attempt launched (tagged with the claim's
+//! name), or create one; then what the claim's status and labels say about it.
+//!
+//! Adoption is what makes a crash between CreateFleet and the status write safe: the instance carries
+//! `karpenter.sh/nodeclaim=<name>` from the moment it exists, so the next attempt finds it instead of
+//! launching a second one.
+
+use crate::api::labels;
+use crate::api::nodeclaim::NodeClaim;
+use crate::catalog::InstanceType;
+use crate::cloud::{CloudError, CloudProvider, Instance, LaunchRequest, NodeClass, TAG_NODECLAIM};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+/// A launched (or adopted) instance and the type it is.
+#[derive(Clone, Debug)]
+pub struct Launched {
+    pub instance: Instance,
+    pub instance_type: Option<InstanceType>,
+    /// Found already running for this claim rather than created now.
+    pub adopted: bool,
+}
+
+/// The live instance tagged for the claim `name`, if any (the oldest, should a bug have made two).
+pub fn adoptable<'a>(instances: &'a [Instance], name: &str) -> Option<&'a Instance> {
+    instances
+        .iter()
+        .filter(|i| {
+            !i.state.is_gone() && i.tags.get(TAG_NODECLAIM).map(String::as_str) == Some(name)
+        })
+        .min_by_key(|i| (i.launch_time, i.id.clone()))
+}
+
+/// Adopts the claim's instance or launches one: the class's instance types, the claim's request, then
+/// `create`. [`CloudError::InsufficientCapacity`] when no offering had capacity.
+pub async fn launch<C: CloudProvider>(
+    cloud: &C,
+    claim: &NodeClaim,
+    node_class: NodeClass,
+    now: SystemTime,
+) -> Result<Launched, CloudError> {
+    let name = claim.metadata.name.as_deref().unwrap_or_default();
+    let existing = cloud.list().await?;
+    let types = cloud.instance_types(&node_class, now).await?;
+    let find_type = |instance: &Instance| {
+        types
+            .iter()
+            .find(|t| t.name == instance.instance_type)
+            .cloned()
+    };
+    if let Some(instance) = adoptable(&existing, name) {
+        return Ok(Launched {
+            instance_type: find_type(instance),
+            instance: instance.clone(),
+            adopted: true,
+        });
+    }
+    let request = LaunchRequest::from_node_claim(claim, node_class, &types)?;
+    let instance = cloud.create(&request, now).await?;
+    Ok(Launched {
+        instance_type: find_type(&instance),
+        instance,
+        adopted: false,
+    })
+}
+
+/// The labels a launched claim gets: its instance type's single-valued labels (architecture, family, …),
+/// then the instance's own type, zone and capacity type.
+pub fn launched_labels(launched: &Launched) -> BTreeMap<String, String> {
+    let mut out = launched
+        .instance_type
+        .as_ref()
+        .map(|t| t.requirements.labels())
+        .unwrap_or_default();
+    let instance = &launched.instance;
+    out.insert(labels::INSTANCE_TYPE.into(), instance.instance_type.clone());
+    out.insert(labels::ZONE.into(), instance.zone.clone());
+    out.insert(
+        labels::CAPACITY_TYPE.into(),
+        instance.capacity_type.as_str().to_owned(),
+    );
+    out
+}
+
+/// The status fields a launch fills: provider ID, image, and capacity / allocatable of the type.
+pub fn launched_status(launched: &Launched) -> Value {
+    let mut status = json!({
+        "providerID": launched.instance.provider_id,
+        "imageID": launched.instance.image_id,
+    });
+    if let Some(it) = &launched.instance_type {
+        status["capacity"] = json!(it.capacity.to_quantities());
+        status["allocatable"] = json!(it.allocatable().to_quantities());
+    }
+    status
+}
