@@ -25,6 +25,16 @@ impl KerfController {
     /// `<cluster dir>/logs/kerf-controller.log` (a restart appends to the same file), and waits until its
     /// controllers run.
     pub async fn start(cluster: &Cluster, emu: &AwsEmu, cluster_name: &str) -> Result<Self> {
+        Self::start_with(cluster, emu, cluster_name, &[]).await
+    }
+
+    /// [`KerfController::start`] with `extra` flags.
+    pub async fn start_with(
+        cluster: &Cluster,
+        emu: &AwsEmu,
+        cluster_name: &str,
+        extra: &[&str],
+    ) -> Result<Self> {
         let logs = cluster.dir().join("logs");
         std::fs::create_dir_all(&logs)?;
         let log = logs.join("kerf-controller.log");
@@ -49,6 +59,7 @@ impl KerfController {
             .arg("--pricing-file")
             .arg(&prices)
             .args(["--leader-elect", "false"])
+            .args(extra)
             .args([
                 "--metrics-bind",
                 "127.0.0.1:0",
@@ -147,6 +158,14 @@ pub struct Testbed {
 impl Testbed {
     /// The testbed for `test`, or `None` (after printing why) when it is to be skipped.
     pub async fn start_or_skip(test: &str) -> Result<Option<Testbed>> {
+        Self::start_or_skip_with(test, |_| Vec::new()).await
+    }
+
+    /// [`Testbed::start_or_skip`], the controller started with the flags `extra` gives for the cluster name.
+    pub async fn start_or_skip_with(
+        test: &str,
+        extra: impl FnOnce(&str) -> Vec<String>,
+    ) -> Result<Option<Testbed>> {
         let Some(cluster) = Cluster::start_or_skip(test).await? else {
             return Ok(None);
         };
@@ -164,7 +183,9 @@ impl Testbed {
             cloud.ec2().clone(),
             crate::kubelet::KubeletSettings::new(&name, REGION),
         )?;
-        let controller = KerfController::start(&cluster, &emu, &name).await?;
+        let extra = extra(&name);
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let controller = KerfController::start_with(&cluster, &emu, &name, &extra).await?;
         Ok(Some(Testbed {
             controller: Some(controller),
             kubelet,

@@ -1,0 +1,218 @@
+//! The controller's housekeeping on the real control plane and moto: the EC2NodeClass status shows what its
+//! selectors resolved to; garbage collection terminates an instance tagged for the cluster that no NodeClaim
+//! names, and deletes a NodeClaim whose instance was terminated behind kerf's back; a spot interruption
+//! message on the interruption queue (moto's SQS) deletes the instance's NodeClaim, and termination takes the
+//! instance away.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use aws_sdk_ec2::types::{InstanceType, ResourceType, Tag, TagSpecification};
+use k8s_openapi::api::core::v1::Event;
+use kerf::api::ec2nodeclass::EC2NodeClass;
+use kerf::api::nodeclaim::NodeClaim;
+use kerf::cloud::{CloudError, CloudProvider};
+use kerf_e2e::aws::{node_class_spec, AwsEmu};
+use kerf_e2e::poll;
+use kerf_e2e::testbed::{apply_node_claim, tail, Testbed};
+use kube::api::{Api, ListParams};
+use serde_json::json;
+
+/// Waits until the instance behind `provider_id` is gone (terminated or shutting down).
+async fn instance_gone(bed: &Testbed, provider_id: &str, timeout: Duration) -> Result<()> {
+    poll(
+        &format!("instance {provider_id} to be terminated"),
+        timeout,
+        || async move {
+            match bed.cloud.get(provider_id).await {
+                Err(CloudError::NotFound { .. }) => Ok(Some(())),
+                Ok(_) => Ok(None),
+                Err(other) => Err(other.into()),
+            }
+        },
+    )
+    .await
+    .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 30)))
+}
+
+/// Waits until the NodeClaim `name` no longer exists.
+async fn claim_gone(bed: &Testbed, name: &str, timeout: Duration) -> Result<()> {
+    let claims: Api<NodeClaim> = Api::all(bed.cluster.client()?);
+    let claims = &claims;
+    poll(
+        &format!("NodeClaim {name} to be deleted"),
+        timeout,
+        || async move { Ok(claims.get_opt(name).await?.is_none().then_some(())) },
+    )
+    .await
+    .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 30)))
+}
+
+#[tokio::test]
+async fn the_class_status_is_written_and_leaks_and_orphans_are_collected() -> Result<()> {
+    let Some(bed) = Testbed::start_or_skip_with("the_class_status_is_written", |_| {
+        vec!["--gc-interval".into(), "2s".into()]
+    })
+    .await?
+    else {
+        return Ok(());
+    };
+
+    // The EC2NodeClass status: what the selectors resolved to, and Ready.
+    let classes: Api<EC2NodeClass> = Api::all(bed.cluster.client()?);
+    let classes = &classes;
+    let status = poll(
+        "EC2NodeClass default to be Ready",
+        Duration::from_secs(60),
+        || async move {
+            let class = classes.get("default").await?;
+            let ready = class
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| kerf::api::condition::is_true(c, "Ready"));
+            Ok(ready.then_some(class.status))
+        },
+    )
+    .await?
+    .context("status")?;
+    assert_eq!(status.subnets.as_ref().map(Vec::len), Some(3));
+    assert_eq!(status.security_groups.as_ref().map(Vec::len), Some(1));
+    assert_eq!(status.amis.as_ref().map(Vec::len), Some(2));
+    assert!(status
+        .instance_profile
+        .as_deref()
+        .is_some_and(|p| p.starts_with(&format!("{}_", bed.name))));
+
+    // A leak: an instance tagged for the cluster that no NodeClaim names.
+    let class = bed
+        .cloud
+        .resolve_node_class("default", &node_class_spec(&bed.name)?)
+        .await?;
+    let subnet = &class.resolved.subnets[0].subnet.id;
+    let ami = &class.resolved.ami_for("x86_64").context("an x86 AMI")?.id;
+    let tags = TagSpecification::builder()
+        .resource_type(ResourceType::Instance)
+        .tags(
+            Tag::builder()
+                .key(format!("kubernetes.io/cluster/{}", bed.name))
+                .value("owned")
+                .build(),
+        )
+        .tags(
+            Tag::builder()
+                .key("karpenter.sh/nodeclaim")
+                .value("no-such-claim")
+                .build(),
+        )
+        .build();
+    let run = bed
+        .cloud
+        .ec2()
+        .run_instances()
+        .image_id(ami)
+        .instance_type(InstanceType::M5Large)
+        .subnet_id(subnet)
+        .min_count(1)
+        .max_count(1)
+        .tag_specifications(tags)
+        .send()
+        .await?;
+    let leaked = run.instances()[0].instance_id().context("instance id")?;
+    let zone = class.resolved.subnets[0].subnet.zone.clone();
+    let leaked = kerf::cloud::provider_id(&zone, leaked);
+    // The 30 s grace, then the next 2 s pass.
+    instance_gone(&bed, &leaked, Duration::from_secs(90)).await?;
+    assert!(bed.log().contains("garbage collected instance"));
+
+    // An orphan: a launched claim whose instance is terminated behind kerf's back.
+    apply_node_claim(&bed.cluster, "orphan", &["c5.large"], &["on-demand"]).await?;
+    let claim = bed
+        .wait_for_conditions("orphan", &["Launched"], Duration::from_secs(120))
+        .await?;
+    let provider_id = claim
+        .status
+        .and_then(|s| s.provider_id)
+        .context("providerID")?;
+    bed.cloud
+        .ec2()
+        .terminate_instances()
+        .instance_ids(kerf::cloud::instance_id(&provider_id)?)
+        .send()
+        .await?;
+    claim_gone(&bed, "orphan", Duration::from_secs(120)).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_spot_interruption_message_deletes_the_claim_and_its_instance() -> Result<()> {
+    const TEST: &str = "a_spot_interruption_message";
+    // The controller opens its queue at start, so the queue comes first.
+    let Some(emu) = AwsEmu::shared_or_skip(TEST)? else {
+        return Ok(());
+    };
+    let queue = kerf_e2e::aws::unique_cluster_name("interruption");
+    let sqs = kerf_aws::SqsQueue::client(&emu.settings(&queue, Duration::from_secs(30))?).await?;
+    let url = sqs
+        .create_queue()
+        .queue_name(&queue)
+        .send()
+        .await?
+        .queue_url
+        .context("queue URL")?;
+    let flags = vec!["--interruption-queue".to_owned(), queue.clone()];
+    let Some(bed) = Testbed::start_or_skip_with(TEST, |_| flags).await? else {
+        return Ok(());
+    };
+
+    apply_node_claim(&bed.cluster, "spot-victim", &["c5.large"], &["on-demand"]).await?;
+    let claim = bed
+        .wait_for_conditions(
+            "spot-victim",
+            &["Launched", "Registered"],
+            Duration::from_secs(120),
+        )
+        .await?;
+    let provider_id = claim
+        .status
+        .and_then(|s| s.provider_id)
+        .context("providerID")?;
+    let instance_id = kerf::cloud::instance_id(&provider_id)?;
+    sqs.send_message()
+        .queue_url(&url)
+        .message_body(spot_interruption(instance_id))
+        .send()
+        .await?;
+
+    claim_gone(&bed, "spot-victim", Duration::from_secs(120)).await?;
+    instance_gone(&bed, &provider_id, Duration::from_secs(30)).await?;
+    let events: Api<Event> = Api::namespaced(bed.cluster.client()?, "default");
+    let events = events.list(&ListParams::default()).await?;
+    assert!(
+        events
+            .items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("SpotInterrupted")),
+        "a SpotInterrupted Event"
+    );
+    // The message was deleted once handled.
+    let left = sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+        .send()
+        .await?;
+    let count = left
+        .attributes()
+        .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages))
+        .cloned();
+    assert_eq!(count.as_deref(), Some("0"));
+    Ok(())
+}
+
+fn spot_interruption(instance_id: &str) -> String {
+    json!({"version": "0", "source": "aws.ec2", "detail-type": "EC2 Spot Instance Interruption Warning",
+           "time": "2026-11-23T00:00:00Z",
+           "detail": {"instance-id": instance_id, "instance-action": "terminate"}})
+    .to_string()
+}
