@@ -211,9 +211,14 @@ async fn launch_step<C: CloudProvider>(
         Err(e @ CloudError::NodeClassNotReady { .. }) => {
             failure(e.metric_label());
             let message = e.to_string();
-            ctx.events
-                .warning(claim, "NodeClassNotReady", message.clone())
-                .await;
+            // Once per change of reason, not on every retry.
+            let known = conditions::condition(claim, LAUNCHED)
+                .is_some_and(|c| c.reason == "NodeClassNotReady" && c.message == message);
+            if !known {
+                ctx.events
+                    .warning(claim, "NodeClassNotReady", message.clone())
+                    .await;
+            }
             let condition = (LAUNCHED, "False", "NodeClassNotReady", message.as_str());
             set_condition(api, claim, condition, json!({}), now).await?;
             Ok(Action::requeue(WAIT_RECHECK))
