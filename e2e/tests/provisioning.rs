@@ -45,29 +45,6 @@ fn names(claims: &[NodeClaim]) -> BTreeSet<String> {
         .collect()
 }
 
-/// Waits until the controller has run at least `solves` scheduling simulations.
-async fn solves_at_least(controller: &controller::Controller, solves: u64) -> Result<()> {
-    poll(
-        &format!("{solves} scheduling simulations"),
-        Duration::from_secs(90),
-        || async move {
-            let text = controller.metrics().await?;
-            let count = text
-                .lines()
-                .find(|l| {
-                    l.starts_with(
-                        "karpenter_scheduler_scheduling_duration_seconds_count{controller=\"provisioner\"}",
-                    )
-                })
-                .and_then(|l| l.rsplit(' ').next())
-                .and_then(|n| n.parse::<u64>().ok())
-                .unwrap_or(0);
-            Ok((count >= solves).then_some(()))
-        },
-    )
-    .await
-}
-
 async fn events_with_reason(cluster: &Cluster, reason: &str) -> Result<Vec<Event>> {
     let api: Api<Event> = Api::all(cluster.client()?);
     Ok(api
@@ -323,6 +300,51 @@ fn sample(text: &str, series: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// Waits until the controller's metric `series` reaches `at_least`.
+async fn metric_at_least(
+    controller: &controller::Controller,
+    series: &str,
+    at_least: f64,
+    timeout: Duration,
+) -> Result<()> {
+    poll(
+        &format!("{series} to reach {at_least}"),
+        timeout,
+        || async move {
+            let text = controller.metrics().await?;
+            Ok(sample(&text, series)
+                .is_some_and(|n| n >= at_least)
+                .then_some(()))
+        },
+    )
+    .await
+}
+
+/// Waits until the controller has run at least `solves` scheduling simulations.
+async fn solves_at_least(controller: &controller::Controller, solves: u32) -> Result<()> {
+    let series =
+        r#"karpenter_scheduler_scheduling_duration_seconds_count{controller="provisioner"}"#;
+    metric_at_least(
+        controller,
+        series,
+        f64::from(solves),
+        Duration::from_secs(90),
+    )
+    .await
+}
+
+/// Waits until the controller has decided about `pods` pods in all.
+async fn decided(controller: &controller::Controller, pods: u32) -> Result<()> {
+    let series = "karpenter_pods_scheduling_decision_duration_seconds_count";
+    metric_at_least(
+        controller,
+        series,
+        f64::from(pods),
+        Duration::from_secs(300),
+    )
+    .await
+}
+
 /// `field` (`VmRSS`, resident memory now, or `VmHWM`, its peak) of process `pid`, in MiB.
 fn memory_mib(pid: u32, field: &str) -> Result<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
@@ -332,23 +354,6 @@ fn memory_mib(pid: u32, field: &str) -> Result<f64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .with_context(|| format!("no {field}"))?;
     Ok(kib / 1024.0)
-}
-
-/// Waits until the controller has decided about `pods` pods in all.
-async fn decided(controller: &controller::Controller, pods: f64) -> Result<()> {
-    poll(
-        &format!("decisions about {pods} pods"),
-        Duration::from_secs(300),
-        || async move {
-            let text = controller.metrics().await?;
-            let count = sample(
-                &text,
-                "karpenter_pods_scheduling_decision_duration_seconds_count",
-            );
-            Ok(count.is_some_and(|n| n >= pods).then_some(()))
-        },
-    )
-    .await
 }
 
 /// The figures of docs/performance.md ("The controller"): 1,000 pending pods, how long from a pod becoming
@@ -368,11 +373,11 @@ async fn figures_for_1000_pending_pods() -> Result<()> {
     // One pod first: the instance types are listed (moto answers all 1,395 in one page) and the caches filled.
     let warm = cluster.create_namespace("warm").await?;
     create_inflate(&cluster, &warm, 1, "100m", "128Mi").await?;
-    decided(&controller, 1.0).await?;
+    decided(&controller, 1).await?;
     let (idle_rss, idle_peak) = (memory_mib(pid, "VmRSS")?, memory_mib(pid, "VmHWM")?);
     let namespace = cluster.create_namespace("inflate").await?;
     create_inflate(&cluster, &namespace, 1000, "100m", "128Mi").await?;
-    decided(&controller, 1001.0).await?;
+    decided(&controller, 1001).await?;
     println!(
         "figures: memory after warm-up {idle_rss:.1} MiB (peak {idle_peak:.1}), with 1,000 pending pods {:.1} MiB (peak {:.1})",
         memory_mib(pid, "VmRSS")?,
