@@ -340,7 +340,14 @@ async fn report<C>(
         .buffer_unordered(PARALLEL_WRITES)
         .collect::<Vec<()>>()
         .await;
-    reported.pods.retain(|key, _| pods.contains_key(key));
+    // Forget pods no longer pending: one that is pending again later is reported again.
+    let pending: HashSet<String> = snapshot
+        .pods
+        .iter()
+        .filter(|p| pending::is_provisionable(p))
+        .map(plan::pod_key)
+        .collect();
+    reported.pods.retain(|key, _| pending.contains(key));
     for warning in &decisions.pool_warnings {
         let key = (warning.nodepool.clone(), warning.message.clone());
         if reported.pools.contains(&key) {

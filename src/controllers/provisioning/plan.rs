@@ -13,6 +13,7 @@ use crate::controllers::nodepool::usage;
 use crate::scheduling::{Cluster, ClusterError, PodInfo, Scheduler, Unschedulable};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -261,8 +262,14 @@ fn groups(pools: &[NodePool]) -> Vec<(&str, Vec<NodePool>)> {
     groups
 }
 
-/// Every class's instance types, once each by name: the sizes of claims in flight come from here.
-fn merged(catalogs: &BTreeMap<String, Arc<Catalog>>) -> Catalog {
+/// Every class's instance types, once each by name: the sizes of claims in flight come from here. With one
+/// class (the usual case) that is its catalog, not a copy.
+fn merged(catalogs: &BTreeMap<String, Arc<Catalog>>) -> Cow<'_, Catalog> {
+    if catalogs.len() == 1 {
+        if let Some(only) = catalogs.values().next() {
+            return Cow::Borrowed(only.as_ref());
+        }
+    }
     let mut seen = BTreeSet::new();
     let instance_types = catalogs
         .values()
@@ -270,7 +277,7 @@ fn merged(catalogs: &BTreeMap<String, Arc<Catalog>>) -> Catalog {
         .filter(|it| seen.insert(it.name.clone()))
         .cloned()
         .collect();
-    Catalog { instance_types }
+    Cow::Owned(Catalog { instance_types })
 }
 
 /// `namespace/name`, as the solve names pods.

@@ -203,3 +203,36 @@ fn pods_wait_when_no_class_resolved() {
     assert_eq!(decisions.unschedulable.len(), 2);
     assert!(decisions.unschedulable[0].reason.contains("EC2NodeClass"));
 }
+
+#[test]
+fn pods_one_class_cannot_place_go_to_the_next() {
+    let mut first: NodePool = pool(
+        json!(null),
+        json!([{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["no.such"]}]),
+    );
+    first.metadata.name = Some("preferred".into());
+    first.spec.weight = Some(50);
+    first.spec.template.spec.node_class_ref.name = "other".into();
+    let catalogs = BTreeMap::from([
+        ("default".to_owned(), catalog()),
+        ("other".to_owned(), catalog()),
+    ]);
+    let decisions = run(
+        &snapshot(vec![first, pool(json!(null), amd64())], Vec::new(), 3),
+        &catalogs,
+    );
+    assert!(
+        decisions.unschedulable.is_empty(),
+        "{:?}",
+        decisions.unschedulable
+    );
+    assert!(decisions.claims.iter().all(|c| c.nodepool == "general"));
+    assert_eq!(
+        decisions.claims.iter().map(|c| c.pods.len()).sum::<usize>(),
+        3
+    );
+    assert!(decisions
+        .pool_warnings
+        .iter()
+        .any(|w| w.nodepool == "preferred" && w.reason == NO_TYPES_REASON));
+}
