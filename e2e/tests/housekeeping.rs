@@ -48,8 +48,13 @@ async fn claim_gone(bed: &Testbed, name: &str, timeout: Duration) -> Result<()> 
     .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 30)))
 }
 
+/// Each test runs a control plane and a controller; taking turns keeps them within their start-up deadlines on
+/// a small machine.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test]
 async fn the_class_status_is_written_and_leaks_and_orphans_are_collected() -> Result<()> {
+    let _turn = SERIAL.lock().await;
     let Some(bed) = Testbed::start_or_skip_with("the_class_status_is_written", |_| {
         vec!["--gc-interval".into(), "2s".into()]
     })
@@ -76,7 +81,23 @@ async fn the_class_status_is_written_and_leaks_and_orphans_are_collected() -> Re
     )
     .await?
     .context("status")?;
-    assert_eq!(status.subnets.as_ref().map(Vec::len), Some(3));
+    let class = bed
+        .cloud
+        .resolve_node_class("default", &node_class_spec(&bed.name)?)
+        .await?;
+    let subnets: Vec<&str> = class
+        .resolved
+        .subnets
+        .iter()
+        .map(|s| s.subnet.id.as_str())
+        .collect();
+    let listed: Vec<&str> = status
+        .subnets
+        .iter()
+        .flatten()
+        .map(|s| s.id.as_str())
+        .collect();
+    assert_eq!(listed, subnets);
     assert_eq!(status.security_groups.as_ref().map(Vec::len), Some(1));
     assert_eq!(status.amis.as_ref().map(Vec::len), Some(2));
     assert!(status
@@ -85,10 +106,6 @@ async fn the_class_status_is_written_and_leaks_and_orphans_are_collected() -> Re
         .is_some_and(|p| p.starts_with(&format!("{}_", bed.name))));
 
     // A leak: an instance tagged for the cluster that no NodeClaim names.
-    let class = bed
-        .cloud
-        .resolve_node_class("default", &node_class_spec(&bed.name)?)
-        .await?;
     let subnet = &class.resolved.subnets[0].subnet.id;
     let ami = &class.resolved.ami_for("x86_64").context("an x86 AMI")?.id;
     let tags = TagSpecification::builder()
@@ -147,6 +164,7 @@ async fn the_class_status_is_written_and_leaks_and_orphans_are_collected() -> Re
 #[tokio::test]
 async fn a_spot_interruption_message_deletes_the_claim_and_its_instance() -> Result<()> {
     const TEST: &str = "a_spot_interruption_message";
+    let _turn = SERIAL.lock().await;
     // The controller opens its queue at start, so the queue comes first.
     let Some(emu) = AwsEmu::shared_or_skip(TEST)? else {
         return Ok(());

@@ -230,7 +230,6 @@ async fn node_pool_limits_stop_provisioning_with_an_event() -> Result<()> {
 /// Issue 5's test 1, end to end: needs the NodeClaim lifecycle controller (launch, registration,
 /// initialization) of the `life` branch; run with `--ignored` once both are merged.
 #[tokio::test]
-#[ignore = "needs the nodeclaim lifecycle controller (launch, registration, initialization)"]
 async fn inflate_is_launched_registered_and_bound_within_60_seconds() -> Result<()> {
     use k8s_openapi::api::core::v1::Pod;
     let test = "inflate_is_launched_registered_and_bound_within_60_seconds";

@@ -16,6 +16,11 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+/// A reflector stopped before its first list arrived.
+#[derive(Debug, thiserror::Error)]
+#[error("the cluster state watch stopped before it synced")]
+pub struct NotSynced;
+
 /// Reflector stores of every kind the controllers read. Cheap to clone.
 #[derive(Clone)]
 pub struct ClusterState {
@@ -28,6 +33,8 @@ pub struct ClusterState {
     /// Marked on every watch event of any kind: a controller that re-decides on change clones this receiver
     /// and awaits `changed()` (events while it was busy coalesce into one wake-up).
     pub changed: watch::Receiver<()>,
+    /// `Some(true)` once every store holds its first list, `Some(false)` if a reflector stopped before.
+    synced: watch::Receiver<Option<bool>>,
 }
 
 impl ClusterState {
@@ -36,7 +43,8 @@ impl ClusterState {
     pub fn start(client: &Client, tasks: &mut JoinSet<()>) -> ClusterState {
         let (changed, changed_rx) = watch::channel(());
         let changed = Arc::new(changed);
-        ClusterState {
+        let (synced_tx, synced) = watch::channel(None);
+        let state = ClusterState {
             pods: reflect(Api::all(client.clone()), &changed, tasks),
             nodes: reflect(Api::all(client.clone()), &changed, tasks),
             node_claims: reflect(Api::all(client.clone()), &changed, tasks),
@@ -44,11 +52,29 @@ impl ClusterState {
             node_classes: reflect(Api::all(client.clone()), &changed, tasks),
             daemon_sets: reflect(Api::all(client.clone()), &changed, tasks),
             changed: changed_rx,
+            synced,
+        };
+        // kube-runtime's `Store::wait_until_ready` wakes only its most recent waiter, so the stores are waited on
+        // by this one task and everyone else waits on its answer.
+        let stores = state.clone();
+        tasks.spawn(async move {
+            let ready = stores.all_ready().await.is_ok();
+            let _ = synced_tx.send(Some(ready));
+        });
+        state
+    }
+
+    /// Waits until every store holds its first list; an error when a reflector stopped before. Any number of
+    /// tasks may wait at once.
+    pub async fn synced(&self) -> Result<(), NotSynced> {
+        let mut synced = self.synced.clone();
+        match synced.wait_for(Option::is_some).await.map(|v| *v) {
+            Ok(Some(true)) => Ok(()),
+            _ => Err(NotSynced),
         }
     }
 
-    /// Waits until every store holds its first list; an error when a reflector stopped before.
-    pub async fn synced(&self) -> Result<(), reflector::store::WriterDropped> {
+    async fn all_ready(&self) -> Result<(), reflector::store::WriterDropped> {
         self.pods.wait_until_ready().await?;
         self.nodes.wait_until_ready().await?;
         self.node_claims.wait_until_ready().await?;
