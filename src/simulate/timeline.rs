@@ -597,6 +597,8 @@ impl<'a> TimelineRun<'a> {
         // A later block of this pool and reason is news again.
         self.blocked
             .remove(&(pool.clone(), command.reason.to_string()));
+        // The disruption reads before the launches of its replacements.
+        let position = self.entries.len();
         let replacements: Vec<String> = command
             .replacements
             .iter()
@@ -622,8 +624,8 @@ impl<'a> TimelineRun<'a> {
         entry.method = Some(format!("{:?}", command.method));
         entry.budget = budget;
         entry.replacements = replacements.clone();
-        entry.savings_per_hour = Some(command.savings);
-        self.entries.push(entry);
+        entry.savings_per_hour = Some(round(command.savings));
+        self.entries.insert(position, entry);
         for name in candidates {
             if replacements.is_empty() {
                 self.delete(&name);
