@@ -273,6 +273,28 @@ fn timeline_examples_are_reproducible_and_golden() {
         disrupt["time"], "2026-01-05T17:00:00Z",
         "not before the window closes"
     );
+    let consolidation: Value =
+        serde_json::from_str(&timeline_json("timeline-consolidation.yaml", &catalog))
+            .expect("json");
+    let actions: Vec<&str> = consolidation["timeline"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "launch",
+            "scale",
+            "disrupt",
+            "launch",
+            "interrupt",
+            "launch"
+        ],
+        "the scale-down consolidates, the interruption is replaced"
+    );
+    assert_eq!(consolidation["totals"]["pendingAtEnd"], 0);
     let drift: Value =
         serde_json::from_str(&timeline_json("timeline-drift.yaml", &catalog)).expect("json");
     let reasons: Vec<&Value> = drift["timeline"]
