@@ -1,7 +1,7 @@
 //! The example scenarios through `kerf simulate`'s engine: what a user sees for each, pinned down.
 
 use kerf::catalog::{Catalog, CatalogSettings, Pricing};
-use kerf::simulate::{load, Report, Simulation, TimelineRun};
+use kerf::simulate::{load, Report, Scenario, Simulation, TimelineRun};
 use serde_json::Value;
 
 /// us-east-1 with the on-demand prices of the shared reference data (read, not copied into the repository).
@@ -19,13 +19,16 @@ fn catalog() -> Catalog {
     .expect("catalog")
 }
 
-fn simulate(example: &str, catalog: &Catalog) -> Report {
-    let text = std::fs::read_to_string(format!(
-        "{}/../examples/{example}",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .expect("example");
-    let scenario = load(&text).expect("valid scenario");
+/// An example scenario, loaded.
+fn example(name: &str) -> Scenario {
+    let text =
+        std::fs::read_to_string(format!("{}/../examples/{name}", env!("CARGO_MANIFEST_DIR")))
+            .expect("example");
+    load(&text).expect("valid scenario")
+}
+
+fn simulate(example_name: &str, catalog: &Catalog) -> Report {
+    let scenario = example(example_name);
     let simulation = Simulation::new(&scenario, catalog).expect("simulation");
     simulation.report(&simulation.solve(), 0.0)
 }
@@ -214,13 +217,8 @@ fn large_scenarios_show_progress_on_stderr_and_small_ones_stay_quiet() {
 }
 
 /// A timeline example's JSON report, as `kerf simulate -o json` prints it.
-fn timeline_json(example: &str, catalog: &Catalog) -> String {
-    let text = std::fs::read_to_string(format!(
-        "{}/../examples/{example}",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .expect("example");
-    let scenario = load(&text).expect("valid scenario");
+fn timeline_json(example_name: &str, catalog: &Catalog) -> String {
+    let scenario = example(example_name);
     let simulation = Simulation::new(&scenario, catalog).expect("simulation");
     let mut report = simulation.report(&simulation.solve(), 0.0);
     report.summary.solve_seconds = None;

@@ -12,9 +12,9 @@ use crate::api::nodepool::NodePool;
 use crate::catalog::Catalog;
 use crate::controllers::provisioning::claim::node_claim;
 use crate::disruption::{
-    count_nodes, decide, nodepool_hash, Budgets, CloudDrift, Command, DisruptionInput, Explanation,
-    NodeInput, NodeState, PoolCounts, Settings, Why, HASH_VERSION, NODEPOOL_HASH,
-    NODEPOOL_HASH_VERSION,
+    count_nodes, decide, is_daemonset_pod, nodepool_hash, Budgets, CloudDrift, Command,
+    DisruptionInput, Explanation, NodeInput, NodeState, PoolCounts, Settings, Why, HASH_VERSION,
+    NODEPOOL_HASH, NODEPOOL_HASH_VERSION,
 };
 use crate::scheduling::{Choice, Cluster, PlannedClaim, PodInfo, Scheduler};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -91,13 +91,7 @@ impl<'a> TimelineRun<'a> {
         let pods = scenario
             .pods
             .iter()
-            .filter(|p| {
-                !p.metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|o| o.kind == "DaemonSet")
-            })
+            .filter(|p| !is_daemonset_pod(p))
             .map(|p| sim_pod(p.clone()))
             .collect();
         let mut run = TimelineRun {
@@ -247,18 +241,18 @@ impl<'a> TimelineRun<'a> {
                 .and_then(|l| l.get(key))
                 .cloned()
         };
+        let matches =
+            |wanted: &Option<String>, actual: Option<String>| wanted.is_some() && *wanted == actual;
         let hit: Vec<String> = self
             .claims
             .iter()
             .filter(|c| {
-                interruption
-                    .node_claim
-                    .as_deref()
-                    .is_some_and(|n| n == c.name())
-                    || interruption.instance_type.as_deref()
-                        == Some(c.choice.instance_type.as_str())
-                        && interruption.instance_type.is_some()
-                    || interruption.zone.is_some() && interruption.zone == label(c, labels::ZONE)
+                matches(&interruption.node_claim, Some(c.name().to_owned()))
+                    || matches(
+                        &interruption.instance_type,
+                        Some(c.choice.instance_type.clone()),
+                    )
+                    || matches(&interruption.zone, label(c, labels::ZONE))
             })
             .map(|c| c.name().to_owned())
             .collect();
@@ -688,14 +682,18 @@ impl<'a> TimelineRun<'a> {
             cost: round(self.cost.iter().map(|h| h.cost).sum()),
             launches: count("launch"),
             disruptions: count("disrupt"),
-            interruptions: count("interrupt"),
+            interruptions: self
+                .entries
+                .iter()
+                .filter(|e| e.action == "interrupt" && !e.node_claims.is_empty())
+                .count(),
             blocked: count("blocked"),
             nodes_at_end: self.claims.len(),
             pending_at_end: self.pods.iter().filter(|p| p.on.is_none()).count(),
         };
         TimelineReport {
             start: self.timeline.start.to_string(),
-            duration: format!("{}", Entry::offset(self.timeline.duration)),
+            duration: Entry::offset(self.timeline.duration),
             timeline: self.entries,
             cost_by_hour: self
                 .cost
