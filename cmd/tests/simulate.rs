@@ -177,12 +177,17 @@ fn the_existing_cluster_fills_existing_capacity_first_and_echoes_the_seed() {
 
 /// `kerf simulate` on `scenario` (a file in a fresh directory): exit code, stdout, stderr.
 fn kerf_simulate(scenario: &str) -> (i32, String, String) {
+    kerf_simulate_with(scenario, &[])
+}
+
+fn kerf_simulate_with(scenario: &str, args: &[&str]) -> (i32, String, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("scenario.yaml");
     std::fs::write(&path, scenario).expect("write scenario");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_kerf"))
         .arg("simulate")
         .arg(&path)
+        .args(args)
         .output()
         .expect("run kerf simulate");
     (
@@ -334,5 +339,47 @@ fn timeline_mistakes_name_the_field() {
     assert!(
         simulation("{duration: 2h, events: [{at: 1h, apply: {apiVersion: v1, kind: Pod}}]}")
             .contains("spec.events[0].apply")
+    );
+}
+
+/// The binary's JSON for a timeline is the same bytes on every run (no wall-clock solve time in it), and an
+/// interruption by NodeClaim name empties the node and gets its pods a new one.
+#[test]
+fn kerf_simulate_prints_the_same_timeline_json_every_time() {
+    let inflate = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/inflate.yaml"
+    ))
+    .expect("example");
+    let scenario = format!(
+        "apiVersion: kerf.sh/v1alpha1\nkind: Simulation\nspec:\n  seed: 3\n  duration: 20m\n  events:\n    - {{at: 10m, interrupt: {{nodeClaim: default-1}}}}\n---\n{inflate}"
+    );
+    let first = kerf_simulate_with(&scenario, &["-o", "json"]);
+    let second = kerf_simulate_with(&scenario, &["-o", "json"]);
+    assert_eq!(first.0, 0, "{}", first.2);
+    assert_eq!(first.1, second.1, "two runs differ");
+    assert!(!first.1.contains("solveSeconds"), "{}", first.1);
+    let report: Value = serde_json::from_str(&first.1).expect("json");
+    let actions: Vec<&str> = report["timeline"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    assert_eq!(actions, ["launch", "interrupt", "launch"]);
+    assert_eq!(report["totals"]["nodesAtEnd"], 1);
+
+    let existing = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/existing-cluster.yaml"
+    ))
+    .expect("example");
+    let (code, _, stderr) = kerf_simulate(&format!(
+        "apiVersion: kerf.sh/v1alpha1\nkind: Simulation\nspec: {{duration: 1h}}\n---\n{existing}"
+    ));
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("spec.duration: a timeline starts from an empty cluster"),
+        "{stderr}"
     );
 }
