@@ -1,7 +1,7 @@
 //! The example scenarios through `kerf simulate`'s engine: what a user sees for each, pinned down.
 
 use kerf::catalog::{Catalog, CatalogSettings, Pricing};
-use kerf::simulate::{load, Report, Simulation};
+use kerf::simulate::{load, Report, Scenario, Simulation, TimelineRun};
 use serde_json::Value;
 
 /// us-east-1 with the on-demand prices of the shared reference data (read, not copied into the repository).
@@ -19,13 +19,16 @@ fn catalog() -> Catalog {
     .expect("catalog")
 }
 
-fn simulate(example: &str, catalog: &Catalog) -> Report {
-    let text = std::fs::read_to_string(format!(
-        "{}/../examples/{example}",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .expect("example");
-    let scenario = load(&text).expect("valid scenario");
+/// An example scenario, loaded.
+fn example(name: &str) -> Scenario {
+    let text =
+        std::fs::read_to_string(format!("{}/../examples/{name}", env!("CARGO_MANIFEST_DIR")))
+            .expect("example");
+    load(&text).expect("valid scenario")
+}
+
+fn simulate(example_name: &str, catalog: &Catalog) -> Report {
+    let scenario = example(example_name);
     let simulation = Simulation::new(&scenario, catalog).expect("simulation");
     simulation.report(&simulation.solve(), 0.0)
 }
@@ -174,12 +177,17 @@ fn the_existing_cluster_fills_existing_capacity_first_and_echoes_the_seed() {
 
 /// `kerf simulate` on `scenario` (a file in a fresh directory): exit code, stdout, stderr.
 fn kerf_simulate(scenario: &str) -> (i32, String, String) {
+    kerf_simulate_with(scenario, &[])
+}
+
+fn kerf_simulate_with(scenario: &str, args: &[&str]) -> (i32, String, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("scenario.yaml");
     std::fs::write(&path, scenario).expect("write scenario");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_kerf"))
         .arg("simulate")
         .arg(&path)
+        .args(args)
         .output()
         .expect("run kerf simulate");
     (
@@ -209,6 +217,169 @@ fn large_scenarios_show_progress_on_stderr_and_small_ones_stay_quiet() {
     assert!(stdout.contains("1500 pods"), "{stdout}");
     assert!(
         stderr.contains("simulating 1500 pending pods") && stderr.contains("solved 1500 pods in"),
+        "{stderr}"
+    );
+}
+
+/// A timeline example's JSON report, as `kerf simulate -o json` prints it.
+fn timeline_json(example_name: &str, catalog: &Catalog) -> String {
+    let scenario = example(example_name);
+    let simulation = Simulation::new(&scenario, catalog).expect("simulation");
+    let mut report = simulation.report(&simulation.solve(), 0.0);
+    report.summary.solve_seconds = None;
+    let timeline = scenario.timeline.as_ref().expect("a timeline example");
+    report.timeline = Some(
+        TimelineRun::new(&scenario, timeline, catalog)
+            .and_then(TimelineRun::run)
+            .expect("run"),
+    );
+    serde_json::to_string_pretty(&report).expect("json") + "\n"
+}
+
+/// Each timeline example gives the same bytes twice and equals its golden report; the reports show what the
+/// examples are about.
+#[test]
+fn timeline_examples_are_reproducible_and_golden() {
+    let catalog = catalog();
+    for example in [
+        "timeline-consolidation",
+        "timeline-maintenance-window",
+        "timeline-drift",
+    ] {
+        let first = timeline_json(&format!("{example}.yaml"), &catalog);
+        let second = timeline_json(&format!("{example}.yaml"), &catalog);
+        assert_eq!(first, second, "{example} is not reproducible");
+        let path = format!("{}/tests/golden/{example}.json", env!("CARGO_MANIFEST_DIR"));
+        if std::env::var_os(UPDATE_GOLDEN).is_some() {
+            std::fs::write(&path, &first).expect("write golden file");
+            continue;
+        }
+        let golden = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{path}: {e}; run with {UPDATE_GOLDEN}=1 to create it"));
+        assert_eq!(golden, first, "{example} differs from {path}");
+    }
+    let window: Value =
+        serde_json::from_str(&timeline_json("timeline-maintenance-window.yaml", &catalog))
+            .expect("json");
+    let entries = window["timeline"].as_array().expect("timeline");
+    let blocked = entries
+        .iter()
+        .find(|e| e["action"] == "blocked")
+        .expect("a blocked entry");
+    assert_eq!(blocked["until"], "2026-01-05T17:00:00Z");
+    let disrupt = entries
+        .iter()
+        .find(|e| e["action"] == "disrupt")
+        .expect("a disruption");
+    assert_eq!(disrupt["reason"], "Underutilized");
+    assert_eq!(
+        disrupt["time"], "2026-01-05T17:00:00Z",
+        "not before the window closes"
+    );
+    let consolidation: Value =
+        serde_json::from_str(&timeline_json("timeline-consolidation.yaml", &catalog))
+            .expect("json");
+    let actions: Vec<&str> = consolidation["timeline"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "launch",
+            "scale",
+            "disrupt",
+            "launch",
+            "interrupt",
+            "launch"
+        ],
+        "the scale-down consolidates, the interruption is replaced"
+    );
+    assert_eq!(consolidation["totals"]["pendingAtEnd"], 0);
+    let drift: Value =
+        serde_json::from_str(&timeline_json("timeline-drift.yaml", &catalog)).expect("json");
+    let reasons: Vec<&Value> = drift["timeline"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .filter(|e| e["action"] == "disrupt")
+        .map(|e| &e["reason"])
+        .collect();
+    assert!(
+        !reasons.is_empty() && reasons.iter().all(|r| *r == "Drifted"),
+        "{reasons:?}"
+    );
+}
+
+#[test]
+fn timeline_mistakes_name_the_field() {
+    let simulation = |spec: &str| {
+        load(&format!(
+            "apiVersion: kerf.sh/v1alpha1\nkind: Simulation\nspec: {spec}\n"
+        ))
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default()
+    };
+    assert!(simulation("{duration: soon}").contains("spec.duration"));
+    assert!(
+        simulation("{events: [{at: 1h, scale: {deployment: a, replicas: 1}}]}")
+            .contains("spec.events")
+    );
+    assert!(
+        simulation("{duration: 2h, events: [{at: 3h, scale: {deployment: a, replicas: 1}}]}")
+            .contains("spec.events[0].at")
+    );
+    assert!(simulation(
+        "{duration: 2h, events: [{at: 1h, interrupt: {zone: a, instanceType: b}}]}"
+    )
+    .contains("spec.events[0].interrupt"));
+    assert!(
+        simulation("{duration: 2h, events: [{at: 1h, apply: {apiVersion: v1, kind: Pod}}]}")
+            .contains("spec.events[0].apply")
+    );
+}
+
+/// The binary's JSON for a timeline is the same bytes on every run (no wall-clock solve time in it), and an
+/// interruption by NodeClaim name empties the node and gets its pods a new one.
+#[test]
+fn kerf_simulate_prints_the_same_timeline_json_every_time() {
+    let inflate = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/inflate.yaml"
+    ))
+    .expect("example");
+    let scenario = format!(
+        "apiVersion: kerf.sh/v1alpha1\nkind: Simulation\nspec:\n  seed: 3\n  duration: 20m\n  events:\n    - {{at: 10m, interrupt: {{nodeClaim: default-1}}}}\n---\n{inflate}"
+    );
+    let first = kerf_simulate_with(&scenario, &["-o", "json"]);
+    let second = kerf_simulate_with(&scenario, &["-o", "json"]);
+    assert_eq!(first.0, 0, "{}", first.2);
+    assert_eq!(first.1, second.1, "two runs differ");
+    assert!(!first.1.contains("solveSeconds"), "{}", first.1);
+    let report: Value = serde_json::from_str(&first.1).expect("json");
+    let actions: Vec<&str> = report["timeline"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    assert_eq!(actions, ["launch", "interrupt", "launch"]);
+    assert_eq!(report["totals"]["nodesAtEnd"], 1);
+
+    let existing = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/existing-cluster.yaml"
+    ))
+    .expect("example");
+    let (code, _, stderr) = kerf_simulate(&format!(
+        "apiVersion: kerf.sh/v1alpha1\nkind: Simulation\nspec: {{duration: 1h}}\n---\n{existing}"
+    ));
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("spec.duration: a timeline starts from an empty cluster"),
         "{stderr}"
     );
 }

@@ -1,7 +1,7 @@
 //! `kerf simulate SCENARIO`: run the admission and scheduling engine on a scenario and report.
 
 use super::validate::CatalogArgs;
-use crate::simulate::{load, Report, Simulation};
+use crate::simulate::{load, Report, Simulation, TimelineRun};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -90,5 +90,14 @@ fn simulate(args: &SimulateArgs, stderr: &mut impl Write) -> Result<Report, (u8,
     if progress {
         let _ = writeln!(stderr, "solved {pending} pods in {seconds:.2} s");
     }
-    Ok(simulation.report(&plan, seconds))
+    let mut report = simulation.report(&plan, seconds);
+    if let Some(timeline) = &scenario.timeline {
+        let run = TimelineRun::new(&scenario, timeline, &catalog)
+            .and_then(TimelineRun::run)
+            .map_err(|e| (1, format!("{name}: {e}")))?;
+        // A timeline report is reproducible byte for byte; the solve's wall-clock time would spoil that.
+        report.summary.solve_seconds = None;
+        report.timeline = Some(run);
+    }
+    Ok(report)
 }

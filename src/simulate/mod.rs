@@ -1,10 +1,17 @@
 //! `kerf simulate`: a scenario of ordinary objects run through the same admission and scheduling code as the
-//! controller, with a readable report. (The virtual clock and disruption timeline come with issue 6.)
+//! controller, with a readable report. With a `duration`, the scenario also runs on a virtual clock
+//! (`timeline`): events, provisioning and the disruption engine, minute by minute.
 
+mod events;
 mod report;
 mod run;
 mod scenario;
+mod timeline;
+mod timeline_report;
 
+pub use events::{Action, Event, Interruption, Timeline, TimelineError, DEFAULT_START};
 pub use report::{ClaimReport, NodeReport, Report, Summary, UnschedulableReport};
 pub use run::Simulation;
 pub use scenario::{load, Scenario, ScenarioError, SimulationSettings};
+pub use timeline::{TimelineRun, READY_AFTER};
+pub use timeline_report::{CostHour, Entry, TimelineReport, Totals};

@@ -1,5 +1,6 @@
 //! The simulation's report: what to launch, where each pod goes, what it costs, and what cannot be placed.
 
+use super::timeline_report::TimelineReport;
 use crate::scheduling::Plan;
 use serde::Serialize;
 use std::fmt::Write;
@@ -14,6 +15,9 @@ pub struct Report {
     /// Existing nodes (and in-flight NodeClaims) that take pending pods.
     pub existing_nodes: Vec<NodeReport>,
     pub unschedulable: Vec<UnschedulableReport>,
+    /// With a `duration`: the timeline, `costByHour` and `totals`, beside the first solve's report above.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<TimelineReport>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -25,7 +29,9 @@ pub struct Summary {
     pub node_claims: usize,
     /// The sum of the claims' prices; `null` when any price is unknown.
     pub cost_per_hour: Option<f64>,
-    pub solve_seconds: f64,
+    /// Wall-clock time of the solve; left out of timeline reports, which are byte-for-byte reproducible.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub solve_seconds: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -99,11 +105,12 @@ impl Report {
                 unschedulable: unschedulable.len(),
                 node_claims: node_claims.len(),
                 cost_per_hour,
-                solve_seconds,
+                solve_seconds: Some(solve_seconds),
             },
             node_claims,
             existing_nodes,
             unschedulable,
+            timeline: None,
         }
     }
 
@@ -161,7 +168,12 @@ impl Report {
                 let _ = writeln!(out, "  {}: {}", u.pod, u.reason);
             }
         }
-        let _ = writeln!(out, "solved in {:.1} ms", s.solve_seconds * 1000.0);
+        if let Some(seconds) = s.solve_seconds {
+            let _ = writeln!(out, "solved in {:.1} ms", seconds * 1000.0);
+        }
+        if let Some(timeline) = &self.timeline {
+            out.push_str(&timeline.text());
+        }
         out
     }
 }

@@ -4,6 +4,7 @@
 use super::report::Report;
 use super::scenario::{Scenario, ScenarioError};
 use crate::catalog::Catalog;
+use crate::disruption::is_daemonset_pod;
 use crate::scheduling::{Cluster, Plan, PodInfo, Scheduler};
 
 pub struct Simulation<'a> {
@@ -33,13 +34,7 @@ impl<'a> Simulation<'a> {
                     .and_then(|s| s.node_name.as_deref())
                     .is_none_or(str::is_empty)
             })
-            .filter(|p| {
-                !p.metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|o| o.kind == "DaemonSet")
-            })
+            .filter(|p| !is_daemonset_pod(p))
             .map(PodInfo::from_pod)
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Simulation {

@@ -2,6 +2,7 @@
 //! Nodes, NodeClaims, DaemonSets, PodDisruptionBudgets) plus an optional `kerf.sh/v1alpha1 Simulation` document
 //! with settings. Loading is pure: the caller reads the files.
 
+use super::events::Timeline;
 use crate::admission::{self, Admitted};
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
@@ -25,6 +26,14 @@ pub struct SimulationSettings {
     /// Echoed in the report. The solve is deterministic and draws no random numbers; the seed is kept for
     /// the randomised parts of later simulations, so a scenario states it once.
     pub seed: Option<u64>,
+    /// How long a timeline runs on the virtual clock (a Go duration such as `12h`); without it the simulation
+    /// is the single solve of today's report.
+    pub duration: Option<String>,
+    /// When the virtual clock starts (RFC 3339); budgets' cron schedules are read against it.
+    pub start: Option<String>,
+    /// What happens during the timeline; see [`super::events`].
+    #[serde(default)]
+    pub events: Vec<Value>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -41,6 +50,12 @@ pub struct Scenario {
     pub daemonsets: Vec<DaemonSet>,
     /// Accepted and kept for disruption; the provisioning simulation does not use them.
     pub disruption_budgets: Vec<PodDisruptionBudget>,
+    /// EC2NodeClasses, defaulted, by name: a timeline notices when one changes under its nodes (drift).
+    pub nodeclasses: Vec<Value>,
+    /// The Deployments, ReplicaSets, StatefulSets and Jobs whose pods are in `pods`, as written.
+    pub workloads: Vec<Value>,
+    /// The `duration` and `events` of the Simulation document, checked; `None` without a `duration`.
+    pub timeline: Option<Timeline>,
     /// Objects of kinds the simulation does not model yet, as `Kind/name`.
     pub ignored: Vec<String>,
 }
@@ -55,6 +70,8 @@ pub enum ScenarioError {
     Cluster(#[from] ClusterError),
     #[error(transparent)]
     Pod(#[from] PodError),
+    #[error("Simulation {0}")]
+    Timeline(String),
     #[error("{kind} {name:?}: {source}")]
     Object {
         kind: String,
@@ -96,9 +113,12 @@ pub fn load(text: &str) -> Result<Scenario, ScenarioError> {
                         continue;
                     }
                 };
-                if kind == "NodePool" {
-                    let pool = NodePool::deserialize(&object).map_err(bad)?;
-                    scenario.nodepools.push(pool);
+                match kind {
+                    "NodePool" => scenario
+                        .nodepools
+                        .push(NodePool::deserialize(&object).map_err(bad)?),
+                    "EC2NodeClass" => scenario.nodeclasses.push(object),
+                    _ => {}
                 }
             }
             ("", "Pod") => scenario.pods.push(Pod::deserialize(&object).map_err(bad)?),
@@ -115,19 +135,28 @@ pub fn load(text: &str) -> Result<Scenario, ScenarioError> {
                 .disruption_budgets
                 .push(PodDisruptionBudget::deserialize(&object).map_err(bad)?),
             ("apps", "Deployment" | "ReplicaSet" | "StatefulSet") | ("batch", "Job") => {
-                scenario.pods.extend(expand(&object, kind).map_err(bad)?);
+                let count = replicas(&object, kind);
+                scenario
+                    .pods
+                    .extend(expand(&object, 0..count).map_err(bad)?);
+                scenario.workloads.push(object);
             }
             _ => scenario.ignored.push(format!("{kind}/{name}")),
         }
     }
     if invalid.is_empty() {
+        scenario.timeline = Timeline::from_settings(&scenario.settings)
+            .map_err(|e| ScenarioError::Timeline(e.to_string()))?;
         Ok(scenario)
     } else {
         Err(ScenarioError::Invalid(invalid))
     }
 }
 
-fn admit(admission: &admission::KindAdmission, object: &Value) -> Result<Admitted, Invalid> {
+pub(super) fn admit(
+    admission: &admission::KindAdmission,
+    object: &Value,
+) -> Result<Admitted, Invalid> {
     let admitted = admission.admit(object, None);
     match admitted.rejection(admission) {
         Some(invalid) => Err(invalid),
@@ -135,8 +164,25 @@ fn admit(admission: &admission::KindAdmission, object: &Value) -> Result<Admitte
     }
 }
 
-/// The pods a workload runs: `replicas` (Jobs: `parallelism`) copies of its template, named `<name>-<i>`.
-fn expand(workload: &Value, kind: &str) -> Result<Vec<Pod>, serde_json::Error> {
+/// How many pods a workload runs: `replicas` (Jobs: `parallelism`), 1 when unset.
+fn replicas(workload: &Value, kind: &str) -> u64 {
+    let count_field = if kind == "Job" {
+        "/spec/parallelism"
+    } else {
+        "/spec/replicas"
+    };
+    workload
+        .pointer(count_field)
+        .and_then(Value::as_u64)
+        .unwrap_or(1)
+}
+
+/// The pods `indices` of a workload: copies of its template named `<name>-<i>`, with the UID
+/// `<namespace>/<name>-<i>`.
+pub(super) fn expand(
+    workload: &Value,
+    indices: std::ops::Range<u64>,
+) -> Result<Vec<Pod>, serde_json::Error> {
     let name = workload
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -145,20 +191,11 @@ fn expand(workload: &Value, kind: &str) -> Result<Vec<Pod>, serde_json::Error> {
         .pointer("/metadata/namespace")
         .and_then(Value::as_str)
         .unwrap_or("default");
-    let count_field = if kind == "Job" {
-        "/spec/parallelism"
-    } else {
-        "/spec/replicas"
-    };
-    let count = workload
-        .pointer(count_field)
-        .and_then(Value::as_u64)
-        .unwrap_or(1);
     let template = workload
         .pointer("/spec/template")
         .cloned()
         .unwrap_or_else(|| json!({}));
-    (0..count)
+    indices
         .map(|i| {
             let mut pod = template.clone();
             let metadata = pod

@@ -1,0 +1,207 @@
+//! A timeline's `duration` and `events`, read from the Simulation document and checked before anything runs,
+//! so that a mistake is reported with the field it is in rather than halfway through a run.
+
+use super::scenario::{admit, SimulationSettings};
+use crate::admission;
+use crate::api::nodepool::NodePool;
+use crate::disruption::parse_go_duration;
+use crate::manifest::group_kind;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Where the virtual clock starts unless `start` says otherwise: a Monday at midnight UTC, so business-hours
+/// cron windows (`0 9 * * mon-fri`) open on the first day.
+pub const DEFAULT_START: &str = "2026-01-05T00:00:00Z";
+
+/// The checked `duration`, `start` and `events` of a scenario.
+#[derive(Clone, Debug)]
+pub struct Timeline {
+    pub start: Timestamp,
+    pub duration: SignedDuration,
+    /// In the order of `at`; events at the same instant keep the order they were written in.
+    pub events: Vec<Event>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Event {
+    /// Since the start.
+    pub at: SignedDuration,
+    pub action: Action,
+}
+
+#[derive(Clone, Debug)]
+pub enum Action {
+    /// Sets the replicas of a Deployment (or ReplicaSet, StatefulSet, Job) of the scenario.
+    Scale {
+        namespace: String,
+        workload: String,
+        replicas: u64,
+    },
+    /// A spot interruption of every matching node: it is drained and its pods wait for new capacity.
+    Interrupt(Interruption),
+    /// A NodePool replacing the one of the same name (its nodes drift when the template changed).
+    ApplyNodePool(Box<NodePool>),
+    /// An EC2NodeClass replacing the one of the same name, defaulted (its nodes drift).
+    ApplyNodeClass(Value),
+}
+
+/// Which nodes an interruption hits.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Interruption {
+    pub node_claim: Option<String>,
+    pub instance_type: Option<String>,
+    pub zone: Option<String>,
+}
+
+/// One entry of `events` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventSpec {
+    at: String,
+    scale: Option<ScaleSpec>,
+    interrupt: Option<Interruption>,
+    apply: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScaleSpec {
+    deployment: String,
+    namespace: Option<String>,
+    replicas: u64,
+}
+
+/// A mistake in `spec.duration`, `spec.start` or `spec.events`, naming the field.
+#[derive(Debug, thiserror::Error)]
+#[error("spec.{field}: {message}")]
+pub struct TimelineError {
+    pub field: String,
+    pub message: String,
+}
+
+fn error(field: impl Into<String>, message: impl Into<String>) -> TimelineError {
+    TimelineError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// A positive Go duration (`90m`, `12h`).
+fn duration(field: &str, text: &str) -> Result<SignedDuration, TimelineError> {
+    match parse_go_duration(text) {
+        Some(d) if !d.is_negative() => Ok(d),
+        _ => Err(error(
+            field,
+            format!("{text:?} is not a duration such as 30m or 12h"),
+        )),
+    }
+}
+
+impl Timeline {
+    /// The timeline of `settings`; `None` when there is no `duration` (and so nothing else either).
+    pub fn from_settings(settings: &SimulationSettings) -> Result<Option<Timeline>, TimelineError> {
+        let Some(length) = &settings.duration else {
+            if !settings.events.is_empty() {
+                return Err(error("events", "events need spec.duration"));
+            }
+            if settings.start.is_some() {
+                return Err(error("start", "start needs spec.duration"));
+            }
+            return Ok(None);
+        };
+        let length = duration("duration", length)?;
+        if length.is_zero() {
+            return Err(error("duration", "must be longer than 0s"));
+        }
+        let start = settings.start.as_deref().unwrap_or(DEFAULT_START);
+        let start: Timestamp = start.parse().map_err(|e| {
+            error(
+                "start",
+                format!("{start:?} is not an RFC 3339 time such as {DEFAULT_START}: {e}"),
+            )
+        })?;
+        let mut events = settings
+            .events
+            .iter()
+            .enumerate()
+            .map(|(i, spec)| event(&format!("events[{i}]"), spec, length))
+            .collect::<Result<Vec<_>, _>>()?;
+        // A stable sort: same-instant events keep their written order.
+        events.sort_by_key(|e| e.at);
+        Ok(Some(Timeline {
+            start,
+            duration: length,
+            events,
+        }))
+    }
+}
+
+fn event(field: &str, spec: &Value, length: SignedDuration) -> Result<Event, TimelineError> {
+    let spec = EventSpec::deserialize(spec).map_err(|e| error(field, e.to_string()))?;
+    let at = duration(&format!("{field}.at"), &spec.at)?;
+    if at > length {
+        return Err(error(
+            format!("{field}.at"),
+            format!("{} is after the end of the timeline", spec.at),
+        ));
+    }
+    let action = match (spec.scale, spec.interrupt, spec.apply) {
+        (Some(scale), None, None) => Action::Scale {
+            namespace: scale.namespace.unwrap_or_else(|| "default".to_owned()),
+            workload: scale.deployment,
+            replicas: scale.replicas,
+        },
+        (None, Some(interruption), None) => {
+            let set = [
+                &interruption.node_claim,
+                &interruption.instance_type,
+                &interruption.zone,
+            ]
+            .iter()
+            .filter(|v| v.is_some())
+            .count();
+            if set != 1 {
+                return Err(error(
+                    format!("{field}.interrupt"),
+                    "name exactly one of nodeClaim, instanceType or zone",
+                ));
+            }
+            Action::Interrupt(interruption)
+        }
+        (None, None, Some(object)) => apply(&format!("{field}.apply"), &object)?,
+        _ => {
+            return Err(error(
+                field,
+                "give exactly one of scale, interrupt or apply",
+            ))
+        }
+    };
+    Ok(Event { at, action })
+}
+
+/// An applied object, admitted like the scenario's own (defaults, validation).
+fn apply(field: &str, object: &Value) -> Result<Action, TimelineError> {
+    let (group, kind) = group_kind(object);
+    let admission = match (group, kind) {
+        ("karpenter.sh", "NodePool") | ("karpenter.k8s.aws", "EC2NodeClass") => {
+            admission::for_kind(group, kind)
+        }
+        _ => None,
+    }
+    .ok_or_else(|| {
+        error(
+            field,
+            format!("only a NodePool or an EC2NodeClass can be applied, not {group}/{kind}"),
+        )
+    })?;
+    let admitted = admit(admission, object).map_err(|invalid| error(field, invalid.to_string()))?;
+    if kind == "NodePool" {
+        let pool =
+            NodePool::deserialize(&admitted.object).map_err(|e| error(field, e.to_string()))?;
+        Ok(Action::ApplyNodePool(Box::new(pool)))
+    } else {
+        Ok(Action::ApplyNodeClass(admitted.object))
+    }
+}

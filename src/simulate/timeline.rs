@@ -1,0 +1,736 @@
+//! The cluster's life on a virtual clock: every minute the due events happen, launched nodes become ready,
+//! pending pods are provisioned (the controller's solve), and one disruption pass (`disruption::decide`) runs
+//! and its commands are carried out. Nothing reads the wall clock or draws a random number, and every
+//! collection is walked in a fixed order, so one scenario always gives the same timeline.
+
+use super::events::{Action, Event, Interruption, Timeline};
+use super::scenario::{expand, Scenario, ScenarioError};
+use super::timeline_report::{CostHour, Entry, TimelineReport, Totals};
+use crate::api::labels;
+use crate::api::nodeclaim::NodeClaim;
+use crate::api::nodepool::NodePool;
+use crate::catalog::Catalog;
+use crate::controllers::provisioning::claim::node_claim;
+use crate::disruption::{
+    count_nodes, decide, is_daemonset_pod, nodepool_hash, Budgets, CloudDrift, Command,
+    DisruptionInput, Explanation, NodeInput, NodeState, PoolCounts, Settings, Why, HASH_VERSION,
+    NODEPOOL_HASH, NODEPOOL_HASH_VERSION,
+};
+use crate::scheduling::{Choice, Cluster, PlannedClaim, PodInfo, Scheduler};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+/// One tick of the virtual clock.
+const STEP: SignedDuration = SignedDuration::from_secs(60);
+/// How long a launched instance takes to become an initialized node.
+pub const READY_AFTER: SignedDuration = SignedDuration::from_secs(120);
+
+/// A NodeClaim kerf launched during the run.
+struct SimClaim {
+    claim: NodeClaim,
+    choice: Choice,
+    launched: Timestamp,
+    ready: bool,
+    /// The spec of its EC2NodeClass at launch: a later change drifts the node.
+    nodeclass: Option<Value>,
+    /// When it was launched to replace another node (no-churn protects it).
+    replacement: Option<Timestamp>,
+    /// Disruption queued it: it is deleted once these replacements are ready.
+    awaiting: Option<Vec<String>>,
+}
+
+impl SimClaim {
+    fn name(&self) -> &str {
+        self.claim.metadata.name.as_deref().unwrap_or_default()
+    }
+}
+
+/// A pod and the claim it is bound (or nominated) to.
+struct SimPod {
+    pod: Pod,
+    /// `namespace/name`, as plans name pods.
+    key: String,
+    on: Option<String>,
+}
+
+/// The state of a run.
+pub struct TimelineRun<'a> {
+    scenario: &'a Scenario,
+    catalog: &'a Catalog,
+    timeline: &'a Timeline,
+    pools: Vec<NodePool>,
+    /// EC2NodeClass specs by name.
+    nodeclasses: BTreeMap<String, Value>,
+    claims: Vec<SimClaim>,
+    pods: Vec<SimPod>,
+    launched: u64,
+    now: Timestamp,
+    entries: Vec<Entry>,
+    /// The last blocked entry of each (pool, reason), so a window that stays shut is reported once.
+    blocked: BTreeMap<(String, String), String>,
+    cost: Vec<CostHour>,
+}
+
+impl<'a> TimelineRun<'a> {
+    /// A run of `scenario`'s timeline; refused for a scenario with Nodes or NodeClaims, since a timeline starts
+    /// from an empty cluster (a running one is not modelled on the clock yet).
+    pub fn new(
+        scenario: &'a Scenario,
+        timeline: &'a Timeline,
+        catalog: &'a Catalog,
+    ) -> Result<Self, ScenarioError> {
+        if !scenario.nodes.is_empty() || !scenario.nodeclaims.is_empty() {
+            return Err(ScenarioError::Timeline(
+                "spec.duration: a timeline starts from an empty cluster; remove the Nodes and NodeClaims"
+                    .to_owned(),
+            ));
+        }
+        let pods = scenario
+            .pods
+            .iter()
+            .filter(|p| !is_daemonset_pod(p))
+            .map(|p| sim_pod(p.clone()))
+            .collect();
+        let mut run = TimelineRun {
+            scenario,
+            catalog,
+            timeline,
+            pools: Vec::new(),
+            nodeclasses: BTreeMap::new(),
+            claims: Vec::new(),
+            pods,
+            launched: 0,
+            now: timeline.start,
+            entries: Vec::new(),
+            blocked: BTreeMap::new(),
+            cost: Vec::new(),
+        };
+        for pool in &scenario.nodepools {
+            run.set_pool(pool.clone());
+        }
+        for class in &scenario.nodeclasses {
+            run.set_nodeclass(class);
+        }
+        Ok(run)
+    }
+
+    /// Runs the whole timeline and reports it.
+    pub fn run(mut self) -> Result<TimelineReport, ScenarioError> {
+        let end = self.timeline.start + self.timeline.duration;
+        let mut events = self.timeline.events.iter().peekable();
+        while self.now < end {
+            let elapsed = self.now.duration_since(self.timeline.start);
+            while let Some(event) = events.next_if(|e| e.at <= elapsed) {
+                self.apply(event)?;
+            }
+            self.make_ready();
+            self.provision()?;
+            self.disrupt();
+            self.account();
+            self.now += STEP;
+        }
+        Ok(self.report())
+    }
+
+    /// Adds or replaces a pool, with the template hash its claims are stamped with (static drift).
+    fn set_pool(&mut self, mut pool: NodePool) {
+        let hash = nodepool_hash(&pool);
+        let annotations = pool.metadata.annotations.get_or_insert_with(BTreeMap::new);
+        annotations.insert(NODEPOOL_HASH.to_owned(), hash);
+        annotations.insert(NODEPOOL_HASH_VERSION.to_owned(), HASH_VERSION.to_owned());
+        self.pools.retain(|p| p.metadata.name != pool.metadata.name);
+        self.pools.push(pool);
+        self.pools
+            .sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    }
+
+    fn set_nodeclass(&mut self, class: &Value) {
+        let name = class
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let spec = class.get("spec").cloned().unwrap_or(Value::Null);
+        self.nodeclasses.insert(name.to_owned(), spec);
+    }
+
+    fn apply(&mut self, event: &Event) -> Result<(), ScenarioError> {
+        match &event.action {
+            Action::Scale {
+                namespace,
+                workload,
+                replicas: wanted,
+            } => self.scale(namespace, workload, *wanted)?,
+            Action::Interrupt(interruption) => self.interrupt(interruption),
+            Action::ApplyNodePool(pool) => {
+                let name = pool.metadata.name.clone().unwrap_or_default();
+                self.set_pool((**pool).clone());
+                self.entries
+                    .push(self.entry("apply", format!("NodePool {name} changed")));
+            }
+            Action::ApplyNodeClass(class) => {
+                self.set_nodeclass(class);
+                let name = class
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                self.entries
+                    .push(self.entry("apply", format!("EC2NodeClass {name} changed")));
+            }
+        }
+        Ok(())
+    }
+
+    fn scale(&mut self, namespace: &str, name: &str, wanted: u64) -> Result<(), ScenarioError> {
+        let workload = self.scenario.workloads.iter().find(|w| {
+            w.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
+                && w.pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or("default")
+                    == namespace
+        });
+        let Some(workload) = workload else {
+            return Err(ScenarioError::Timeline(format!(
+                "spec.events: scale: no workload {namespace}/{name} in the scenario"
+            )));
+        };
+        let prefix = format!("{namespace}/{name}-");
+        let index = |p: &SimPod| -> Option<u64> { p.key.strip_prefix(&prefix)?.parse().ok() };
+        let current = self
+            .pods
+            .iter()
+            .filter_map(index)
+            .max()
+            .map_or(0, |i| i + 1);
+        let (_, kind) = crate::manifest::group_kind(workload);
+        let mut removed_from = Vec::new();
+        self.pods.retain(|p| match index(p) {
+            Some(i) if i >= wanted => {
+                removed_from.extend(p.on.clone());
+                false
+            }
+            _ => true,
+        });
+        for claim in removed_from {
+            self.pod_event(&claim);
+        }
+        if wanted > current {
+            let added =
+                expand(workload, current..wanted).map_err(|source| ScenarioError::Object {
+                    kind: kind.to_owned(),
+                    name: name.to_owned(),
+                    source,
+                })?;
+            self.pods.extend(added.into_iter().map(sim_pod));
+        }
+        self.entries.push(self.entry(
+            "scale",
+            format!("{namespace}/{name}: {current} → {wanted} replicas"),
+        ));
+        Ok(())
+    }
+
+    fn interrupt(&mut self, interruption: &Interruption) {
+        let label = |c: &SimClaim, key: &str| {
+            c.claim
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(key))
+                .cloned()
+        };
+        let matches =
+            |wanted: &Option<String>, actual: Option<String>| wanted.is_some() && *wanted == actual;
+        let hit: Vec<String> = self
+            .claims
+            .iter()
+            .filter(|c| {
+                matches(&interruption.node_claim, Some(c.name().to_owned()))
+                    || matches(
+                        &interruption.instance_type,
+                        Some(c.choice.instance_type.clone()),
+                    )
+                    || matches(&interruption.zone, label(c, labels::ZONE))
+            })
+            .map(|c| c.name().to_owned())
+            .collect();
+        if hit.is_empty() {
+            self.entries
+                .push(self.entry("interrupt", "no node matches".to_owned()));
+        }
+        for name in hit {
+            let pods = self.delete(&name);
+            let mut entry = self.entry(
+                "interrupt",
+                format!("{name} interrupted, {pods} pods to reschedule"),
+            );
+            entry.node_claims = vec![name];
+            self.entries.push(entry);
+        }
+    }
+
+    /// Claims whose instance has had time to boot become initialized nodes, their nominated pods bound; the
+    /// nodes that waited for them as replacements are deleted.
+    fn make_ready(&mut self) {
+        let now = self.now;
+        for claim in &mut self.claims {
+            if !claim.ready && now.duration_since(claim.launched) >= READY_AFTER {
+                claim.ready = true;
+                let name = claim.name().to_owned();
+                let time = now.to_string();
+                let conditions: Vec<Value> = ["Launched", "Registered", "Initialized", "Ready"]
+                    .iter()
+                    .map(|t| {
+                        json!({"type": t, "status": "True", "lastTransitionTime": time,
+                            "reason": t, "message": ""})
+                    })
+                    .collect();
+                claim.claim.status = Some(
+                    serde_json::from_value(json!({"nodeName": name, "conditions": conditions}))
+                        .unwrap_or_default(),
+                );
+            }
+        }
+        let ready: Vec<String> = self
+            .claims
+            .iter()
+            .filter(|c| c.ready)
+            .map(|c| c.name().to_owned())
+            .collect();
+        let done: Vec<String> = self
+            .claims
+            .iter()
+            .filter(|c| {
+                c.awaiting
+                    .as_ref()
+                    .is_some_and(|names| names.iter().all(|n| ready.contains(n) || !self.exists(n)))
+            })
+            .map(|c| c.name().to_owned())
+            .collect();
+        for name in done {
+            self.delete(&name);
+        }
+    }
+
+    fn exists(&self, name: &str) -> bool {
+        self.claims.iter().any(|c| c.name() == name)
+    }
+
+    /// Removes a claim; its pods wait for new capacity. Returns how many there were.
+    fn delete(&mut self, name: &str) -> usize {
+        self.claims.retain(|c| c.name() != name);
+        let mut moved = 0;
+        for pod in &mut self.pods {
+            if pod.on.as_deref() == Some(name) {
+                pod.on = None;
+                if let Some(spec) = pod.pod.spec.as_mut() {
+                    spec.node_name = None;
+                }
+                moved += 1;
+            }
+        }
+        moved
+    }
+
+    /// Records a pod event on a claim (`status.lastPodEventTime`), which restarts its `consolidateAfter`.
+    fn pod_event(&mut self, claim: &str) {
+        let now = self.now.to_string();
+        if let Some(c) = self.claims.iter_mut().find(|c| c.name() == claim) {
+            if let Some(status) = c.claim.status.as_mut() {
+                status.last_pod_event_time = Some(now);
+            }
+        }
+    }
+
+    /// The Node of a ready claim; nodes that disruption queued are cordoned so provisioning leaves them be.
+    fn node(&self, claim: &SimClaim) -> Option<Node> {
+        if !claim.ready {
+            return None;
+        }
+        let it = self
+            .catalog
+            .instance_types
+            .iter()
+            .find(|it| it.name == claim.choice.instance_type)?;
+        let mut node_labels = claim.claim.metadata.labels.clone().unwrap_or_default();
+        node_labels.insert(labels::HOSTNAME.to_owned(), claim.name().to_owned());
+        node_labels.insert(labels::NODE_INITIALIZED.to_owned(), "true".to_owned());
+        serde_json::from_value(json!({
+            "metadata": {"name": claim.name(), "labels": node_labels},
+            "spec": {"taints": claim.claim.spec.taints, "unschedulable": claim.awaiting.is_some()},
+            "status": {
+                "capacity": it.capacity.to_quantities(),
+                "allocatable": it.allocatable().to_quantities(),
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }))
+        .ok()
+    }
+
+    /// The solve of the pods that wait, onto the nodes there are and new claims.
+    fn provision(&mut self) -> Result<(), ScenarioError> {
+        if self.pods.iter().all(|p| p.on.is_some()) {
+            return Ok(());
+        }
+        let nodes: Vec<Node> = self.claims.iter().filter_map(|c| self.node(c)).collect();
+        let in_flight: Vec<NodeClaim> = self
+            .claims
+            .iter()
+            .filter(|c| !c.ready)
+            .map(|c| c.claim.clone())
+            .collect();
+        let bound: Vec<Pod> = self
+            .pods
+            .iter()
+            .filter(|p| p.on.is_some())
+            .map(|p| p.pod.clone())
+            .collect();
+        let cluster = Cluster::from_objects(
+            &nodes,
+            &in_flight,
+            &self.scenario.daemonsets,
+            &bound,
+            self.catalog,
+        )?;
+        let pending = self
+            .pods
+            .iter()
+            .filter(|p| p.on.is_none())
+            .map(|p| PodInfo::from_pod(&p.pod))
+            .collect::<Result<Vec<_>, _>>()?;
+        let scheduler = Scheduler::with_daemonsets(&self.pools, self.catalog, &cluster.daemonsets);
+        let plan = scheduler.solve_on(&pending, &cluster.nodes);
+        for placement in &plan.existing {
+            self.place(&placement.pods, &placement.node);
+        }
+        for planned in &plan.claims {
+            if let Some(name) = self.launch(planned, None) {
+                self.place(&planned.pods, &name);
+            }
+        }
+        Ok(())
+    }
+
+    fn place(&mut self, pods: &[String], claim: &str) {
+        for pod in self.pods.iter_mut().filter(|p| pods.contains(&p.key)) {
+            pod.on = Some(claim.to_owned());
+            pod.pod.spec.get_or_insert_with(Default::default).node_name = Some(claim.to_owned());
+        }
+        self.pod_event(claim);
+    }
+
+    /// Creates the claim of `planned` on its cheapest offering; `None` when it has none or its pool is gone.
+    fn launch(&mut self, planned: &PlannedClaim, replacing: Option<&str>) -> Option<String> {
+        let pool = self
+            .pools
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(planned.nodepool.as_str()))?;
+        let choice = planned.cheapest.clone()?;
+        let uids: Vec<&str> = Vec::new();
+        let mut claim = node_claim(pool, planned, &uids);
+        self.launched += 1;
+        let name = format!("{}-{}", planned.nodepool, self.launched);
+        claim.metadata.name = Some(name.clone());
+        claim.metadata.creation_timestamp = Some(Time(self.now));
+        let claim_labels = claim.metadata.labels.get_or_insert_with(BTreeMap::new);
+        claim_labels.insert(
+            labels::INSTANCE_TYPE.to_owned(),
+            choice.instance_type.clone(),
+        );
+        claim_labels.insert(labels::ZONE.to_owned(), choice.zone.clone());
+        claim_labels.insert(
+            labels::CAPACITY_TYPE.to_owned(),
+            choice.capacity_type.as_str().to_owned(),
+        );
+        let pool_annotations = pool.metadata.annotations.clone().unwrap_or_default();
+        let annotations = claim.metadata.annotations.get_or_insert_with(BTreeMap::new);
+        for key in [NODEPOOL_HASH, NODEPOOL_HASH_VERSION] {
+            if let Some(value) = pool_annotations.get(key) {
+                annotations.insert(key.to_owned(), value.clone());
+            }
+        }
+        let nodeclass = self
+            .nodeclasses
+            .get(&claim.spec.node_class_ref.name)
+            .cloned();
+        let mut entry = self.entry(
+            "launch",
+            format!(
+                "{name} {} {} {}{}",
+                choice.instance_type,
+                choice.capacity_type.as_str(),
+                choice.zone,
+                replacing.map_or_else(String::new, |r| format!(", replacing {r}"))
+            ),
+        );
+        entry.node_claims = vec![name.clone()];
+        entry.nodepool = Some(planned.nodepool.clone());
+        entry.price_per_hour = choice.price;
+        entry.pods = Some(planned.pods.len());
+        self.entries.push(entry);
+        self.claims.push(SimClaim {
+            claim,
+            choice,
+            launched: self.now,
+            ready: false,
+            nodeclass,
+            replacement: replacing.map(|_| self.now),
+            awaiting: None,
+        });
+        Some(name)
+    }
+
+    /// One disruption pass over the cluster as it is now, its commands carried out.
+    fn disrupt(&mut self) {
+        let inputs: Vec<NodeInput> = self
+            .claims
+            .iter()
+            .map(|c| NodeInput {
+                claim: c.claim.clone(),
+                node: self.node(c),
+                pods: self
+                    .pods
+                    .iter()
+                    .filter(|p| p.on.as_deref() == Some(c.name()))
+                    .map(|p| p.pod.clone())
+                    .collect(),
+                queued: c.awaiting.is_some(),
+                cloud_drift: self.cloud_drift(c),
+                launched_as_replacement: c.replacement,
+            })
+            .collect();
+        let pending: Vec<Pod> = self
+            .pods
+            .iter()
+            .filter(|p| p.on.is_none())
+            .map(|p| p.pod.clone())
+            .collect();
+        let counts = count_nodes(inputs.iter().map(|n| {
+            (
+                pool_of(&n.claim),
+                NodeState::of(&n.claim, n.node.as_ref(), n.queued),
+            )
+        }));
+        let decision = decide(
+            &DisruptionInput {
+                nodepools: &self.pools,
+                nodes: &inputs,
+                pending: &pending,
+                pdbs: &self.scenario.disruption_budgets,
+                daemonsets: &self.scenario.daemonsets,
+                catalog: self.catalog,
+                settings: Settings::default(),
+            },
+            self.now,
+        );
+        for skip in &decision.skipped {
+            let (Why::Budget { .. }, Some(pool)) = (&skip.why, &skip.nodepool) else {
+                continue;
+            };
+            self.blocked(pool, skip.method.reason(), &counts);
+        }
+        for command in &decision.commands {
+            self.carry_out(command, &counts);
+        }
+    }
+
+    /// A `blocked` entry, unless the same budget was already reported blocking until the same time.
+    fn blocked(
+        &mut self,
+        pool: &str,
+        reason: crate::disruption::Reason,
+        counts: &BTreeMap<String, PoolCounts>,
+    ) {
+        let Some(explanation) = self.explain(pool, reason, counts) else {
+            return;
+        };
+        let line = explanation.to_string();
+        let key = (pool.to_owned(), reason.to_string());
+        if self.blocked.get(&key) == Some(&line) {
+            return;
+        }
+        self.blocked.insert(key, line.clone());
+        let mut entry = self.entry("blocked", format!("NodePool {pool}: {line}"));
+        entry.nodepool = Some(pool.to_owned());
+        entry.reason = Some(reason.to_string());
+        entry.budget = Some(line);
+        entry.until = explanation.until.map(|t| t.to_string());
+        self.entries.push(entry);
+    }
+
+    fn explain(
+        &self,
+        pool: &str,
+        reason: crate::disruption::Reason,
+        counts: &BTreeMap<String, PoolCounts>,
+    ) -> Option<Explanation> {
+        let spec = self
+            .pools
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(pool))?;
+        let reason = reason.budget_reason()?;
+        Some(Budgets::of(spec).explain(
+            reason,
+            counts.get(pool).copied().unwrap_or_default(),
+            self.now,
+        ))
+    }
+
+    fn carry_out(&mut self, command: &Command, counts: &BTreeMap<String, PoolCounts>) {
+        let candidates: Vec<String> = command.candidates.iter().map(|t| t.claim.clone()).collect();
+        let pool = command
+            .candidates
+            .first()
+            .map(|t| t.nodepool.clone())
+            .unwrap_or_default();
+        let budget = self
+            .explain(&pool, command.reason, counts)
+            .map(|e| e.to_string());
+        // A later block of this pool and reason is news again.
+        self.blocked
+            .remove(&(pool.clone(), command.reason.to_string()));
+        // The disruption reads before the launches of its replacements.
+        let position = self.entries.len();
+        let replacements: Vec<String> = command
+            .replacements
+            .iter()
+            .filter_map(|planned| self.launch(planned, candidates.first().map(String::as_str)))
+            .collect();
+        let mut entry = self.entry(
+            "disrupt",
+            format!(
+                "{} {:?}: {}{}",
+                command.reason,
+                command.method,
+                candidates.join(", "),
+                if replacements.is_empty() {
+                    " deleted".to_owned()
+                } else {
+                    format!(" replaced by {}", replacements.join(", "))
+                }
+            ),
+        );
+        entry.node_claims = candidates.clone();
+        entry.nodepool = Some(pool);
+        entry.reason = Some(command.reason.to_string());
+        entry.method = Some(format!("{:?}", command.method));
+        entry.budget = budget;
+        entry.replacements = replacements.clone();
+        entry.savings_per_hour = Some(round(command.savings));
+        self.entries.insert(position, entry);
+        for name in candidates {
+            if replacements.is_empty() {
+                self.delete(&name);
+            } else if let Some(c) = self.claims.iter_mut().find(|c| c.name() == name) {
+                c.awaiting = Some(replacements.clone());
+            }
+        }
+    }
+
+    /// How the claim's EC2NodeClass changed since launch, if it did.
+    fn cloud_drift(&self, claim: &SimClaim) -> Option<CloudDrift> {
+        let now = self
+            .nodeclasses
+            .get(&claim.claim.spec.node_class_ref.name)?;
+        let then = claim.nodeclass.as_ref()?;
+        if now == then {
+            None
+        } else if now.get("amiSelectorTerms") != then.get("amiSelectorTerms") {
+            Some(CloudDrift::Ami)
+        } else {
+            Some(CloudDrift::NodeClass)
+        }
+    }
+
+    /// Adds this minute's cost of the nodes that exist (an instance is billed from launch).
+    fn account(&mut self) {
+        let hour = usize::try_from(self.now.duration_since(self.timeline.start).as_secs() / 3600)
+            .unwrap_or(usize::MAX);
+        while self.cost.len() <= hour {
+            self.cost.push(CostHour {
+                hour: self.cost.len(),
+                cost: 0.0,
+                nodes: 0,
+                unknown_prices: false,
+            });
+        }
+        let minute_share = STEP.as_secs_f64() / 3600.0;
+        let slot = &mut self.cost[hour];
+        for claim in &self.claims {
+            match claim.choice.price {
+                Some(price) => slot.cost += price * minute_share,
+                None => slot.unknown_prices = true,
+            }
+        }
+        slot.nodes = slot.nodes.max(self.claims.len());
+    }
+
+    fn entry(&self, action: &'static str, detail: String) -> Entry {
+        Entry::new(
+            self.now.duration_since(self.timeline.start),
+            self.now,
+            action,
+            detail,
+        )
+    }
+
+    fn report(self) -> TimelineReport {
+        let count = |action: &str| self.entries.iter().filter(|e| e.action == action).count();
+        let totals = Totals {
+            cost: round(self.cost.iter().map(|h| h.cost).sum()),
+            launches: count("launch"),
+            disruptions: count("disrupt"),
+            interruptions: self
+                .entries
+                .iter()
+                .filter(|e| e.action == "interrupt" && !e.node_claims.is_empty())
+                .count(),
+            blocked: count("blocked"),
+            nodes_at_end: self.claims.len(),
+            pending_at_end: self.pods.iter().filter(|p| p.on.is_none()).count(),
+        };
+        TimelineReport {
+            start: self.timeline.start.to_string(),
+            duration: Entry::offset(self.timeline.duration),
+            timeline: self.entries,
+            cost_by_hour: self
+                .cost
+                .into_iter()
+                .map(|h| CostHour {
+                    cost: round(h.cost),
+                    ..h
+                })
+                .collect(),
+            totals,
+        }
+    }
+}
+
+/// A pod of the run, waiting for a node (a timeline starts from an empty cluster).
+fn sim_pod(mut pod: Pod) -> SimPod {
+    let key = format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    );
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.node_name = None;
+    }
+    SimPod { pod, key, on: None }
+}
+
+fn pool_of(claim: &NodeClaim) -> &str {
+    claim
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::NODEPOOL))
+        .map_or("", String::as_str)
+}
+
+/// Dollars to a hundredth of a cent, so sums print the same everywhere.
+fn round(value: f64) -> f64 {
+    (value * 10_000.0).round() / 10_000.0
+}
