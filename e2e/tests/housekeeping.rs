@@ -105,7 +105,7 @@ async fn the_class_status_is_written_and_leaks_and_orphans_are_collected() -> Re
         .as_deref()
         .is_some_and(|p| p.starts_with(&format!("{}_", bed.name))));
 
-    // A leak: an instance tagged for the cluster that no NodeClaim names.
+    // A leak: an instance kerf launched for the cluster (its tags) that no NodeClaim names.
     let subnet = &class.resolved.subnets[0].subnet.id;
     let ami = &class.resolved.ami_for("x86_64").context("an x86 AMI")?.id;
     let tags = TagSpecification::builder()
@@ -114,6 +114,12 @@ async fn the_class_status_is_written_and_leaks_and_orphans_are_collected() -> Re
             Tag::builder()
                 .key(format!("kubernetes.io/cluster/{}", bed.name))
                 .value("owned")
+                .build(),
+        )
+        .tags(
+            Tag::builder()
+                .key("karpenter.sh/nodepool")
+                .value("default")
                 .build(),
         )
         .tags(

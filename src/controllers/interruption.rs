@@ -16,7 +16,7 @@ use ::kube::{Api, ResourceExt};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
 
@@ -45,8 +45,7 @@ impl InterruptionMetrics {
         let metrics = InterruptionMetrics {
             received: Family::default(),
             deleted: Counter::default(),
-            // 5 ms to ~10 min, as Karpenter's duration histograms.
-            queue_duration: Histogram::new(exponential_buckets(0.005, 2.0, 18)),
+            queue_duration: super::metrics::duration_histogram(),
             disrupted: Family::default(),
         };
         registry.register(

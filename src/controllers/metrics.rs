@@ -47,7 +47,7 @@ const DURATION_BUCKETS: [f64; 16] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
 ];
 
-fn duration_histogram() -> Histogram {
+pub(super) fn duration_histogram() -> Histogram {
     Histogram::new(DURATION_BUCKETS)
 }
 
