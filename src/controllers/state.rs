@@ -28,7 +28,14 @@ pub struct ClusterState {
     /// Marked on every watch event of any kind: a controller that re-decides on change clones this receiver
     /// and awaits `changed()` (events while it was busy coalesce into one wake-up).
     pub changed: watch::Receiver<()>,
+    /// `Some(true)` once every store holds its first list, `Some(false)` when a reflector stopped before.
+    synced: watch::Receiver<Option<bool>>,
 }
+
+/// A reflector stopped before its first list arrived.
+#[derive(Debug, thiserror::Error)]
+#[error("a watch stopped before its first list arrived")]
+pub struct NotSynced;
 
 impl ClusterState {
     /// Starts the reflectors on `tasks` (they run until the set is dropped); the stores fill as the lists arrive,
@@ -36,7 +43,8 @@ impl ClusterState {
     pub fn start(client: &Client, tasks: &mut JoinSet<()>) -> ClusterState {
         let (changed, changed_rx) = watch::channel(());
         let changed = Arc::new(changed);
-        ClusterState {
+        let (synced, synced_rx) = watch::channel(None);
+        let state = ClusterState {
             pods: reflect(Api::all(client.clone()), &changed, tasks),
             nodes: reflect(Api::all(client.clone()), &changed, tasks),
             node_claims: reflect(Api::all(client.clone()), &changed, tasks),
@@ -44,11 +52,33 @@ impl ClusterState {
             node_classes: reflect(Api::all(client.clone()), &changed, tasks),
             daemon_sets: reflect(Api::all(client.clone()), &changed, tasks),
             changed: changed_rx,
-        }
+            synced: synced_rx,
+        };
+        // One task waits on the stores and tells every caller of `synced`: a store's readiness, awaited by
+        // two tasks at once, can leave one of them waiting forever.
+        let stores = state.clone();
+        tasks.spawn(async move {
+            let ready = stores.wait_until_ready().await.is_ok();
+            synced.send_replace(Some(ready));
+        });
+        state
     }
 
     /// Waits until every store holds its first list; an error when a reflector stopped before.
-    pub async fn synced(&self) -> Result<(), reflector::store::WriterDropped> {
+    pub async fn synced(&self) -> Result<(), NotSynced> {
+        let mut synced = self.synced.clone();
+        let ready = synced
+            .wait_for(Option::is_some)
+            .await
+            .is_ok_and(|ready| *ready == Some(true));
+        if ready {
+            Ok(())
+        } else {
+            Err(NotSynced)
+        }
+    }
+
+    async fn wait_until_ready(&self) -> Result<(), reflector::store::WriterDropped> {
         self.pods.wait_until_ready().await?;
         self.nodes.wait_until_ready().await?;
         self.node_claims.wait_until_ready().await?;

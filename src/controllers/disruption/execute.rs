@@ -12,7 +12,7 @@ use super::metrics::DecisionLabels;
 use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
-use crate::disruption::{Command, Method, NodeInput, DISRUPTED_TAINT};
+use crate::disruption::{Command, Method, NodeInput, NodeState, DISRUPTED_TAINT};
 use ::kube::Api;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
@@ -176,7 +176,7 @@ async fn wait_initialized<C>(ctx: &Context<C>, names: &[String]) -> Result<(), E
             if claim.metadata.deletion_timestamp.is_some() {
                 return Err(ExecuteError::ReplacementDeleted(name.clone()));
             }
-            if is_initialized(claim) {
+            if NodeState::of(claim, None, false).initialized {
                 ready += 1;
             }
         }
@@ -188,17 +188,6 @@ async fn wait_initialized<C>(ctx: &Context<C>, names: &[String]) -> Result<(), E
         }
         tokio::time::sleep(POLL).await;
     }
-}
-
-fn is_initialized(claim: &NodeClaim) -> bool {
-    claim
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_deref())
-        .is_some_and(|c| {
-            c.iter()
-                .any(|c| c.type_ == "Initialized" && c.status == "True")
-        })
 }
 
 /// Deletes one candidate's NodeClaim, with its events and metric.
