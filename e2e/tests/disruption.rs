@@ -4,41 +4,29 @@
 
 use anyhow::{ensure, Context, Result};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::jiff::Timestamp;
 use kerf::api::nodeclaim::NodeClaim;
-use kerf_e2e::controller::{create_inflate, node_claims};
+use kerf_e2e::controller::{create_inflate, events_with_reason, node_claims, node_pool};
 use kerf_e2e::poll;
 use kerf_e2e::testbed::{apply_ok, tail, Testbed};
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
 /// A NodePool of c5.large on-demand nodes (one 1-CPU inflate pod fills one), consolidating at once, with
 /// `budgets`.
 fn pool(budgets: Value) -> Value {
-    json!({
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodePool",
-        "metadata": {"name": "general"},
-        "spec": {
-            "template": {
-                "spec": {
-                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                    "requirements": [
-                        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c5.large"]},
-                        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
-                    ],
-                    "expireAfter": "720h"
-                }
-            },
-            "disruption": {
-                "consolidationPolicy": "WhenEmptyOrUnderutilized",
-                "consolidateAfter": "0s",
-                "budgets": budgets
-            }
-        }
-    })
+    let mut pool = node_pool("general", Value::Null);
+    pool["spec"]["template"]["spec"]["requirements"] = json!([
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c5.large"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+    ]);
+    pool["spec"]["disruption"] = json!({
+        "consolidationPolicy": "WhenEmptyOrUnderutilized",
+        "consolidateAfter": "0s",
+        "budgets": budgets
+    });
+    pool
 }
 
 fn is_initialized(claim: &NodeClaim) -> bool {
@@ -83,17 +71,6 @@ async fn scale_inflate_to_zero(bed: &Testbed, namespace: &str) -> Result<()> {
     Ok(())
 }
 
-async fn events_with_reason(bed: &Testbed, reason: &str) -> Result<Vec<Event>> {
-    let api: Api<Event> = Api::all(bed.cluster.client()?);
-    Ok(api
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .collect())
-}
-
 #[tokio::test]
 async fn empty_nodes_are_removed_one_at_a_time_under_a_budget_of_one() -> Result<()> {
     let Some(bed) = Testbed::start_or_skip("empty_nodes_are_removed_one_at_a_time").await? else {
@@ -136,7 +113,7 @@ async fn empty_nodes_are_removed_one_at_a_time_under_a_budget_of_one() -> Result
         tail(&log, 40)
     );
     assert!(
-        !events_with_reason(&bed, "DisruptionTerminating")
+        !events_with_reason(&bed.cluster, "DisruptionTerminating")
             .await?
             .is_empty(),
         "DisruptionTerminating Events"
@@ -175,7 +152,7 @@ async fn a_scheduled_budget_of_zero_blocks_removal_until_its_window_closes() -> 
         "a DisruptionBlocked Event on the NodePool",
         Duration::from_secs(30),
         || async move {
-            let events = events_with_reason(bed_ref, "DisruptionBlocked").await?;
+            let events = events_with_reason(&bed_ref.cluster, "DisruptionBlocked").await?;
             Ok(events
                 .iter()
                 .any(|e| e.involved_object.kind.as_deref() == Some("NodePool"))

@@ -3,11 +3,12 @@
 //! after a crash, and stops at NodePool limits with an Event.
 
 use anyhow::{Context, Result};
-use k8s_openapi::api::core::v1::Event;
 use kerf::api::nodeclaim::NodeClaim;
 use kerf::api::nodepool::NodePool;
 use kerf_e2e::aws::{AwsEmu, REGION};
-use kerf_e2e::controller::{self, create_inflate, node_claims, node_pool, ControllerSetup};
+use kerf_e2e::controller::{
+    self, create_inflate, events_with_reason, node_claims, node_pool, ControllerSetup,
+};
 use kerf_e2e::kubelet::{KubeletSettings, StandInKubelet};
 use kerf_e2e::{poll, Cluster};
 use kube::api::{Api, ListParams};
@@ -66,17 +67,6 @@ async fn solves_at_least(controller: &controller::Controller, solves: u64) -> Re
         },
     )
     .await
-}
-
-async fn events_with_reason(cluster: &Cluster, reason: &str) -> Result<Vec<Event>> {
-    let api: Api<Event> = Api::all(cluster.client()?);
-    Ok(api
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .collect())
 }
 
 async fn setup(
