@@ -190,3 +190,18 @@ pub async fn node_claims(cluster: &Cluster) -> Result<Vec<NodeClaim>> {
     let api: Api<NodeClaim> = Api::all(cluster.client()?);
     Ok(api.list(&ListParams::default()).await?.items)
 }
+
+/// Every core/v1 Event of the cluster with `reason`.
+pub async fn events_with_reason(
+    cluster: &Cluster,
+    reason: &str,
+) -> Result<Vec<k8s_openapi::api::core::v1::Event>> {
+    let api: Api<k8s_openapi::api::core::v1::Event> = Api::all(cluster.client()?);
+    Ok(api
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .collect())
+}

@@ -3,11 +3,12 @@
 //! after a crash, and stops at NodePool limits with an Event.
 
 use anyhow::{Context, Result};
-use k8s_openapi::api::core::v1::Event;
 use kerf::api::nodeclaim::NodeClaim;
 use kerf::api::nodepool::NodePool;
 use kerf_e2e::aws::{AwsEmu, REGION};
-use kerf_e2e::controller::{self, create_inflate, node_claims, node_pool, ControllerSetup};
+use kerf_e2e::controller::{
+    self, create_inflate, events_with_reason, node_claims, node_pool, ControllerSetup,
+};
 use kerf_e2e::kubelet::{KubeletSettings, StandInKubelet};
 use kerf_e2e::{poll, Cluster};
 use kube::api::{Api, ListParams};
@@ -43,17 +44,6 @@ fn names(claims: &[NodeClaim]) -> BTreeSet<String> {
         .iter()
         .filter_map(|c| c.metadata.name.clone())
         .collect()
-}
-
-async fn events_with_reason(cluster: &Cluster, reason: &str) -> Result<Vec<Event>> {
-    let api: Api<Event> = Api::all(cluster.client()?);
-    Ok(api
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .collect())
 }
 
 async fn setup(
@@ -227,8 +217,8 @@ async fn node_pool_limits_stop_provisioning_with_an_event() -> Result<()> {
     Ok(())
 }
 
-/// Issue 5's test 1, end to end: needs the NodeClaim lifecycle controller (launch, registration,
-/// initialization) of the `life` branch; run with `--ignored` once both are merged.
+/// Issue 5's test 1, end to end: provisioning, launch in moto, registration by the stand-in kubelet, the real
+/// kube-scheduler binding every pod, and the NodeClaims Initialized, within 60 seconds.
 #[tokio::test]
 async fn inflate_is_launched_registered_and_bound_within_60_seconds() -> Result<()> {
     use k8s_openapi::api::core::v1::Pod;

@@ -1,6 +1,7 @@
 //! The controller's Prometheus registry: one family set per controller, registered here under Karpenter's
 //! metric names (reference §6.1) and served as text on `/metrics`.
 
+use super::disruption::metrics::DisruptionMetrics;
 use super::garbage::GarbageMetrics;
 use super::interruption::InterruptionMetrics;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -19,6 +20,7 @@ pub struct Metrics {
     pub provisioning: Provisioning,
     pub lifecycle: LifecycleMetrics,
     pub termination: TerminationMetrics,
+    pub disruption: DisruptionMetrics,
 }
 
 impl Metrics {
@@ -30,6 +32,7 @@ impl Metrics {
             interruption: InterruptionMetrics::register(&mut registry),
             lifecycle: LifecycleMetrics::register(&mut registry),
             termination: TerminationMetrics::register(&mut registry),
+            disruption: DisruptionMetrics::register(&mut registry),
             registry,
             provisioning,
         }

@@ -6,11 +6,14 @@
 //!   terminated and the finalizers removed;
 //! - `nodeclass`: EC2NodeClass status: what its selectors resolve to, and whether it is ready;
 //! - `interruption`: messages of the interruption queue (SQS) → offerings marked unavailable, claims deleted;
+//! - `disruption`: every 10 s the pure disruption engine decides on a snapshot; its commands are carried out
+//!   (replacements launched and initialized, then the candidates tainted and deleted);
 //! - `garbage`: instances tagged for this cluster with no NodeClaim are terminated after a grace period.
 //!
 //! They share one [`Context`]: the client, the cloud, the settings, the cluster state (reflectors), the clock,
 //! Events and metrics.
 
+pub mod disruption;
 pub mod garbage;
 pub mod interruption;
 pub mod metrics;
@@ -104,6 +107,7 @@ where
     controllers.spawn(nodeclaim::run(ctx.clone()));
     controllers.spawn(termination::run(ctx.clone()));
     controllers.spawn(nodeclass::run(ctx.clone()));
+    controllers.spawn(disruption::run(ctx.clone()));
     if let Some(queue) = interruption_queue {
         controllers.spawn(interruption::run(ctx.clone(), queue));
     }

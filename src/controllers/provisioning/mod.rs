@@ -149,11 +149,11 @@ async fn provision<C: CloudProvider>(
         duration_ms = started.elapsed().as_millis() as u64,
         "scheduling simulation done"
     );
-    let created = create_claims(ctx, &decisions.claims).await;
+    let created = create_claims(ctx, &decisions.claims, "provisioned").await;
     report(ctx, &snapshot, &decisions, &created, reported).await;
 }
 
-fn owned<K: Clone>(objects: Vec<Arc<K>>) -> Vec<K> {
+pub(crate) fn owned<K: Clone>(objects: Vec<Arc<K>>) -> Vec<K> {
     objects.into_iter().map(|o| o.as_ref().clone()).collect()
 }
 
@@ -166,7 +166,7 @@ async fn warm<C: CloudProvider>(ctx: &Context<C>, catalogs: &mut Catalogs) {
 
 /// The catalog of every EC2NodeClass a NodePool references, from the cache or the cloud. A class that is
 /// missing, being deleted or does not resolve is left out, with a log line saying why.
-async fn class_catalogs<C: CloudProvider>(
+pub(crate) async fn class_catalogs<C: CloudProvider>(
     ctx: &Context<C>,
     catalogs: &mut Catalogs,
     pools: &[NodePool],
@@ -195,8 +195,13 @@ async fn class_catalogs<C: CloudProvider>(
     found
 }
 
-/// Creates the claims in parallel; the names of those that exist now (created, or created before a restart).
-async fn create_claims<C>(ctx: &Context<C>, claims: &[NewClaim]) -> HashSet<String> {
+/// Creates the claims in parallel, counted as created for `reason` (`provisioned`, or the disruption reason of
+/// a replacement); the names of those that exist now (created, or created before a restart).
+pub(crate) async fn create_claims<C>(
+    ctx: &Context<C>,
+    claims: &[NewClaim],
+    reason: &str,
+) -> HashSet<String> {
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     let writes: Vec<_> = claims
         .iter()
@@ -229,7 +234,7 @@ async fn create_claims<C>(ctx: &Context<C>, claims: &[NewClaim]) -> HashSet<Stri
                     .provisioning
                     .nodeclaims_created
                     .get_or_create(&CreatedLabels {
-                        reason: String::from("provisioned"),
+                        reason: reason.to_owned(),
                         nodepool: new.nodepool.clone(),
                         min_values_relaxed: String::from("false"),
                     })

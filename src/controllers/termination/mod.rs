@@ -377,7 +377,7 @@ async fn drain_node<C: CloudProvider>(
 /// The merge patch adding `karpenter.sh/disrupted:NoSchedule` (replacing another effect on that key), or
 /// `None` when the Node has it. It carries the Node's resourceVersion: a concurrent change fails it (409)
 /// instead of losing a taint.
-fn disrupted_taint_patch(node: &Node) -> Option<serde_json::Value> {
+pub(crate) fn disrupted_taint_patch(node: &Node) -> Option<serde_json::Value> {
     let taints = node
         .spec
         .as_ref()

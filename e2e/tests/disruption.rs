@@ -1,0 +1,193 @@
+//! Disruption on the real control plane with moto and the stand-in kubelet (issue 6): once the inflate pods
+//! are gone, `kerf controller` removes the empty nodes no faster than the NodePool's budget allows, and a
+//! scheduled budget of 0 holds removal (with a `DisruptionBlocked` Event) until its window closes.
+
+use anyhow::{ensure, Context, Result};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::jiff::Timestamp;
+use kerf::api::nodeclaim::NodeClaim;
+use kerf_e2e::controller::{create_inflate, events_with_reason, node_claims, node_pool};
+use kerf_e2e::poll;
+use kerf_e2e::testbed::{apply_ok, tail, Testbed};
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// A NodePool of c5.large on-demand nodes (one 1-CPU inflate pod fills one), consolidating at once, with
+/// `budgets`.
+fn pool(budgets: Value) -> Value {
+    let mut pool = node_pool("general", Value::Null);
+    pool["spec"]["template"]["spec"]["requirements"] = json!([
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c5.large"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+    ]);
+    pool["spec"]["disruption"] = json!({
+        "consolidationPolicy": "WhenEmptyOrUnderutilized",
+        "consolidateAfter": "0s",
+        "budgets": budgets
+    });
+    pool
+}
+
+fn is_initialized(claim: &NodeClaim) -> bool {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Initialized" && c.status == "True")
+}
+
+/// Applies `pool`, runs `replicas` inflate pods and waits until as many claims are initialized; returns the
+/// inflate namespace.
+async fn nodes_for_inflate(bed: &Testbed, pool: Value, replicas: usize) -> Result<String> {
+    apply_ok(&bed.cluster, &pool).await?;
+    let namespace = bed.cluster.create_namespace("inflate").await?;
+    create_inflate(&bed.cluster, &namespace, replicas as i32, "1", "512Mi").await?;
+    let cluster = &bed.cluster;
+    poll(
+        &format!("{replicas} initialized NodeClaims"),
+        Duration::from_secs(120),
+        || async move {
+            let claims = node_claims(cluster).await?;
+            Ok((claims.iter().filter(|c| is_initialized(c)).count() >= replicas).then_some(()))
+        },
+    )
+    .await
+    .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 40)))?;
+    Ok(namespace)
+}
+
+async fn scale_inflate_to_zero(bed: &Testbed, namespace: &str) -> Result<()> {
+    let deployments: Api<Deployment> = Api::namespaced(bed.cluster.client()?, namespace);
+    deployments
+        .patch(
+            "inflate",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 0}})),
+        )
+        .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn empty_nodes_are_removed_one_at_a_time_under_a_budget_of_one() -> Result<()> {
+    let Some(bed) = Testbed::start_or_skip("empty_nodes_are_removed_one_at_a_time").await? else {
+        return Ok(());
+    };
+    let namespace = nodes_for_inflate(&bed, pool(json!([{"nodes": "1"}])), 3).await?;
+    scale_inflate_to_zero(&bed, &namespace).await?;
+
+    // Watch until every claim is gone: never more than one may be deleting at once.
+    let deadline = Instant::now() + Duration::from_secs(150);
+    let mut most_deleting = 0;
+    loop {
+        let claims = node_claims(&bed.cluster).await?;
+        let deleting = claims
+            .iter()
+            .filter(|c| c.metadata.deletion_timestamp.is_some())
+            .count();
+        most_deleting = most_deleting.max(deleting);
+        ensure!(
+            deleting <= 1,
+            "{deleting} NodeClaims deleting at once under a budget of 1"
+        );
+        if claims.is_empty() {
+            break;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "{} NodeClaims left after 150 s; kerf controller log:\n{}",
+            claims.len(),
+            tail(&bed.log(), 40)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(most_deleting, 1, "a deletion was observed");
+    let log = bed.log();
+    assert_eq!(
+        log.matches("disrupting node(s)").count(),
+        3,
+        "one command per node:\n{}",
+        tail(&log, 40)
+    );
+    assert!(
+        !events_with_reason(&bed.cluster, "DisruptionTerminating")
+            .await?
+            .is_empty(),
+        "DisruptionTerminating Events"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_scheduled_budget_of_zero_blocks_removal_until_its_window_closes() -> Result<()> {
+    let Some(bed) = Testbed::start_or_skip("a_scheduled_budget_of_zero_blocks_removal").await?
+    else {
+        return Ok(());
+    };
+    // Blocked from the start; the scheduled window replaces this once the node is empty.
+    let namespace = nodes_for_inflate(&bed, pool(json!([{"nodes": "0"}])), 1).await?;
+    scale_inflate_to_zero(&bed, &namespace).await?;
+
+    // A window opening at the current minute (UTC) for 2 minutes: active now, closed within 2 minutes.
+    let now = Timestamp::now();
+    let utc = now.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC);
+    let schedule = format!("{} {} * * *", utc.minute(), utc.hour());
+    let window_start = now - k8s_openapi::jiff::SignedDuration::from_secs(i64::from(utc.second()));
+    let window_end = window_start + k8s_openapi::jiff::SignedDuration::from_secs(120);
+    apply_ok(
+        &bed.cluster,
+        &pool(json!([
+            {"nodes": "0", "schedule": schedule, "duration": "2m"},
+            {"nodes": "100%"}
+        ])),
+    )
+    .await?;
+
+    let cluster = &bed.cluster;
+    let bed_ref = &bed;
+    poll(
+        "a DisruptionBlocked Event on the NodePool",
+        Duration::from_secs(30),
+        || async move {
+            let events = events_with_reason(&bed_ref.cluster, "DisruptionBlocked").await?;
+            Ok(events
+                .iter()
+                .any(|e| e.involved_object.kind.as_deref() == Some("NodePool"))
+                .then_some(()))
+        },
+    )
+    .await
+    .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 40)))?;
+    // While the window is open (at least 60 s of it are left), the node stays.
+    let hold_until = Instant::now() + Duration::from_secs(40);
+    while Instant::now() < hold_until && Timestamp::now() < window_end {
+        let claims = node_claims(cluster).await?;
+        ensure!(
+            claims.len() == 1 && claims[0].metadata.deletion_timestamp.is_none(),
+            "the node was disrupted inside the blocking window"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    poll(
+        "the empty node to be removed after the window",
+        Duration::from_secs(180),
+        || async move {
+            let claims = node_claims(cluster).await?;
+            let removing = claims.is_empty()
+                || claims
+                    .iter()
+                    .any(|c| c.metadata.deletion_timestamp.is_some());
+            Ok(removing.then_some(()))
+        },
+    )
+    .await
+    .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 40)))?;
+    assert!(
+        Timestamp::now() >= window_end,
+        "removal started only after the window closed at {window_end}"
+    );
+    Ok(())
+}

@@ -1,0 +1,156 @@
+//! The snapshot one disruption pass decides on, assembled from the reflector stores, the PodDisruptionBudgets
+//! (listed per pass: no other controller watches them) and the catalogs of the EC2NodeClasses in use.
+
+use super::super::provisioning::{catalogs::Catalogs, class_catalogs, owned, pending};
+use super::super::Context;
+use crate::api::labels;
+use crate::api::nodepool::NodePool;
+use crate::catalog::{Catalog, InstanceType};
+use crate::cloud::CloudProvider;
+use crate::disruption::{NodeInput, DISRUPTED_TAINT};
+use crate::kube::CALL_TIMEOUT;
+use ::kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use ::kube::{Api, Client};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::jiff::Timestamp;
+use std::collections::{HashMap, HashSet};
+
+/// Everything a [`crate::disruption::DisruptionInput`] borrows, owned.
+pub struct Snapshot {
+    pub nodepools: Vec<NodePool>,
+    pub nodes: Vec<NodeInput>,
+    pub pending: Vec<Pod>,
+    pub pdbs: Vec<PodDisruptionBudget>,
+    pub daemonsets: Vec<DaemonSet>,
+    /// The instance types of every EC2NodeClass a NodePool references, each name once.
+    pub catalog: Catalog,
+}
+
+/// Why no snapshot could be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("listing PodDisruptionBudgets: {0}")]
+    Pdbs(#[from] ::kube::Error),
+    #[error("listing PodDisruptionBudgets timed out after {0:?}")]
+    PdbsTimedOut(std::time::Duration),
+}
+
+/// Takes a snapshot. `replacements` are the claims disruption launched, with when: no-churn protects them.
+pub async fn snapshot<C: CloudProvider>(
+    ctx: &Context<C>,
+    catalogs: &mut Catalogs,
+    replacements: &HashMap<String, Timestamp>,
+) -> Result<Snapshot, SnapshotError> {
+    let state = &ctx.state;
+    // Nodes and claims before pods, as provisioning does: a pod bound meanwhile is pending here, never missing.
+    let nodes: HashMap<String, Node> = owned(state.nodes.state())
+        .into_iter()
+        .filter_map(|n| Some((n.metadata.name.clone()?, n)))
+        .collect();
+    let claims = owned(state.node_claims.state());
+    let nodepools = owned(state.node_pools.state());
+    let classes = owned(state.node_classes.state());
+    let daemonsets = owned(state.daemon_sets.state());
+    let pods = owned(state.pods.state());
+    let pdbs = list_pdbs(&ctx.client).await?;
+    let class_catalogs = class_catalogs(ctx, catalogs, &nodepools, &classes).await;
+    let catalog = merge(class_catalogs.values().map(|c| c.as_ref()));
+
+    let mut by_node: HashMap<&str, Vec<Pod>> = HashMap::new();
+    let mut pending_pods = Vec::new();
+    for pod in &pods {
+        match pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+            Some(node) => by_node.entry(node).or_default().push(pod.clone()),
+            None if pending::is_provisionable(pod) => pending_pods.push(pod.clone()),
+            None => {}
+        }
+    }
+    let nodes = claims
+        .into_iter()
+        .filter(|c| {
+            c.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(labels::NODEPOOL))
+        })
+        .map(|claim| {
+            let node = claim
+                .status
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .and_then(|name| nodes.get(name))
+                .cloned();
+            let pods = node
+                .as_ref()
+                .and_then(|n| n.metadata.name.as_deref())
+                .and_then(|name| by_node.get(name))
+                .cloned()
+                .unwrap_or_default();
+            let mut input = NodeInput::new(claim, node, pods);
+            input.queued = input.node.as_ref().is_some_and(is_tainted_disrupted);
+            input.launched_as_replacement = replacements.get(input.claim_name()).copied();
+            input
+        })
+        .collect();
+    Ok(Snapshot {
+        nodepools,
+        nodes,
+        pending: pending_pods,
+        pdbs,
+        daemonsets,
+        catalog,
+    })
+}
+
+/// Whether `node` carries `karpenter.sh/disrupted` (a disruption or a termination is under way).
+pub fn is_tainted_disrupted(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == DISRUPTED_TAINT))
+}
+
+/// One catalog of the instance types of all `catalogs`; a type listed by several classes is kept once (the
+/// first), since the engine looks types up by name.
+fn merge<'a>(catalogs: impl Iterator<Item = &'a Catalog>) -> Catalog {
+    let mut seen = HashSet::new();
+    let instance_types: Vec<InstanceType> = catalogs
+        .flat_map(|c| c.instance_types.iter())
+        .filter(|t| seen.insert(t.name.clone()))
+        .cloned()
+        .collect();
+    Catalog { instance_types }
+}
+
+/// Every PodDisruptionBudget: `policy/v1` where served, else `policy/v1beta1` (Kubernetes before 1.21), read
+/// as v1 (the fields the engine reads have the same shape).
+async fn list_pdbs(client: &Client) -> Result<Vec<PodDisruptionBudget>, SnapshotError> {
+    let v1: Api<PodDisruptionBudget> = Api::all(client.clone());
+    match timed(v1.list(&ListParams::default())).await? {
+        Ok(list) => return Ok(list.items),
+        Err(::kube::Error::Api(status)) if status.code == 404 => {}
+        Err(error) => return Err(error.into()),
+    }
+    let gvk = GroupVersionKind::gvk("policy", "v1beta1", "PodDisruptionBudget");
+    let v1beta1: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk));
+    let list = timed(v1beta1.list(&ListParams::default())).await??;
+    Ok(list
+        .items
+        .into_iter()
+        .filter_map(|object| {
+            let name = object.metadata.name.clone().unwrap_or_default();
+            serde_json::to_value(object)
+                .and_then(serde_json::from_value)
+                .inspect_err(|error| tracing::warn!(pdb = %name, %error, "unreadable PodDisruptionBudget; ignored"))
+                .ok()
+        })
+        .collect())
+}
+
+async fn timed<T>(call: impl std::future::Future<Output = T>) -> Result<T, SnapshotError> {
+    tokio::time::timeout(CALL_TIMEOUT, call)
+        .await
+        .map_err(|_| SnapshotError::PdbsTimedOut(CALL_TIMEOUT))
+}

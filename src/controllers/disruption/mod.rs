@@ -1,0 +1,223 @@
+//! Disruption: every 10 s (on the leader: it runs inside `controllers::run`) a snapshot of the cluster
+//! ([`input`]) goes through the pure engine ([`crate::disruption::decide`]); its commands are re-checked
+//! after 15 s where the reference asks for it ([`crate::disruption::validate`]) and carried out one at a
+//! time ([`execute`]). NodePools whose budgets allow no disruption get a `DisruptionBlocked` Event.
+
+pub mod execute;
+pub mod input;
+pub mod metrics;
+
+use super::provisioning::catalogs::Catalogs;
+use super::{Context, Error};
+use crate::api::labels;
+use crate::api::nodepool::NodePool;
+use crate::cloud::CloudProvider;
+use crate::disruption::{
+    count_nodes, decide, validate, Budgets, Command, Decision, DisruptionInput, Method, NodeState,
+    Settings, REASONS,
+};
+use input::Snapshot;
+use k8s_openapi::jiff::Timestamp;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often a pass runs.
+pub const PASS_INTERVAL: Duration = Duration::from_secs(10);
+/// How long an emptiness or consolidation command waits before it is re-checked and carried out.
+pub const VALIDATION_DELAY: Duration = Duration::from_secs(15);
+/// How often the same `DisruptionBlocked` Event is published again for a pool.
+const BLOCKED_EVENT_EVERY: Duration = Duration::from_secs(5 * 60);
+
+/// What the loop remembers between passes.
+#[derive(Default)]
+struct Memory {
+    catalogs: Catalogs,
+    /// Replacements disruption launched, and when: no-churn keeps them from being replaced soon after.
+    replacements: HashMap<String, Timestamp>,
+    /// When each `(pool, message)` DisruptionBlocked Event was last published.
+    blocked: HashMap<(String, String), Instant>,
+}
+
+/// Runs a pass every [`PASS_INTERVAL`] until the process stops. Failures are logged; the next pass retries.
+pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(), Error> {
+    let mut memory = Memory::default();
+    loop {
+        tokio::time::sleep(PASS_INTERVAL).await;
+        pass(&ctx, &mut memory).await;
+    }
+}
+
+impl Snapshot {
+    fn input(&self) -> DisruptionInput<'_> {
+        DisruptionInput {
+            nodepools: &self.nodepools,
+            nodes: &self.nodes,
+            pending: &self.pending,
+            pdbs: &self.pdbs,
+            daemonsets: &self.daemonsets,
+            catalog: &self.catalog,
+            settings: Settings::default(),
+        }
+    }
+}
+
+/// One pass: snapshot, decide, report blocked pools, carry out the commands.
+async fn pass<C: CloudProvider>(ctx: &Context<C>, memory: &mut Memory) {
+    let Some((snapshot, decision, now)) = decide_now(ctx, memory).await else {
+        return;
+    };
+    report_blocked(ctx, &snapshot, now, &mut memory.blocked).await;
+    let alive: Vec<&str> = snapshot.nodes.iter().map(|n| n.claim_name()).collect();
+    memory
+        .replacements
+        .retain(|name, _| alive.contains(&name.as_str()));
+    for command in decision.commands {
+        carry_out(ctx, memory, &snapshot, command).await;
+    }
+}
+
+/// A snapshot and the engine's decision on it, at the clock's now; `None` (logged) when either fails.
+async fn decide_now<C: CloudProvider>(
+    ctx: &Context<C>,
+    memory: &mut Memory,
+) -> Option<(Snapshot, Decision, Timestamp)> {
+    let snapshot = match input::snapshot(ctx, &mut memory.catalogs, &memory.replacements).await {
+        Ok(snapshot) => snapshot,
+        Err(error) => {
+            tracing::warn!(%error, "no disruption pass: the cluster snapshot failed");
+            return None;
+        }
+    };
+    let now = match Timestamp::try_from(ctx.clock.now()) {
+        Ok(now) => now,
+        Err(error) => {
+            tracing::error!(%error, "no disruption pass: the clock is out of range");
+            return None;
+        }
+    };
+    let decided = tokio::task::spawn_blocking(move || {
+        let decision = decide(&snapshot.input(), now);
+        (snapshot, decision)
+    })
+    .await;
+    match decided {
+        Ok((snapshot, decision)) => Some((snapshot, decision, now)),
+        Err(panic) => {
+            tracing::error!(%panic, "the disruption pass panicked");
+            None
+        }
+    }
+}
+
+/// Validates `command` after the delay where it needs it, then executes it.
+async fn carry_out<C: CloudProvider>(
+    ctx: &Context<C>,
+    memory: &mut Memory,
+    decided_on: &Snapshot,
+    command: Command,
+) {
+    let needs_validation = matches!(
+        command.method,
+        Method::Emptiness | Method::MultiNodeConsolidation | Method::SingleNodeConsolidation
+    );
+    let fresh;
+    let (command, snapshot) = if needs_validation {
+        tokio::time::sleep(VALIDATION_DELAY).await;
+        let Some((snapshot, _, now)) = decide_now(ctx, memory).await else {
+            return;
+        };
+        match validate(&snapshot.input(), &command, now) {
+            Ok(valid) => {
+                fresh = snapshot;
+                (valid, &fresh)
+            }
+            Err(why) => {
+                tracing::info!(reason = %command.reason, nodes = %names(&command), %why, "disruption command no longer valid; dropped");
+                return;
+            }
+        }
+    } else {
+        (command, decided_on)
+    };
+    let budgets: Vec<String> = command
+        .budgets
+        .iter()
+        .map(|a| format!("{:?} allowed, {} disrupting", a.allowed, a.disrupting))
+        .collect();
+    tracing::info!(
+        reason = %command.reason,
+        method = ?command.method,
+        decision = if command.is_delete() { "delete" } else { "replace" },
+        nodes = %names(&command),
+        replacements = command.replacements.len(),
+        savings = command.savings,
+        budget = %budgets.join("; "),
+        "disrupting node(s)"
+    );
+    let now = Timestamp::try_from(ctx.clock.now()).unwrap_or(Timestamp::UNIX_EPOCH);
+    match execute::execute(ctx, &command, &snapshot.nodepools, &snapshot.nodes, now).await {
+        Ok(replacements) => {
+            for name in replacements {
+                memory.replacements.insert(name, now);
+            }
+        }
+        Err(error) => {
+            tracing::warn!(reason = %command.reason, nodes = %names(&command), %error, "disruption command abandoned")
+        }
+    }
+}
+
+fn names(command: &Command) -> String {
+    let names: Vec<&str> = command
+        .candidates
+        .iter()
+        .map(|t| t.node.as_deref().unwrap_or(&t.claim))
+        .collect();
+    names.join(",")
+}
+
+/// Publishes `DisruptionBlocked` on every pool that has nodes and whose budgets allow no disruption now for a
+/// reason, at most once per [`BLOCKED_EVENT_EVERY`] per pool and message.
+async fn report_blocked<C>(
+    ctx: &Context<C>,
+    snapshot: &Snapshot,
+    now: Timestamp,
+    published: &mut HashMap<(String, String), Instant>,
+) {
+    let counts = count_nodes(snapshot.nodes.iter().filter_map(|n| {
+        let pool = n.claim.metadata.labels.as_ref()?.get(labels::NODEPOOL)?;
+        Some((
+            pool.as_str(),
+            NodeState::of(&n.claim, n.node.as_ref(), n.queued),
+        ))
+    }));
+    published.retain(|_, at| at.elapsed() < BLOCKED_EVENT_EVERY);
+    for pool in &snapshot.nodepools {
+        let name = pool.metadata.name.clone().unwrap_or_default();
+        let Some(&pool_counts) = counts.get(&name) else {
+            continue;
+        };
+        for message in blocked_messages(pool, pool_counts, now) {
+            let key = (name.clone(), message.clone());
+            if published.contains_key(&key) {
+                continue;
+            }
+            tracing::info!(nodepool = %name, %message, "disruption blocked by a budget");
+            ctx.events.normal(pool, "DisruptionBlocked", message).await;
+            published.insert(key, Instant::now());
+        }
+    }
+}
+
+fn blocked_messages(
+    pool: &NodePool,
+    counts: crate::disruption::PoolCounts,
+    now: Timestamp,
+) -> Vec<String> {
+    let budgets = Budgets::of(pool);
+    REASONS
+        .iter()
+        .filter_map(|&reason| budgets.evaluate(reason, counts, now).blocked_message())
+        .collect()
+}
