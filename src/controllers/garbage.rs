@@ -8,11 +8,10 @@
 //!
 //! What to collect is decided by [`plan`], a pure function of the instances, the claims and the time.
 
+use super::nodeclaim::calls;
 use super::{Context, Error};
 use crate::api::nodeclaim::NodeClaim;
 use crate::cloud::{CloudError, CloudProvider, Instance, TAG_NODECLAIM};
-use crate::kube::CALL_TIMEOUT;
-use ::kube::api::DeleteParams;
 use ::kube::{Api, ResourceExt};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -185,18 +184,12 @@ async fn collect<C: CloudProvider>(ctx: &Context<C>) -> Result<(), Error> {
                 continue;
             }
         }
-        let deleted =
-            tokio::time::timeout(CALL_TIMEOUT, api.delete(name, &DeleteParams::default())).await;
-        match deleted {
-            Ok(Ok(_)) => {
+        match calls::delete(&api, name).await {
+            Ok(()) => {
                 tracing::info!(nodeclaim = %name, provider_id, "deleted nodeclaim: its instance is gone");
                 ctx.metrics.garbage.count("nodeclaim");
             }
-            Ok(Err(::kube::Error::Api(status))) if status.code == 404 => {}
-            Ok(Err(error)) => {
-                tracing::warn!(nodeclaim = %name, %error, "could not delete a NodeClaim")
-            }
-            Err(_) => tracing::warn!(nodeclaim = %name, "deleting a NodeClaim timed out"),
+            Err(error) => tracing::warn!(nodeclaim = %name, %error, "could not delete a NodeClaim"),
         }
     }
     Ok(())

@@ -4,13 +4,12 @@
 //! the graceful termination flow drains it while the provisioner launches replacement capacity for the pods
 //! it evicts.
 
+use super::nodeclaim::calls;
 use super::{Context, Error};
 use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
 use crate::cloud::{instance_id, CloudProvider};
 use crate::interruption::{self, Action, BatchReport, ClaimInfo, Handler, Kind, MessageQueue};
-use crate::kube::CALL_TIMEOUT;
-use ::kube::api::DeleteParams;
 use ::kube::runtime::reflector::ObjectRef;
 use ::kube::{Api, ResourceExt};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -127,7 +126,8 @@ impl<C: CloudProvider + 'static> Handler for ClaimHandler<C> {
                     .warning(&*claim, reason.as_str(), reason.message().to_owned())
                     .await;
                 if *delete && claim.metadata.deletion_timestamp.is_none() {
-                    delete_claim(ctx, &claim).await?;
+                    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+                    calls::delete(&api, name).await?;
                     tracing::info!(nodeclaim = %name, instance_id, kind = kind.as_str(), "deleting nodeclaim: its instance is interrupted");
                     let nodepool = claim.labels().get(labels::NODEPOOL).cloned();
                     ctx.metrics
@@ -151,19 +151,6 @@ fn claim_info(claim: &NodeClaim) -> ClaimInfo {
         name: claim.name_any(),
         instance_type: label(labels::INSTANCE_TYPE),
         zone: label(labels::ZONE),
-    }
-}
-
-async fn delete_claim<C>(ctx: &Context<C>, claim: &NodeClaim) -> Result<(), Error> {
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
-    let name = claim.name_any();
-    match tokio::time::timeout(CALL_TIMEOUT, api.delete(&name, &DeleteParams::default())).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(::kube::Error::Api(status))) if status.code == 404 => Ok(()),
-        Ok(Err(error)) => Err(error.into()),
-        Err(_) => Err(Error::Invalid(format!(
-            "deleting NodeClaim {name} timed out"
-        ))),
     }
 }
 

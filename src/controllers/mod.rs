@@ -83,6 +83,8 @@ pub enum Error {
     Kube(#[from] ::kube::Error),
     #[error("cloud provider: {0}")]
     Cloud(#[from] CloudError),
+    #[error(transparent)]
+    Call(#[from] nodeclaim::calls::ReconcileError),
     #[error("the cluster state watch stopped before it synced")]
     StateNotSynced,
     #[error("{0}")]

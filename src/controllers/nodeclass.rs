@@ -3,14 +3,13 @@
 //! kerf will launch with. Classes are resolved again every few minutes, which is how a newly published AMI
 //! reaches the status (and, through it, drift).
 
+use super::nodeclaim::calls;
 use super::{Context, Error};
 use crate::api::condition;
 use crate::api::ec2nodeclass::{Ami, EC2NodeClass, EC2NodeClassStatus};
 use crate::cloud::{
     CloudError, CloudProvider, ResolvedNodeClass, NO_AMIS, NO_SECURITY_GROUPS, NO_SUBNETS,
 };
-use crate::kube::CALL_TIMEOUT;
-use ::kube::api::{Patch, PatchParams};
 use ::kube::runtime::controller::{Action, Controller};
 use ::kube::runtime::watcher;
 use ::kube::{Api, ResourceExt};
@@ -62,17 +61,7 @@ async fn reconcile<C: CloudProvider>(
     );
     if class.status.as_ref() != Some(&next) {
         let api: Api<EC2NodeClass> = Api::all(ctx.client.clone());
-        let patch = Patch::Merge(serde_json::json!({ "status": next }));
-        tokio::time::timeout(
-            CALL_TIMEOUT,
-            api.patch_status(&name, &PatchParams::default(), &patch),
-        )
-        .await
-        .map_err(|_| {
-            Error::Invalid(format!(
-                "writing the status of EC2NodeClass {name} timed out"
-            ))
-        })??;
+        calls::patch_status(&api, &name, serde_json::json!(next)).await?;
         match &resolution {
             Ok(_) => tracing::info!(ec2nodeclass = %name, "resolved ec2nodeclass"),
             Err(reason) => tracing::warn!(ec2nodeclass = %name, reason, "ec2nodeclass not ready"),
