@@ -19,7 +19,9 @@ use kerf::cloud::{
 
 use crate::errors::{bounded, code_of};
 use crate::fleet::{self, TemplateOverrides};
-use crate::instance_profile::{profile_name, profile_tags, role_changes, role_error, role_name};
+use crate::instance_profile::{
+    gone_is_done, profile_name, profile_tags, role_changes, role_error, role_name,
+};
 use crate::instance_types::{info_from_ec2, zones_by_type};
 use crate::launch_template::{unused_templates, BlockDevice, Metadata, TemplateConfig};
 use crate::pagination::collect_pages;
@@ -137,6 +139,11 @@ impl AwsCloud {
         &self.ec2
     }
 
+    /// The IAM client (tests read instance profiles with it).
+    pub fn iam(&self) -> &aws_sdk_iam::Client {
+        &self.iam
+    }
+
     /// One API call, bounded by the call timeout, its error in kerf's terms.
     async fn call<T, E, R>(
         &self,
@@ -217,21 +224,9 @@ impl AwsCloud {
         if lock(&self.profiles).get(&name).is_some_and(|r| r == role) {
             return Ok(name);
         }
-        let found = self
-            .call(
-                "GetInstanceProfile",
-                self.iam
-                    .get_instance_profile()
-                    .instance_profile_name(&name)
-                    .send(),
-            )
-            .await;
-        let roles: Vec<String> = match found {
-            Ok(out) => out
-                .instance_profile
-                .map(|p| p.roles.into_iter().map(|r| r.role_name).collect())
-                .unwrap_or_default(),
-            Err(e) if code_of(&e) == Some("NoSuchEntity") => {
+        let roles = match self.profile_roles(&name).await? {
+            Some(roles) => roles,
+            None => {
                 let mut create = self
                     .iam
                     .create_instance_profile()
@@ -253,17 +248,10 @@ impl AwsCloud {
                 }
                 vec![]
             }
-            Err(e) => return Err(e),
         };
         let changes = role_changes(&roles, role);
         for old in changes.remove {
-            let remove = self
-                .iam
-                .remove_role_from_instance_profile()
-                .instance_profile_name(&name)
-                .role_name(old);
-            self.call("RemoveRoleFromInstanceProfile", remove.send())
-                .await?;
+            self.remove_role(&name, old).await?;
         }
         if changes.add {
             let add = self
@@ -277,6 +265,52 @@ impl AwsCloud {
         }
         lock(&self.profiles).insert(name.clone(), role.to_owned());
         Ok(name)
+    }
+
+    /// The roles instance profile `name` holds; `None` when it does not exist.
+    async fn profile_roles(&self, name: &str) -> Result<Option<Vec<String>>, CloudError> {
+        let get = self.iam.get_instance_profile().instance_profile_name(name);
+        match self.call("GetInstanceProfile", get.send()).await {
+            Ok(out) => Ok(Some(
+                out.instance_profile
+                    .map(|p| p.roles.into_iter().map(|r| r.role_name).collect())
+                    .unwrap_or_default(),
+            )),
+            Err(e) if code_of(&e) == Some("NoSuchEntity") => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn remove_role(&self, profile: &str, role: &str) -> Result<(), CloudError> {
+        let remove = self
+            .iam
+            .remove_role_from_instance_profile()
+            .instance_profile_name(profile)
+            .role_name(role);
+        gone_is_done(
+            self.call("RemoveRoleFromInstanceProfile", remove.send())
+                .await,
+        )
+    }
+
+    /// Deletes the instance profile kerf manages for class `node_class`, emptied of its roles first (IAM
+    /// refuses to delete a profile that holds one).
+    async fn delete_managed_profile(&self, node_class: &str) -> Result<(), CloudError> {
+        let name = profile_name(&self.settings.cluster.name, &self.region, node_class);
+        lock(&self.profiles).remove(&name);
+        let Some(roles) = self.profile_roles(&name).await? else {
+            return Ok(());
+        };
+        for role in &roles {
+            self.remove_role(&name, role).await?;
+        }
+        let delete = self
+            .iam
+            .delete_instance_profile()
+            .instance_profile_name(&name);
+        gone_is_done(self.call("DeleteInstanceProfile", delete.send()).await)?;
+        tracing::info!(instance_profile = %name, ec2nodeclass = node_class, "deleted instance profile");
+        Ok(())
     }
 
     async fn subnets(&self, spec: &EC2NodeClassSpec) -> Result<Vec<ResolvedSubnet>, CloudError> {
@@ -877,6 +911,20 @@ impl CloudProvider for AwsCloud {
 
     fn mark_unavailable(&self, key: OfferingKey, now: SystemTime) {
         lock(&self.ice).mark(key, now);
+    }
+
+    async fn delete_node_class(
+        &self,
+        name: &str,
+        spec: &EC2NodeClassSpec,
+    ) -> Result<(), CloudError> {
+        // Whatever the class says now (it may have had a role before), kerf's profile for it goes, unless the
+        // class names that very profile as its own.
+        let managed = profile_name(&self.settings.cluster.name, &self.region, name);
+        if spec.instance_profile.as_deref() == Some(managed.as_str()) {
+            return Ok(());
+        }
+        self.delete_managed_profile(name).await
     }
 
     async fn collect_garbage(&self, now: SystemTime) -> Result<usize, CloudError> {
