@@ -137,6 +137,7 @@ where
         state,
         clock: Arc::new(SystemClock),
         metrics,
+        backoff: Default::default(),
     });
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);

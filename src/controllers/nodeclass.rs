@@ -5,6 +5,7 @@
 //! finalizer: deleting it waits until no NodeClaim uses it, then removes what the cloud provider made for it
 //! (the instance profile kerf manages for its role) before the class goes.
 
+use super::backoff::key_of;
 use super::nodeclaim::calls;
 use super::{Context, Error};
 use crate::api::condition;
@@ -24,7 +25,7 @@ use std::time::{Duration, SystemTime};
 
 /// How often a ready class is resolved again.
 const RESOLVE_INTERVAL: Duration = Duration::from_secs(5 * 60);
-/// How soon a class that is not ready, or could not be resolved, is tried again.
+/// How soon a class whose selectors matched nothing is resolved again.
 const RETRY_INTERVAL: Duration = Duration::from_secs(30);
 /// How often a deleted class still used by NodeClaims looks again.
 const WAIT_FOR_CLAIMS: Duration = Duration::from_secs(10);
@@ -41,7 +42,14 @@ pub const READY: &str = "Ready";
 pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(), Error> {
     let api: Api<EC2NodeClass> = Api::all(ctx.client.clone());
     Controller::new(api, watcher::Config::default())
-        .run(reconcile, error_policy, ctx)
+        .run(
+            |class, ctx| async move {
+                let key = key_of(class.as_ref());
+                ctx.backoff.track(&key, reconcile(class, ctx.clone())).await
+            },
+            error_policy,
+            ctx,
+        )
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "EC2NodeClass reconcile");
@@ -123,9 +131,10 @@ fn claims_of(name: &str, claims: &[Arc<NodeClaim>]) -> Vec<String> {
     names
 }
 
-fn error_policy<C>(class: Arc<EC2NodeClass>, error: &Error, _ctx: Arc<Context<C>>) -> Action {
-    tracing::warn!(ec2nodeclass = %class.name_any(), %error, "could not resolve the EC2NodeClass; retrying");
-    Action::requeue(RETRY_INTERVAL)
+fn error_policy<C>(class: Arc<EC2NodeClass>, error: &Error, ctx: Arc<Context<C>>) -> Action {
+    let retry_in = ctx.backoff.failed(&key_of(class.as_ref()));
+    tracing::warn!(ec2nodeclass = %class.name_any(), %error, ?retry_in, "could not reconcile the EC2NodeClass; retrying");
+    Action::requeue(retry_in)
 }
 
 /// The status for a resolution: what resolved (kept from `previous` when resolution failed) and the
