@@ -1,13 +1,15 @@
-//! Drift on the real control plane with moto and the stand-in kubelet (issue 6): once the EC2NodeClass selects
-//! another AMI, `kerf controller` marks the running claims `Drifted` (`AMIDrift`) and replaces them one at a
-//! time: the replacement is launched from the new AMI and Initialized before the old claim is deleted, the
-//! pods move to the new node, and the old instance is terminated.
+//! Replacing disruption on the real control plane with moto and the stand-in kubelet (issue 6). Drift: once
+//! the EC2NodeClass selects another AMI, `kerf controller` marks the running claims `Drifted` (`AMIDrift`) and
+//! replaces them one at a time from the new AMI. Consolidation: a node left underused is replaced by a cheaper
+//! one. Either way the replacement is Initialized before the old claim is deleted, the pods move to it, and the
+//! old instance is terminated.
 //!
 //! The order of events is taken from a watch on NodeClaims started before the change: the apiserver reports
 //! the changes of one resource in the order they happened, so the record proves what came first.
 
 use anyhow::{ensure, Context, Result};
 use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kerf::api::ec2nodeclass::EC2NodeClass;
 use kerf::api::nodeclaim::NodeClaim;
@@ -99,19 +101,19 @@ fn first(record: &[Seen], matches: impl Fn(&Seen) -> bool) -> Option<usize> {
     record.iter().position(matches)
 }
 
-/// A NodePool of c5.large on-demand nodes. Consolidation waits a minute after a node's last pod change, so that
-/// it cannot take the replacement while the pods are still moving: this test is about drift alone.
-fn pool() -> Value {
+/// The NodePool `general` (amd64, on-demand) of `instance_types`, consolidating `consolidate_after` a node's
+/// last pod change.
+fn pool(instance_types: &[&str], consolidate_after: &str) -> Result<Value> {
     let mut pool = node_pool("general", Value::Null);
-    pool["spec"]["template"]["spec"]["requirements"] = json!([
-        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c5.large"]},
-        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
-    ]);
+    pool["spec"]["template"]["spec"]["requirements"]
+        .as_array_mut()
+        .context("node_pool has requirements")?
+        .push(json!({"key": "node.kubernetes.io/instance-type", "operator": "In", "values": instance_types}));
     pool["spec"]["disruption"] = json!({
         "consolidationPolicy": "WhenEmptyOrUnderutilized",
-        "consolidateAfter": "1m"
+        "consolidateAfter": consolidate_after
     });
-    pool
+    Ok(pool)
 }
 
 /// The inflate pods of `namespace` that are not being deleted.
@@ -138,12 +140,26 @@ fn is_initialized(claim: &NodeClaim) -> bool {
     Seen::of(claim).initialized
 }
 
-/// Applies the pool, runs `replicas` inflate pods and waits until every one is bound to the node of an
-/// initialized claim; returns the inflate namespace and the claims.
-async fn inflated(bed: &Testbed, pool: Value, replicas: usize) -> Result<(String, Vec<NodeClaim>)> {
+fn instance_type(claim: &NodeClaim) -> Option<&str> {
+    claim
+        .metadata
+        .labels
+        .as_ref()?
+        .get("node.kubernetes.io/instance-type")
+        .map(String::as_str)
+}
+
+/// Applies the pool, runs `replicas` inflate pods of `cpu` and waits until every one is bound to the node of
+/// an initialized claim; returns the inflate namespace and the claims.
+async fn inflated(
+    bed: &Testbed,
+    pool: Value,
+    replicas: usize,
+    cpu: &str,
+) -> Result<(String, Vec<NodeClaim>)> {
     apply_ok(&bed.cluster, &pool).await?;
     let namespace = bed.cluster.create_namespace("inflate").await?;
-    create_inflate(&bed.cluster, &namespace, replicas as i32, "300m", "256Mi").await?;
+    create_inflate(&bed.cluster, &namespace, replicas as i32, cpu, "256Mi").await?;
     let (cluster, namespace_ref) = (&bed.cluster, namespace.as_str());
     let claims = poll(
         "the inflate pods on the nodes of initialized claims",
@@ -197,37 +213,21 @@ async fn select_ami(bed: &Testbed, ami: &str) -> Result<()> {
     Ok(())
 }
 
-#[tokio::test]
-async fn a_new_ami_replaces_each_node_launching_first_then_draining() -> Result<()> {
-    let Some(bed) = Testbed::start_or_skip("a_new_ami_replaces_each_node").await? else {
-        return Ok(());
-    };
-    let (namespace, old) = inflated(&bed, pool(), 3).await?;
-    let old_names: BTreeSet<String> = old.iter().map(name).collect();
-    let mut old_provider_ids = Vec::new();
-    for claim in &old {
-        let instances = bed.instances_of(&name(claim)).await?;
-        ensure!(
-            instances.len() == 1,
-            "one instance per claim: {instances:?}"
-        );
-        assert_eq!(instances[0].image_id, FIRST_AMI);
-        old_provider_ids.push(instances[0].provider_id.clone());
-    }
-
-    let record = ClaimRecord::start(Api::all(bed.cluster.client()?));
-    let new_ami = register_second_ami(&bed).await?;
-    select_ami(&bed, &new_ami).await?;
-
-    // Every old claim goes, and the inflate pods all run on the nodes of their replacements.
-    let (cluster, namespace_ref, old_ref) = (&bed.cluster, namespace.as_str(), &old_names);
-    let bed_ref = &bed;
-    let new = poll(
+/// Waits until no claim of `old` is left and the `replicas` inflate pods are all bound to nodes of initialized
+/// claims; returns the claims then.
+async fn replaced(
+    bed: &Testbed,
+    namespace: &str,
+    old: &BTreeSet<String>,
+    replicas: usize,
+) -> Result<Vec<NodeClaim>> {
+    let cluster = &bed.cluster;
+    poll(
         "the old claims replaced and the pods moved",
         Duration::from_secs(150),
         || async move {
             let claims = node_claims(cluster).await?;
-            if claims.iter().any(|c| old_ref.contains(&name(c))) {
+            if claims.iter().any(|c| old.contains(&name(c))) {
                 return Ok(None);
             }
             let nodes: BTreeSet<&str> = claims
@@ -235,8 +235,8 @@ async fn a_new_ami_replaces_each_node_launching_first_then_draining() -> Result<
                 .filter(|c| is_initialized(c))
                 .filter_map(|c| c.status.as_ref()?.node_name.as_deref())
                 .collect();
-            let pods = inflate_pods(bed_ref, namespace_ref).await?;
-            let moved = pods.len() == 3
+            let pods = inflate_pods(bed, namespace).await?;
+            let moved = pods.len() == replicas
                 && pods
                     .iter()
                     .all(|p| node_of(p).is_some_and(|n| nodes.contains(n)));
@@ -244,15 +244,102 @@ async fn a_new_ami_replaces_each_node_launching_first_then_draining() -> Result<
         },
     )
     .await
-    .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 60)))?;
+    .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 60)))
+}
+
+/// The position of `old`'s first record as deleting.
+fn deleted_at(record: &[Seen], old: &str) -> Result<usize> {
+    first(record, |s| s.claim == old && s.deleting)
+        .with_context(|| format!("{old} seen deleting: {record:#?}"))
+}
+
+/// Checks that replacement capacity came first: the k-th claim of `old` to be deleted had k claims not in `old`
+/// Initialized before its deletion.
+fn launched_before_deleted(record: &[Seen], old: &BTreeSet<String>) -> Result<()> {
+    let mut deletions = old
+        .iter()
+        .map(|o| Ok((deleted_at(record, o)?, o)))
+        .collect::<Result<Vec<_>>>()?;
+    deletions.sort();
+    for (k, (deleted, old_claim)) in deletions.iter().enumerate() {
+        let ready_before: BTreeSet<&str> = record[..*deleted]
+            .iter()
+            .filter(|s| s.initialized && !old.contains(&s.claim))
+            .map(|s| s.claim.as_str())
+            .collect();
+        ensure!(
+            ready_before.len() > k,
+            "{} replacement(s) Initialized before {old_claim} was deleted (event {deleted}), {} needed: \
+             {record:#?}",
+            ready_before.len(),
+            k + 1
+        );
+    }
+    Ok(())
+}
+
+/// The single live instance of each claim of `claims`.
+async fn instances(bed: &Testbed, claims: &[NodeClaim]) -> Result<Vec<kerf::cloud::Instance>> {
+    let mut found = Vec::new();
+    for claim in claims {
+        let mut instances = bed.instances_of(&name(claim)).await?;
+        ensure!(
+            instances.len() == 1,
+            "one instance for {}: {instances:?}",
+            name(claim)
+        );
+        found.append(&mut instances);
+    }
+    Ok(found)
+}
+
+/// Checks that every instance of `old` is terminated.
+async fn terminated(bed: &Testbed, old: &[kerf::cloud::Instance]) -> Result<()> {
+    for instance in old {
+        match bed.cloud.get(&instance.provider_id).await {
+            Err(CloudError::NotFound { .. }) => {}
+            other => anyhow::bail!("old instance {} still there: {other:?}", instance.id),
+        }
+    }
+    Ok(())
+}
+
+/// Whether the controller logged a command for `reason` that `decision` (`delete` or `replace`).
+fn logged_command(bed: &Testbed, reason: &str, decision: &str) -> Result<()> {
+    let log = bed.log();
+    let reason = format!("\"reason\":\"{reason}\"");
+    let decision = format!("\"decision\":\"{decision}\"");
+    ensure!(
+        log.lines().any(|l| l.contains("disrupting node(s)")
+            && l.contains(&reason)
+            && l.contains(&decision)),
+        "a {reason} {decision} command was logged:\n{}",
+        tail(&log, 40)
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_new_ami_replaces_each_node_launching_first_then_draining() -> Result<()> {
+    let Some(bed) = Testbed::start_or_skip("a_new_ami_replaces_each_node").await? else {
+        return Ok(());
+    };
+    // Consolidation waits a minute after a node's last pod change, so that it cannot take the replacement
+    // while the pods are still moving: this test is about drift alone.
+    let (namespace, old) = inflated(&bed, pool(&["c5.large"], "1m")?, 3, "300m").await?;
+    let old_names: BTreeSet<String> = old.iter().map(name).collect();
+    let old_instances = instances(&bed, &old).await?;
+    ensure!(old_instances.iter().all(|i| i.image_id == FIRST_AMI));
+
+    let record = ClaimRecord::start(Api::all(bed.cluster.client()?));
+    let new_ami = register_second_ami(&bed).await?;
+    select_ami(&bed, &new_ami).await?;
+    let new = replaced(&bed, &namespace, &old_names, 3).await?;
     let record = record.snapshot();
 
-    // Each old claim was marked Drifted for its AMI before it was deleted, and the k-th old claim deleted had
-    // k replacements Initialized before its deletion.
-    let mut deletions = Vec::new();
+    // Each old claim was marked Drifted for its AMI before it was deleted; replacements came first.
     for old in &old_names {
-        let deleted = first(&record, |s| s.claim == *old && s.deleting)
-            .with_context(|| format!("{old} seen deleting: {record:#?}"))?;
+        let deleted = deleted_at(&record, old)?;
         let marked = first(&record, |s| {
             s.claim == *old && s.drifted.as_deref() == Some("AMIDrift")
         });
@@ -260,44 +347,48 @@ async fn a_new_ami_replaces_each_node_launching_first_then_draining() -> Result<
             marked.is_some_and(|m| m < deleted),
             "{old} was marked Drifted (AMIDrift) before its deletion: {record:#?}"
         );
-        deletions.push((deleted, old));
     }
-    deletions.sort();
-    for (k, (deleted, old)) in deletions.iter().enumerate() {
-        let ready_before: BTreeSet<&str> = record[..*deleted]
-            .iter()
-            .filter(|s| s.initialized && !old_names.contains(&s.claim))
-            .map(|s| s.claim.as_str())
-            .collect();
-        ensure!(
-            ready_before.len() > k,
-            "{} replacement(s) Initialized before {old} was deleted (event {deleted}), {} needed: {record:#?}",
-            ready_before.len(),
-            k + 1
-        );
-    }
-    // The old instances are terminated; every new one runs the new AMI.
-    for provider_id in &old_provider_ids {
-        match bed.cloud.get(provider_id).await {
-            Err(CloudError::NotFound { .. }) => {}
-            other => anyhow::bail!("old instance {provider_id} still there: {other:?}"),
-        }
-    }
+    launched_before_deleted(&record, &old_names)?;
+    terminated(&bed, &old_instances).await?;
     ensure!(!new.is_empty(), "replacements exist");
-    for claim in &new {
-        let instances = bed.instances_of(&name(claim)).await?;
+    for instance in instances(&bed, &new).await? {
         ensure!(
-            instances.len() == 1 && instances[0].image_id == new_ami,
-            "replacement {} runs {new_ami}: {instances:?}",
-            name(claim)
+            instance.image_id == new_ami,
+            "replacement instance {} runs {new_ami}: {instance:?}",
+            instance.id
         );
     }
-    let log = bed.log();
+    logged_command(&bed, "Drifted", "replace")
+}
+
+#[tokio::test]
+async fn an_underused_node_is_replaced_by_a_cheaper_one_launched_first() -> Result<()> {
+    let Some(bed) = Testbed::start_or_skip("an_underused_node_is_replaced").await? else {
+        return Ok(());
+    };
+    // Three 1-CPU pods fit only an m5.xlarge (0.192 $/h); one alone fits a c5.large (0.085 $/h).
+    let (namespace, old) = inflated(&bed, pool(&["c5.large", "m5.xlarge"], "0s")?, 3, "1").await?;
+    let types: Vec<&str> = old.iter().filter_map(instance_type).collect();
     ensure!(
-        log.lines()
-            .any(|l| l.contains("disrupting node(s)") && l.contains("Drifted")),
-        "a Drifted disruption was logged:\n{}",
-        tail(&log, 40)
+        types == ["m5.xlarge"],
+        "one m5.xlarge for three pods: {types:?}"
     );
-    Ok(())
+    let old_names: BTreeSet<String> = old.iter().map(name).collect();
+    let old_instances = instances(&bed, &old).await?;
+
+    let record = ClaimRecord::start(Api::all(bed.cluster.client()?));
+    let deployments: Api<Deployment> = Api::namespaced(bed.cluster.client()?, &namespace);
+    let scale = json!({"spec": {"replicas": 1}});
+    deployments
+        .patch("inflate", &PatchParams::default(), &Patch::Merge(scale))
+        .await
+        .context("scaling inflate to 1")?;
+    let new = replaced(&bed, &namespace, &old_names, 1).await?;
+    let record = record.snapshot();
+
+    let types: Vec<&str> = new.iter().filter_map(instance_type).collect();
+    ensure!(types == ["c5.large"], "one cheaper c5.large: {types:?}");
+    launched_before_deleted(&record, &old_names)?;
+    terminated(&bed, &old_instances).await?;
+    logged_command(&bed, "Underutilized", "replace")
 }
