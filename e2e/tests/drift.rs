@@ -392,3 +392,37 @@ async fn an_underused_node_is_replaced_by_a_cheaper_one_launched_first() -> Resu
     terminated(&bed, &old_instances).await?;
     logged_command(&bed, "Underutilized", "replace")
 }
+
+/// The order check itself (no cluster): it fails when a claim goes before enough replacements are ready.
+#[test]
+fn the_order_check_fails_when_an_old_claim_goes_first() {
+    let seen = |claim: &str, initialized, deleting| Seen {
+        claim: claim.to_owned(),
+        initialized,
+        deleting,
+        drifted: None,
+    };
+    let old: BTreeSet<String> = ["a".to_owned(), "b".to_owned()].into();
+    let in_order = [
+        seen("a", true, false),
+        seen("b", true, false),
+        seen("n1", true, false),
+        seen("a", true, true),
+        seen("n2", false, false),
+        seen("n2", true, false),
+        seen("b", true, true),
+    ];
+    assert!(launched_before_deleted(&in_order, &old).is_ok());
+    // b goes with only one replacement ready.
+    let mut early = in_order.to_vec();
+    early.swap(5, 6);
+    assert!(launched_before_deleted(&early, &old).is_err());
+    // a replacement created but not yet Initialized does not count.
+    let not_ready = [
+        seen("a", true, false),
+        seen("n1", false, false),
+        seen("a", true, true),
+    ];
+    let only_a: BTreeSet<String> = ["a".to_owned()].into();
+    assert!(launched_before_deleted(&not_ready, &only_a).is_err());
+}
