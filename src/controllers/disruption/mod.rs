@@ -1,8 +1,12 @@
 //! Disruption: every 10 s (on the leader: it runs inside `controllers::run`) a snapshot of the cluster
-//! ([`input`]) goes through the pure engine ([`crate::disruption::decide`]); its commands are re-checked
-//! after 15 s where the reference asks for it ([`crate::disruption::validate`]) and carried out one at a
-//! time ([`execute`]). NodePools whose budgets allow no disruption get a `DisruptionBlocked` Event.
+//! ([`input`], with the cloud facts of drift from [`cloud_drift`]) goes through the pure engine
+//! ([`crate::disruption::decide`]); the claims it finds drifted get a `Drifted` condition ([`drifted`]); its
+//! commands are re-checked after 15 s where the reference asks for it ([`crate::disruption::validate`]) and
+//! carried out one at a time ([`execute`]). NodePools whose budgets allow no disruption get a
+//! `DisruptionBlocked` Event.
 
+pub mod cloud_drift;
+pub mod drifted;
 pub mod execute;
 pub mod input;
 pub mod metrics;
@@ -68,6 +72,7 @@ async fn pass<C: CloudProvider>(ctx: &Context<C>, memory: &mut Memory) {
         return;
     };
     report_blocked(ctx, &snapshot, now, &mut memory.blocked).await;
+    drifted::mark(ctx, &snapshot.nodes, &decision.drifted, now).await;
     let alive: Vec<&str> = snapshot.nodes.iter().map(|n| n.claim_name()).collect();
     memory
         .replacements

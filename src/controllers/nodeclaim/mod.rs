@@ -422,4 +422,4 @@ async fn steady_step<C: CloudProvider>(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
