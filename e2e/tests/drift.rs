@@ -1,7 +1,8 @@
 //! Replacing disruption on the real control plane with moto and the stand-in kubelet (issue 6). Drift: once
 //! the EC2NodeClass selects another AMI, `kerf controller` marks the running claims `Drifted` (`AMIDrift`) and
 //! replaces them one at a time from the new AMI. Consolidation: a node left underused is replaced by a cheaper
-//! one. Either way the replacement is Initialized before the old claim is deleted, the pods move to it, and the
+//! one. A changed NodePool template drifts its nodes the same way (`NodePoolDrifted`, through the hash
+//! annotations). Either way the replacement is Initialized before the old claim is deleted, the pods move to it, and the
 //! old instance is terminated.
 //!
 //! The order of events is taken from a watch on NodeClaims started before the change: the apiserver reports
@@ -13,7 +14,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kerf::api::ec2nodeclass::EC2NodeClass;
 use kerf::api::nodeclaim::NodeClaim;
+use kerf::api::nodepool::NodePool;
 use kerf::cloud::{CloudError, CloudProvider};
+use kerf::disruption::{HASH_VERSION, NODEPOOL_HASH, NODEPOOL_HASH_VERSION};
 use kerf_e2e::aws::REGION;
 use kerf_e2e::controller::{create_inflate, node_claims, node_pool};
 use kerf_e2e::poll;
@@ -356,6 +359,68 @@ async fn a_new_ami_replaces_each_node_launching_first_then_draining() -> Result<
             instance.image_id == new_ami,
             "replacement instance {} runs {new_ami}: {instance:?}",
             instance.id
+        );
+    }
+    logged_command(&bed, "Drifted", "replace")
+}
+
+#[tokio::test]
+async fn a_changed_pool_template_replaces_its_nodes_as_nodepool_drifted() -> Result<()> {
+    let Some(bed) = Testbed::start_or_skip("a_changed_pool_template").await? else {
+        return Ok(());
+    };
+    let (namespace, old) = inflated(&bed, pool(&["c5.large"], "1m")?, 1, "300m").await?;
+    let old_names: BTreeSet<String> = old.iter().map(name).collect();
+    // The pool carries the hash of its template, and its claims the hash they were made from.
+    let pools: Api<NodePool> = Api::all(bed.cluster.client()?);
+    let pools = &pools;
+    let hash = poll(
+        "the pool's hash annotation",
+        Duration::from_secs(30),
+        || async move {
+            let pool = pools.get("general").await?;
+            Ok(pool
+                .metadata
+                .annotations
+                .and_then(|a| a.get(NODEPOOL_HASH).cloned()))
+        },
+    )
+    .await?;
+    for claim in &old {
+        let annotations = claim.metadata.annotations.clone().unwrap_or_default();
+        ensure!(
+            annotations.get(NODEPOOL_HASH) == Some(&hash)
+                && annotations.get(NODEPOOL_HASH_VERSION).map(String::as_str) == Some(HASH_VERSION),
+            "claim {} carries the pool's hash {hash}: {annotations:?}",
+            name(claim)
+        );
+    }
+
+    let record = ClaimRecord::start(Api::all(bed.cluster.client()?));
+    let label = json!({"spec": {"template": {"metadata": {"labels": {"team": "b"}}}}});
+    pools
+        .patch("general", &PatchParams::default(), &Patch::Merge(label))
+        .await
+        .context("labelling the pool's template")?;
+    let new = replaced(&bed, &namespace, &old_names, 1).await?;
+    let record = record.snapshot();
+    for old in &old_names {
+        let deleted = deleted_at(&record, old)?;
+        let marked = first(&record, |s| {
+            s.claim == *old && s.drifted.as_deref() == Some("NodePoolDrifted")
+        });
+        ensure!(
+            marked.is_some_and(|m| m < deleted),
+            "{old} was marked Drifted (NodePoolDrifted) before its deletion: {record:#?}"
+        );
+    }
+    launched_before_deleted(&record, &old_names)?;
+    for claim in &new {
+        let team = claim.metadata.labels.as_ref().and_then(|l| l.get("team"));
+        ensure!(
+            team.map(String::as_str) == Some("b"),
+            "replacement {} has the new label",
+            name(claim)
         );
     }
     logged_command(&bed, "Drifted", "replace")

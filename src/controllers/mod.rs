@@ -16,6 +16,7 @@
 pub mod backoff;
 pub mod disruption;
 pub mod garbage;
+pub mod hashes;
 pub mod interruption;
 pub mod metrics;
 pub mod nodeclaim;
@@ -109,6 +110,7 @@ where
     let mut controllers = JoinSet::new();
     controllers.spawn(provisioning::run(ctx.clone()));
     controllers.spawn(nodepool::run(ctx.clone()));
+    controllers.spawn(hashes::run(ctx.clone()));
     controllers.spawn(nodeclaim::run(ctx.clone()));
     controllers.spawn(termination::run(ctx.clone()));
     controllers.spawn(nodeclass::run(ctx.clone()));

@@ -1,5 +1,6 @@
-//! The cloud side of drift (controller-behaviour.md §3.3, the AWS checks): which launched NodeClaims run an
-//! instance their EC2NodeClass would no longer launch (another AMI, subnet or security groups). One pass lists
+//! The cloud side of drift (controller-behaviour.md §3.3, the AWS checks): which launched NodeClaims were
+//! launched from an EC2NodeClass spec that has changed since (its hash, `NodeClassDrift`), or run an instance
+//! their class would no longer launch (another AMI, subnet or security groups). One pass lists
 //! kerf's instances once and judges each claim against its class as provisioning last resolved it (the
 //! [`Catalogs`] cache), so no selector is resolved per node. When the list fails, cloud drift is unknown for
 //! the pass and the rest of disruption goes on.
@@ -9,7 +10,7 @@ use super::super::provisioning::catalogs::Catalogs;
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodeclaim::NodeClaim;
 use crate::cloud::{self, CloudProvider, DriftReason, Instance, NodeClass};
-use crate::disruption::CloudDrift;
+use crate::disruption::{node_class_drift, CloudDrift, StaticDrift};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -21,8 +22,8 @@ pub const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct CloudFacts {
     /// By instance ID, which is how a claim's provider ID names its instance whatever zone it spells.
     instances: HashMap<String, Instance>,
-    /// By class name; a class that did not resolve (not ready) is absent.
-    classes: HashMap<String, Arc<NodeClass>>,
+    /// By class name, the class and its resolution; a class that did not resolve (not ready) is absent.
+    classes: HashMap<String, (EC2NodeClass, Arc<NodeClass>)>,
 }
 
 impl CloudFacts {
@@ -58,7 +59,10 @@ impl CloudFacts {
         let classes = classes
             .iter()
             .filter(|c| c.metadata.deletion_timestamp.is_none())
-            .filter_map(|c| Some((c.metadata.name.clone()?, catalogs.resolved(c, now)?)))
+            .filter_map(|c| {
+                let resolved = catalogs.resolved(c, now)?;
+                Some((c.metadata.name.clone()?, (c.clone(), resolved)))
+            })
             .collect();
         Some(CloudFacts { instances, classes })
     }
@@ -72,8 +76,11 @@ impl CloudFacts {
         }
         let provider_id = claim.status.as_ref()?.provider_id.as_deref()?;
         let instance = self.instances.get(cloud::instance_id(provider_id).ok()?)?;
-        let class = self.classes.get(&claim.spec.node_class_ref.name)?;
-        cloud::drift(instance, class).map(cloud_drift)
+        let (class, resolved) = self.classes.get(&claim.spec.node_class_ref.name)?;
+        if node_class_drift(class, claim) == StaticDrift::Drifted {
+            return Some(CloudDrift::NodeClass);
+        }
+        cloud::drift(instance, resolved).map(cloud_drift)
     }
 }
 
@@ -91,6 +98,7 @@ mod tests {
     use super::*;
     use crate::cloud::sim::{Operation, SimAmi, SimCloud};
     use crate::cloud::{CloudError, ResolvedAmi};
+    use crate::controllers::hashes::class_annotations;
     use crate::controllers::nodeclaim::launch::launch;
     use crate::controllers::nodeclaim::tests::{claim, cloud, t0};
     use serde_json::json;
@@ -168,6 +176,43 @@ mod tests {
             .await
             .expect("listed");
         assert_eq!(facts.drift(&claim), Some(CloudDrift::Ami));
+    }
+
+    #[tokio::test]
+    async fn a_claim_launched_from_an_older_class_spec_drifts_first_as_node_class_drift() {
+        let cloud = cloud();
+        let mut catalogs = Catalogs::default();
+        let annotated = |mut class: EC2NodeClass| {
+            class.metadata.annotations = Some(class_annotations(&class));
+            class
+        };
+        let v1 = annotated(class(1, "ami-1"));
+        let mut claim = launched(&cloud, &mut catalogs, &v1, "a").await;
+        claim.metadata.annotations = Some(class_annotations(&v1));
+        let facts = CloudFacts::gather(
+            &cloud,
+            &catalogs,
+            std::slice::from_ref(&v1),
+            t0(),
+            LIST_TIMEOUT,
+        )
+        .await
+        .expect("listed");
+        assert_eq!(facts.drift(&claim), None, "launched from the current spec");
+
+        add_second_ami(&cloud);
+        let mut v2 = class(2, "ami-2");
+        v2.spec.user_data = Some("echo changed".into());
+        let v2 = annotated(v2);
+        catalogs.get(&cloud, &v2, t0()).await.expect("resolves");
+        let facts = CloudFacts::gather(&cloud, &catalogs, &[v2], t0(), LIST_TIMEOUT)
+            .await
+            .expect("listed");
+        assert_eq!(
+            facts.drift(&claim),
+            Some(CloudDrift::NodeClass),
+            "the spec's hash is judged before the AMI"
+        );
     }
 
     #[tokio::test]

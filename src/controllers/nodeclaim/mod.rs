@@ -264,7 +264,9 @@ async fn record_launch<C>(
 ) -> Result<(), ReconcileError> {
     let name = calls::name(claim)?;
     let labels = launch::launched_labels(launched);
-    calls::merge_patch(api, &name, json!({"metadata": {"labels": labels}})).await?;
+    let annotations = launch::launched_annotations(launched);
+    let metadata = json!({"metadata": {"labels": labels, "annotations": annotations}});
+    calls::merge_patch(api, &name, metadata).await?;
     let condition = (LAUNCHED, "True", LAUNCHED, "");
     set_condition(
         api,
