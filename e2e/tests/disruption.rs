@@ -121,13 +121,14 @@ async fn empty_nodes_are_removed_one_at_a_time_under_a_budget_of_one() -> Result
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     assert_eq!(most_deleting, 1, "a deletion was observed");
+    // A command abandoned before its delete (its taint lost a race with the kubelet's Node update) is decided
+    // again on a later pass: one command carried out per node.
     let log = bed.log();
-    assert_eq!(
-        log.matches("disrupting node(s)").count(),
-        3,
-        "one command per node:\n{}",
-        tail(&log, 40)
-    );
+    let carried_out = log
+        .matches("disrupting node(s)")
+        .count()
+        .saturating_sub(log.matches("disruption command abandoned").count());
+    assert_eq!(carried_out, 3, "one command per node:\n{}", tail(&log, 40));
     assert!(
         !events_with_reason(&bed.cluster, "DisruptionTerminating")
             .await?

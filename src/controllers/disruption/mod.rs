@@ -236,19 +236,11 @@ fn reopening(blocked: &Explanation) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::disruption::fixtures;
     use serde_json::json;
 
     fn pool(budgets: serde_json::Value) -> NodePool {
-        serde_json::from_value(json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-            "metadata": {"name": "general"},
-            "spec": {
-                "template": {"spec": {"requirements": [],
-                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "d"}}},
-                "disruption": {"budgets": budgets}
-            }
-        }))
-        .expect("a valid NodePool")
+        fixtures::pool(json!({ "budgets": budgets }))
     }
 
     const FOUR: PoolCounts = PoolCounts {

@@ -101,6 +101,7 @@ pub fn wait_before_next_pass(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::disruption::fixtures;
     use serde_json::json;
 
     fn at(s: &str) -> Timestamp {
@@ -108,16 +109,7 @@ mod tests {
     }
 
     fn pool(budgets: serde_json::Value) -> NodePool {
-        serde_json::from_value(json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-            "metadata": {"name": "general"},
-            "spec": {
-                "template": {"spec": {"requirements": [],
-                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "d"}}},
-                "disruption": {"budgets": budgets}
-            }
-        }))
-        .expect("a valid NodePool")
+        fixtures::pool(json!({ "budgets": budgets }))
     }
 
     fn business_hours() -> NodePool {
@@ -234,16 +226,12 @@ mod tests {
     }
 
     fn claim(pool: &str, node: &str) -> NodeClaim {
-        serde_json::from_value(json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        fixtures::claim(json!({
             "metadata": {"name": node, "labels": {"karpenter.sh/nodepool": pool}},
-            "spec": {"requirements": [],
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "d"}},
             "status": {"nodeName": node, "conditions": [
                 {"type": "Initialized", "status": "True", "reason": "Initialized", "message": "",
                  "lastTransitionTime": "2026-11-23T00:00:00Z"}]}
         }))
-        .expect("a valid NodeClaim")
     }
 
     fn node(name: &str, taints: serde_json::Value) -> Node {
