@@ -13,6 +13,7 @@
 //! They share one [`Context`]: the client, the cloud, the settings, the cluster state (reflectors), the clock,
 //! Events and metrics.
 
+pub mod backoff;
 pub mod disruption;
 pub mod garbage;
 pub mod interruption;
@@ -74,6 +75,8 @@ pub struct Context<C> {
     pub clock: Arc<dyn Clock>,
     pub events: Events,
     pub metrics: Arc<Metrics>,
+    /// Retry delays of the reconcilers after failures.
+    pub backoff: backoff::Backoff,
 }
 
 /// Why a controller stopped or a reconcile failed.
