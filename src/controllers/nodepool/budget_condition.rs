@@ -3,6 +3,7 @@
 //! budget means unlimited, the number is per reason, a window's end is easy to get wrong), so the condition
 //! spells out what the disruption controller will do. Pure: the counts and the time are arguments.
 
+use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
 use crate::controllers::disruption::input::is_tainted_disrupted;
@@ -67,11 +68,7 @@ pub fn pool_counts<'a>(
     nodes: &HashMap<&str, &Node>,
 ) -> BTreeMap<String, PoolCounts> {
     count_nodes(claims.into_iter().filter_map(|claim| {
-        let pool = claim
-            .metadata
-            .labels
-            .as_ref()?
-            .get(crate::api::labels::NODEPOOL)?;
+        let pool = claim.metadata.labels.as_ref()?.get(labels::NODEPOOL)?;
         let node = claim
             .status
             .as_ref()
