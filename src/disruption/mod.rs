@@ -21,7 +21,7 @@ mod do_not_disrupt;
 mod drift_hash;
 mod explain;
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 mod go_duration;
 mod input;
 mod lifetime;
