@@ -6,7 +6,7 @@
 use super::super::metrics::DisruptedLabels;
 use super::super::nodeclaim::calls::{self, ReconcileError};
 use super::super::provisioning::{claim, create_claims, plan::NewClaim};
-use super::super::termination::disrupted_taint_patch;
+use super::super::termination::{disrupted_taint_patch, taints_patch};
 use super::super::Context;
 use super::metrics::DecisionLabels;
 use crate::api::labels;
@@ -105,7 +105,7 @@ async fn taint<C>(ctx: &Context<C>, candidates: &[&NodeInput]) -> Result<(), Exe
     for node in candidates.iter().filter_map(|c| c.node.as_ref()) {
         let name = node.metadata.name.clone().unwrap_or_default();
         if let Some(patch) = disrupted_taint_patch(node) {
-            calls::merge_patch(&api, &name, patch)
+            calls::json_patch(&api, "tainting the node", &name, patch)
                 .await
                 .map_err(|error| ExecuteError::Taint { node: name, error })?;
         }
@@ -280,14 +280,13 @@ async fn untaint<C>(ctx: &Context<C>, names: &[String]) {
         let Some(patch) = untaint_patch(&node) else {
             continue;
         };
-        if let Err(error) = calls::merge_patch(&api, name, patch).await {
+        if let Err(error) = calls::json_patch(&api, "untainting the node", name, patch).await {
             tracing::error!(node = %name, %error, "could not remove the karpenter.sh/disrupted taint of an abandoned disruption");
         }
     }
 }
 
-/// The merge patch removing `karpenter.sh/disrupted`, or `None` when the Node does not have it. It carries
-/// the resourceVersion so that a concurrent taint change is not lost.
+/// The patch removing `karpenter.sh/disrupted`, or `None` when the Node does not have it.
 fn untaint_patch(node: &Node) -> Option<serde_json::Value> {
     let taints = node.spec.as_ref()?.taints.clone()?;
     if !taints.iter().any(|t| t.key == DISRUPTED_TAINT) {
@@ -297,10 +296,7 @@ fn untaint_patch(node: &Node) -> Option<serde_json::Value> {
         .into_iter()
         .filter(|t| t.key != DISRUPTED_TAINT)
         .collect();
-    Some(json!({
-        "metadata": {"resourceVersion": node.metadata.resource_version},
-        "spec": {"taints": kept},
-    }))
+    Some(taints_patch(node, kept))
 }
 
 #[cfg(test)]
@@ -323,10 +319,14 @@ mod tests {
         ]));
         assert_eq!(
             untaint_patch(&tainted),
-            Some(json!({
-                "metadata": {"resourceVersion": "7"},
-                "spec": {"taints": [{"key": "dedicated", "value": "a", "effect": "NoSchedule"}]},
-            }))
+            Some(json!([
+                {"op": "test", "path": "/spec/taints", "value": [
+                    {"key": "dedicated", "value": "a", "effect": "NoSchedule"},
+                    {"key": DISRUPTED_TAINT, "effect": "NoSchedule"},
+                ]},
+                {"op": "add", "path": "/spec/taints", "value":
+                    [{"key": "dedicated", "value": "a", "effect": "NoSchedule"}]},
+            ]))
         );
         assert_eq!(
             untaint_patch(&node(json!([{"key": "dedicated", "effect": "NoSchedule"}]))),

@@ -309,7 +309,7 @@ async fn drain_node<C: CloudProvider>(
     let node_name = calls::name(node)?;
     if let Some(patch) = disrupted_taint_patch(node) {
         let nodes: Api<Node> = Api::all(ctx.client.clone());
-        calls::merge_patch(&nodes, &node_name, patch).await?;
+        calls::json_patch(&nodes, "tainting the node", &node_name, patch).await?;
         let note = format!("Disrupting NodeClaim {}: terminating", calls::name(claim)?);
         ctx.events
             .normal(claim, "DisruptionTerminating", note.clone())
@@ -394,9 +394,22 @@ async fn drain_node<C: CloudProvider>(
     Ok(false)
 }
 
-/// The merge patch adding `karpenter.sh/disrupted:NoSchedule` (replacing another effect on that key), or
-/// `None` when the Node has it. It carries the Node's resourceVersion: a concurrent change fails it (409)
-/// instead of losing a taint.
+/// The JSON patch setting `node`'s taints to `taints`, tested against the list it was computed from: a
+/// concurrent change of the taints fails it instead of being lost, while the kubelet's status heartbeats (which
+/// move the resourceVersion every few seconds) do not.
+pub(crate) fn taints_patch(
+    node: &Node,
+    taints: Vec<k8s_openapi::api::core::v1::Taint>,
+) -> serde_json::Value {
+    let current = node.spec.as_ref().and_then(|s| s.taints.as_ref());
+    json!([
+        {"op": "test", "path": "/spec/taints", "value": current},
+        {"op": "add", "path": "/spec/taints", "value": taints},
+    ])
+}
+
+/// The patch adding `karpenter.sh/disrupted:NoSchedule` (replacing another effect on that key), or `None`
+/// when the Node has it.
 pub(crate) fn disrupted_taint_patch(node: &Node) -> Option<serde_json::Value> {
     let taints = node
         .spec
@@ -419,10 +432,7 @@ pub(crate) fn disrupted_taint_patch(node: &Node) -> Option<serde_json::Value> {
         value: None,
         time_added: None,
     });
-    Some(json!({
-        "metadata": {"resourceVersion": node.metadata.resource_version},
-        "spec": {"taints": taints},
-    }))
+    Some(taints_patch(node, taints))
 }
 
 /// Deletes a pod the termination deadline leaves no time for, bypassing PDBs.
@@ -480,13 +490,23 @@ mod tests {
         let patch = disrupted_taint_patch(&node).expect("a patch");
         assert_eq!(
             patch,
-            json!({
-                "metadata": {"resourceVersion": "3"},
-                "spec": {"taints": [
+            json!([
+                {"op": "test", "path": "/spec/taints", "value": [
+                    {"key": "karpenter.sh/disrupted", "effect": "NoExecute"},
+                    {"key": "dedicated", "value": "a", "effect": "NoSchedule"},
+                ]},
+                {"op": "add", "path": "/spec/taints", "value": [
                     {"key": "dedicated", "value": "a", "effect": "NoSchedule"},
                     {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"},
                 ]},
-            })
+            ])
+        );
+        let untainted: Node =
+            serde_json::from_value(json!({"metadata": {"name": "n"}, "spec": {}})).expect("node");
+        assert_eq!(
+            disrupted_taint_patch(&untainted).expect("a patch")[0],
+            json!({"op": "test", "path": "/spec/taints", "value": null}),
+            "a Node without taints is tested for having none"
         );
         let tainted: Node = serde_json::from_value(json!({
             "metadata": {"name": "n"},
