@@ -16,7 +16,6 @@ use crate::disruption::{Command, Method, NodeInput, NodeState, DISRUPTED_TAINT};
 use ::kube::Api;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
-use serde_json::json;
 use std::time::{Duration, Instant};
 
 /// How long replacements may take to initialize before the command is abandoned (Karpenter's lower bound).
@@ -302,6 +301,7 @@ fn untaint_patch(node: &Node) -> Option<serde_json::Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn node(taints: serde_json::Value) -> Node {
         serde_json::from_value(json!({
