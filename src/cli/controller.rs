@@ -4,6 +4,7 @@
 use crate::cli::webhook::shutdown_signal;
 use crate::cloud::CloudProvider;
 use crate::controllers::metrics::Metrics;
+use crate::controllers::provisioning::catalogs::Catalogs;
 use crate::controllers::serve;
 use crate::controllers::state::ClusterState;
 use crate::controllers::{self, Context, Settings};
@@ -133,6 +134,7 @@ where
         state,
         clock: Arc::new(SystemClock),
         metrics,
+        catalogs: Catalogs::default(),
     });
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);

@@ -31,6 +31,7 @@ use crate::interruption::MessageQueue;
 use crate::kube::events::Events;
 use ::kube::Client;
 use metrics::Metrics;
+use provisioning::catalogs::Catalogs;
 use state::ClusterState;
 use std::sync::Arc;
 use std::time::Duration;
@@ -74,6 +75,8 @@ pub struct Context<C> {
     pub clock: Arc<dyn Clock>,
     pub events: Events,
     pub metrics: Arc<Metrics>,
+    /// The instance types of each EC2NodeClass, one cache for every controller that solves.
+    pub catalogs: Catalogs,
 }
 
 /// Why a controller stopped or a reconcile failed.
