@@ -1,11 +1,11 @@
 //! What `figures_for_1000_pending_pods` (docs/performance.md, "The controller's provisioning loop") measures
 //! and how it reads it: the controller's resident memory split into heap and file-backed pages, and, per pod,
-//! the time from the pod becoming unschedulable to the CreateFleet call of its NodeClaim, split at the batch
-//! window's close.
+//! the time from the pod becoming unschedulable to the CreateFleet call of its NodeClaim, split at the close
+//! of the batch window whose solve made the claim and at the claim's creation.
 //!
 //! Every time here is wall-clock time on this host: the test watches the pods itself (the pod's own
 //! condition times have whole-second resolution) and the controller, on the same host, logs when a batch
-//! window closes and when it calls CreateFleet.
+//! window closes, when it created a NodeClaim and when it calls CreateFleet.
 
 use anyhow::{Context, Result};
 use futures::StreamExt;
@@ -117,10 +117,11 @@ fn is_unschedulable(pod: &Pod) -> bool {
 }
 
 /// What the controller's JSON log says about provisioning: when batch windows closed, and when each
-/// NodeClaim's (first) CreateFleet call was made.
+/// NodeClaim was created and its (first) CreateFleet call made.
 #[derive(Debug, Default, PartialEq)]
 pub struct ControllerLog {
     pub windows_closed: Vec<SystemTime>,
+    pub claims_created: BTreeMap<String, SystemTime>,
     pub fleet_calls: BTreeMap<String, SystemTime>,
 }
 
@@ -147,6 +148,9 @@ impl ControllerLog {
             let at = SystemTime::from(line.timestamp.0);
             match (line.fields.message.as_str(), line.fields.nodeclaim) {
                 ("batch window closed", _) => log.windows_closed.push(at),
+                ("created nodeclaim", Some(claim)) => {
+                    log.claims_created.entry(claim).or_insert(at);
+                }
                 ("calling CreateFleet", Some(claim)) => {
                     log.fleet_calls.entry(claim).or_insert(at);
                 }
@@ -174,12 +178,23 @@ pub struct PodLaunch {
     pub total: Duration,
     /// Unschedulable → the close of the batch window whose solve made the claim.
     pub window: Duration,
-    /// That close → the CreateFleet call: the controller's own work (solve, NodeClaim, launch).
-    pub after_window: Duration,
+    /// That close → the NodeClaim created: snapshot, catalogs, solve, the create call.
+    pub solve: Duration,
+    /// The NodeClaim created → its CreateFleet call: the lifecycle controller's watch, the instance and type
+    /// listing, the launch template.
+    pub launch: Duration,
 }
 
-/// The launches of the pods in `nominated` (pod name → NodeClaim name) whose claim was launched after the pod
-/// became unschedulable; pods put on capacity launched earlier are not launches of theirs and are left out.
+impl PodLaunch {
+    /// The controller's part: from the window's close to the CreateFleet call.
+    pub fn after_window(&self) -> Duration {
+        self.solve + self.launch
+    }
+}
+
+/// The launches of the pods in `nominated` (pod name → NodeClaim name) that were unschedulable when the window
+/// whose solve made their claim closed; pods put on a claim made before they were pending are not launches of
+/// theirs and are left out.
 pub fn pod_launches(
     unschedulable: &HashMap<String, SystemTime>,
     nominated: &HashMap<String, String>,
@@ -187,18 +202,27 @@ pub fn pod_launches(
 ) -> Vec<PodLaunch> {
     let mut launches = Vec::new();
     for (pod, claim) in nominated {
-        let (Some(&pending), Some(&fleet)) = (unschedulable.get(pod), log.fleet_calls.get(claim))
-        else {
+        let (Some(&pending), Some(&created), Some(&fleet)) = (
+            unschedulable.get(pod),
+            log.claims_created.get(claim),
+            log.fleet_calls.get(claim),
+        ) else {
             continue;
         };
-        let (Ok(total), Some(closed)) = (fleet.duration_since(pending), log.window_before(fleet))
-        else {
+        let Some(closed) = log.window_before(created) else {
+            continue;
+        };
+        let (Ok(total), Ok(window)) = (
+            fleet.duration_since(pending),
+            closed.duration_since(pending),
+        ) else {
             continue;
         };
         launches.push(PodLaunch {
             total,
-            window: closed.duration_since(pending).unwrap_or_default(),
-            after_window: fleet.duration_since(closed).unwrap_or_default(),
+            window,
+            solve: created.duration_since(closed).unwrap_or_default(),
+            launch: fleet.duration_since(created).unwrap_or_default(),
         });
     }
     launches
@@ -257,14 +281,23 @@ mod tests {
         let text = [
             "not json".to_owned(),
             line(1_000, "batch window closed", None),
+            line(1_010, "created nodeclaim", Some("general-a")),
             line(1_020, "calling CreateFleet", Some("general-a")),
             line(1_030, "created nodeclaim", Some("general-b")),
             line(1_040, "calling CreateFleet", Some("general-b")),
+            line(1_050, "scheduling simulation done", None),
             line(5_000, "calling CreateFleet", Some("general-a")),
         ]
         .join("\n");
         let log = ControllerLog::parse(&text);
         assert_eq!(log.windows_closed, vec![at(1_000)]);
+        assert_eq!(
+            log.claims_created,
+            BTreeMap::from([
+                ("general-a".to_owned(), at(1_010)),
+                ("general-b".to_owned(), at(1_030)),
+            ])
+        );
         assert_eq!(
             log.fleet_calls,
             BTreeMap::from([
@@ -277,16 +310,22 @@ mod tests {
     #[test]
     fn a_pods_launch_is_split_at_the_window_that_made_its_claim() {
         let log = ControllerLog {
-            windows_closed: vec![at(2_000), at(13_000)],
+            // The window at 12 s closed while `first` was still launching: not the window that made it.
+            windows_closed: vec![at(2_000), at(12_000), at(13_000)],
+            claims_created: BTreeMap::from([
+                ("first".to_owned(), at(2_010)),
+                ("second".to_owned(), at(13_020)),
+            ]),
             fleet_calls: BTreeMap::from([
-                ("first".to_owned(), at(2_030)),
+                ("first".to_owned(), at(12_030)),
                 ("second".to_owned(), at(13_040)),
             ]),
         };
         let unschedulable = HashMap::from([
             ("a".to_owned(), at(500)),
             ("b".to_owned(), at(4_000)),
-            // Put on `first`, launched before this pod was pending: not its launch.
+            // Put on `first` though pending after the window that made it: a claim already made, not its
+            // launch.
             ("c".to_owned(), at(3_000)),
         ]);
         let nominated = HashMap::from([
@@ -302,14 +341,16 @@ mod tests {
             launches,
             vec![
                 PodLaunch {
-                    total: ms(1_530),
-                    window: ms(1_500),
-                    after_window: ms(30)
-                },
-                PodLaunch {
                     total: ms(9_040),
                     window: ms(9_000),
-                    after_window: ms(40)
+                    solve: ms(20),
+                    launch: ms(20)
+                },
+                PodLaunch {
+                    total: ms(11_530),
+                    window: ms(1_500),
+                    solve: ms(10),
+                    launch: ms(10_020)
                 },
             ]
         );

@@ -388,7 +388,7 @@ async fn figures_for_1000_pending_pods() -> Result<()> {
         )
     };
     println!(
-        "figures: {} NodeClaims, {} CreateFleet calls, {} batch windows; {} of {} pods nominated to a claim launched after they were pending",
+        "figures: {} NodeClaims, {} CreateFleet calls, {} batch windows; {} of {} pods nominated to a claim made for them",
         node_claims(&cluster).await?.len(),
         log.fleet_calls.len(),
         log.windows_closed.len(),
@@ -405,7 +405,15 @@ async fn figures_for_1000_pending_pods() -> Result<()> {
     );
     println!(
         "figures:   of which window closed -> CreateFleet: {}",
-        ms(launches.iter().map(|l| l.after_window).collect())
+        ms(launches.iter().map(|l| l.after_window()).collect())
+    );
+    println!(
+        "figures:     window closed -> NodeClaim created: {}",
+        ms(launches.iter().map(|l| l.solve).collect())
+    );
+    println!(
+        "figures:     NodeClaim created -> CreateFleet: {}",
+        ms(launches.iter().map(|l| l.launch).collect())
     );
     let text = controller.metrics().await?;
     let solve = |s: &str| {
