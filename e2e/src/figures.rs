@@ -10,7 +10,7 @@
 use anyhow::{Context, Result};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 use kube::runtime::watcher;
 use kube::Api;
 use serde::Deserialize;
@@ -127,7 +127,8 @@ pub struct ControllerLog {
 
 #[derive(Deserialize)]
 struct LogLine {
-    timestamp: Time,
+    /// RFC 3339 with microseconds (`metav1.Time` would round it to the second).
+    timestamp: String,
     fields: LogFields,
 }
 
@@ -145,7 +146,10 @@ impl ControllerLog {
             let Ok(line) = serde_json::from_str::<LogLine>(line) else {
                 continue;
             };
-            let at = SystemTime::from(line.timestamp.0);
+            let Ok(at) = line.timestamp.parse::<Timestamp>() else {
+                continue;
+            };
+            let at = SystemTime::from(at);
             match (line.fields.message.as_str(), line.fields.nodeclaim) {
                 ("batch window closed", _) => log.windows_closed.push(at),
                 ("created nodeclaim", Some(claim)) => {
@@ -264,16 +268,16 @@ mod tests {
     }
 
     fn line(ms: u64, message: &str, claim: Option<&str>) -> String {
-        let timestamp = serde_json::to_value(Time(jiff_of(at(ms)))).expect("an RFC 3339 time");
+        // As tracing-subscriber prints it: RFC 3339, UTC, microseconds.
+        let timestamp = Timestamp::try_from(at(ms))
+            .expect("in range")
+            .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+            .to_string();
         let mut fields = serde_json::json!({"message": message});
         if let Some(claim) = claim {
             fields["nodeclaim"] = claim.into();
         }
         serde_json::json!({"timestamp": timestamp, "level": "DEBUG", "fields": fields}).to_string()
-    }
-
-    fn jiff_of(time: SystemTime) -> k8s_openapi::jiff::Timestamp {
-        k8s_openapi::jiff::Timestamp::try_from(time).expect("in range")
     }
 
     #[test]
