@@ -622,6 +622,8 @@ impl AwsCloud {
             });
         }
         let tags = request.tags(&self.settings.cluster.name);
+        // Its timestamp ends the pending → launch request time of docs/performance.md.
+        tracing::debug!(nodeclaim = %request.node_claim, "calling CreateFleet");
         self.call(
             "CreateFleet",
             fleet::request(&self.ec2, plan, &templates, &tags).send(),

@@ -8,6 +8,7 @@
 
 pub mod aws;
 pub mod controller;
+pub mod figures;
 pub mod kubelet;
 pub mod testbed;
 

@@ -9,11 +9,12 @@ use kerf_e2e::aws::{AwsEmu, REGION};
 use kerf_e2e::controller::{
     self, create_inflate, events_with_reason, node_claims, node_pool, ControllerSetup,
 };
+use kerf_e2e::figures::{pod_launches, quantile, ControllerLog, Memory, Unschedulable};
 use kerf_e2e::kubelet::{KubeletSettings, StandInKubelet};
 use kerf_e2e::{poll, Cluster};
 use kube::api::{Api, ListParams};
 use serde_json::json;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 /// The summed CPU (millicores) of the claims' `resources.requests`.
@@ -334,20 +335,10 @@ async fn decided(controller: &controller::Controller, pods: u32) -> Result<()> {
     .await
 }
 
-/// `field` (`VmRSS`, resident memory now, or `VmHWM`, its peak) of process `pid`, in MiB.
-fn memory_mib(pid: u32, field: &str) -> Result<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .with_context(|| format!("no {field}"))?;
-    Ok(kib / 1024.0)
-}
-
-/// The figures of docs/performance.md ("The controller"): 1,000 pending pods, how long from a pod becoming
-/// unschedulable to the decision about it (the batch window included) and to its NodeClaim, one solve, and the
-/// controller's peak memory. Prints them; run on demand with `--ignored`.
+/// The figures of docs/performance.md ("The controller's provisioning loop") for the binary `KERF_BIN`: the
+/// controller's memory (heap and file-backed pages apart) after a warm-up pod and with 1,000 pending pods, and
+/// per pod the time from Unschedulable to its NodeClaim's CreateFleet call, split at the close of the batch
+/// window. Prints them; run on demand with `--ignored`.
 #[tokio::test]
 #[ignore = "a measurement for docs/performance.md, not a check"]
 async fn figures_for_1000_pending_pods() -> Result<()> {
@@ -359,26 +350,72 @@ async fn figures_for_1000_pending_pods() -> Result<()> {
     anyhow::ensure!(ok, "applying the NodePool: {stderr}");
     let controller = setup.start("kerf-perf", &[]).await?;
     let pid = controller.process.id();
+    println!("figures: controller started: {}", Memory::of(pid)?);
     // One pod first: the instance types are listed (moto answers all 1,395 in one page) and the caches filled.
     let warm = cluster.create_namespace("warm").await?;
     create_inflate(&cluster, &warm, 1, "100m", "128Mi").await?;
     decided(&controller, 1).await?;
-    let (idle_rss, idle_peak) = (memory_mib(pid, "VmRSS")?, memory_mib(pid, "VmHWM")?);
+    println!("figures: after the warm-up pod: {}", Memory::of(pid)?);
     let namespace = cluster.create_namespace("inflate").await?;
+    let (unschedulable, watch) =
+        Unschedulable::watch(Api::namespaced(cluster.client()?, &namespace));
     create_inflate(&cluster, &namespace, 1000, "100m", "128Mi").await?;
     decided(&controller, 1001).await?;
-    println!(
-        "figures: memory after warm-up {idle_rss:.1} MiB (peak {idle_peak:.1}), with 1,000 pending pods {:.1} MiB (peak {:.1})",
-        memory_mib(pid, "VmRSS")?,
-        memory_mib(pid, "VmHWM")?,
-    );
-    let text = controller.metrics().await?;
-    let decision = |s: &str| {
-        sample(
-            &text,
-            &format!("karpenter_pods_scheduling_decision_duration_seconds_{s}"),
+    println!("figures: with 1,000 pods decided: {}", Memory::of(pid)?);
+    watch.abort();
+
+    let nominated: HashMap<String, String> = events_with_reason(&cluster, "Nominated")
+        .await?
+        .into_iter()
+        .filter(|e| e.involved_object.namespace.as_deref() == Some(namespace.as_str()))
+        .filter_map(|e| {
+            let claim = e
+                .message?
+                .strip_prefix("Pod should schedule on: nodeclaim/")?
+                .to_owned();
+            Some((e.involved_object.name?, claim))
+        })
+        .collect();
+    let log = ControllerLog::parse(&std::fs::read_to_string(&controller.log)?);
+    let launches = pod_launches(&unschedulable.times(), &nominated, &log);
+    let ms = |values: Vec<Duration>| {
+        let q = |p| quantile(&values, p).map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0);
+        format!(
+            "p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
+            q(0.5),
+            q(0.99),
+            q(1.0)
         )
     };
+    println!(
+        "figures: {} NodeClaims, {} CreateFleet calls, {} batch windows; {} of {} pods nominated to a claim made for them",
+        node_claims(&cluster).await?.len(),
+        log.fleet_calls.len(),
+        log.windows_closed.len(),
+        launches.len(),
+        nominated.len(),
+    );
+    println!(
+        "figures: unschedulable -> CreateFleet: {}",
+        ms(launches.iter().map(|l| l.total).collect())
+    );
+    println!(
+        "figures:   of which waiting for the batch window to close: {}",
+        ms(launches.iter().map(|l| l.window).collect())
+    );
+    println!(
+        "figures:   of which window closed -> CreateFleet: {}",
+        ms(launches.iter().map(|l| l.after_window()).collect())
+    );
+    println!(
+        "figures:     window closed -> NodeClaim created: {}",
+        ms(launches.iter().map(|l| l.solve).collect())
+    );
+    println!(
+        "figures:     NodeClaim created -> CreateFleet: {}",
+        ms(launches.iter().map(|l| l.launch).collect())
+    );
+    let text = controller.metrics().await?;
     let solve = |s: &str| {
         sample(
             &text,
@@ -386,15 +423,21 @@ async fn figures_for_1000_pending_pods() -> Result<()> {
                 "karpenter_scheduler_scheduling_duration_seconds_{s}{{controller=\"provisioner\"}}"
             ),
         )
+        .unwrap_or(0.0)
     };
-    let claims = node_claims(&cluster).await?.len();
+    let decision = |s: &str| {
+        sample(
+            &text,
+            &format!("karpenter_pods_scheduling_decision_duration_seconds_{s}"),
+        )
+        .unwrap_or(0.0)
+    };
     println!(
-        "figures: {claims} NodeClaims; pending -> decision mean {:.2} s over {} pods; solves: {} taking {:.3} s on average",
-        decision("sum").unwrap_or(0.0) / decision("count").unwrap_or(1.0),
-        decision("count").unwrap_or(0.0),
-        solve("count").unwrap_or(0.0),
-        solve("sum").unwrap_or(0.0) / solve("count").unwrap_or(1.0),
+        "figures: pending -> decision mean {:.2} s over {} pods; {} solves taking {:.3} s on average",
+        decision("sum") / decision("count").max(1.0),
+        decision("count"),
+        solve("count"),
+        solve("sum") / solve("count").max(1.0),
     );
-    println!("{text}");
     Ok(())
 }

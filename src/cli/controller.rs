@@ -4,6 +4,7 @@
 use crate::cli::webhook::shutdown_signal;
 use crate::cloud::CloudProvider;
 use crate::controllers::metrics::Metrics;
+use crate::controllers::provisioning::catalogs::Catalogs;
 use crate::controllers::serve;
 use crate::controllers::state::ClusterState;
 use crate::controllers::{self, Context, Settings};
@@ -138,6 +139,7 @@ where
         clock: Arc::new(SystemClock),
         metrics,
         backoff: Default::default(),
+        catalogs: Catalogs::default(),
     });
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);

@@ -33,6 +33,7 @@ use crate::interruption::MessageQueue;
 use crate::kube::events::Events;
 use ::kube::Client;
 use metrics::Metrics;
+use provisioning::catalogs::Catalogs;
 use state::ClusterState;
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,6 +79,8 @@ pub struct Context<C> {
     pub metrics: Arc<Metrics>,
     /// Retry delays of the reconcilers after failures.
     pub backoff: backoff::Backoff,
+    /// The instance types of each EC2NodeClass, one cache for every controller that solves.
+    pub catalogs: Catalogs,
 }
 
 /// Why a controller stopped or a reconcile failed.

@@ -93,7 +93,9 @@ where
     let (reader, writer) = reflector::store();
     let stream = reflector::reflector(
         writer,
-        watcher(api, watcher::Config::default()).default_backoff(),
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .modify(slim),
     );
     let changed = changed.clone();
     tasks.spawn(async move {
@@ -108,4 +110,58 @@ where
         }
     });
     reader
+}
+
+/// kubectl's copy of the object as last applied: a second copy of the spec on every applied object.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Drops what no controller reads but the apiserver sends with every object: `metadata.managedFields` (a tree
+/// of field paths per writer, often the largest part of a pod) and kubectl's last-applied configuration. The
+/// stores are only read; objects are never written back whole from them, so nothing is lost on the server.
+fn slim<K: Resource>(object: &mut K) {
+    let meta = object.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn slim_drops_managed_fields_and_the_last_applied_copy_only() {
+        let mut pod: Pod = serde_json::from_value(json!({
+            "metadata": {
+                "name": "web", "namespace": "default",
+                "labels": {"app": "web"},
+                "annotations": {
+                    LAST_APPLIED: "{\"apiVersion\":\"v1\",\"kind\":\"Pod\"}",
+                    "karpenter.sh/do-not-disrupt": "true"
+                },
+                "managedFields": [{
+                    "manager": "kubectl", "operation": "Update", "apiVersion": "v1",
+                    "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {"f:app": {}}}}
+                }]
+            },
+            "spec": {"containers": [{"name": "web", "image": "nginx"}]},
+            "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+        }))
+        .expect("a pod");
+        let mut expected = pod.clone();
+        expected.metadata.managed_fields = None;
+        expected.metadata.annotations =
+            Some([("karpenter.sh/do-not-disrupt".to_owned(), "true".to_owned())].into());
+        slim(&mut pod);
+        assert_eq!(pod, expected);
+
+        // An object without either is left as it is (no empty annotations appear).
+        let mut bare = expected.clone();
+        bare.metadata.annotations = None;
+        let unchanged = bare.clone();
+        slim(&mut bare);
+        assert_eq!(bare, unchanged);
+    }
 }

@@ -56,15 +56,22 @@ impl CloudFacts {
             .filter(|i| !i.state.is_gone())
             .map(|i| (i.id.clone(), i))
             .collect();
-        let classes = classes
+        let mut resolved = HashMap::new();
+        for class in classes
             .iter()
             .filter(|c| c.metadata.deletion_timestamp.is_none())
-            .filter_map(|c| {
-                let resolved = catalogs.resolved(c, now)?;
-                Some((c.metadata.name.clone()?, (c.clone(), resolved)))
-            })
-            .collect();
-        Some(CloudFacts { instances, classes })
+        {
+            let (Some(name), Some(node_class)) =
+                (&class.metadata.name, catalogs.resolved(class, now).await)
+            else {
+                continue;
+            };
+            resolved.insert(name.clone(), (class.clone(), node_class));
+        }
+        Some(CloudFacts {
+            instances,
+            classes: resolved,
+        })
     }
 
     /// How `claim`'s instance drifted from its class, if it did. Not judged (`None`): a claim not `Launched`
@@ -142,7 +149,7 @@ mod tests {
         name: &str,
     ) -> NodeClaim {
         catalogs.get(cloud, class, t0()).await.expect("resolves");
-        let resolved = catalogs.resolved(class, t0()).expect("cached");
+        let resolved = catalogs.resolved(class, t0()).await.expect("cached");
         let mut claim = claim(name);
         let launched = launch(cloud, &claim, (*resolved).clone(), t0())
             .await

@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 /// Everything a [`crate::disruption::DisruptionInput`] borrows, owned.
 pub struct Snapshot {
@@ -27,7 +28,7 @@ pub struct Snapshot {
     pub pdbs: Vec<PodDisruptionBudget>,
     pub daemonsets: Vec<DaemonSet>,
     /// The instance types of every EC2NodeClass a NodePool references, each name once.
-    pub catalog: Catalog,
+    pub catalog: Arc<Catalog>,
 }
 
 /// Why no snapshot could be taken.
@@ -55,20 +56,22 @@ pub async fn snapshot<C: CloudProvider>(
     let nodepools = owned(state.node_pools.state());
     let classes = owned(state.node_classes.state());
     let daemonsets = owned(state.daemon_sets.state());
-    let pods = owned(state.pods.state());
+    let pods = state.pods.state();
     let pdbs = list_pdbs(&ctx.client).await?;
     let class_catalogs = class_catalogs(ctx, catalogs, &nodepools, &classes).await;
-    let catalog = merge(class_catalogs.values().map(|c| c.as_ref()));
+    let catalog = merge(class_catalogs.values());
     // After the catalogs: they refreshed the resolutions drift is judged against.
     let now = ctx.clock.now();
     let cloud = CloudFacts::gather(&ctx.cloud, catalogs, &classes, now, LIST_TIMEOUT).await;
 
-    let mut by_node: HashMap<&str, Vec<Pod>> = HashMap::new();
+    // The store's pods are shared, not copied: each pod is copied once, into the node input or the pending
+    // list that holds it (a pass used to hold three copies of every bound pod).
+    let mut by_node: HashMap<&str, Vec<&Pod>> = HashMap::new();
     let mut pending_pods = Vec::new();
     for pod in &pods {
         match pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
-            Some(node) => by_node.entry(node).or_default().push(pod.clone()),
-            None if pending::is_provisionable(pod) => pending_pods.push(pod.clone()),
+            Some(node) => by_node.entry(node).or_default().push(pod),
+            None if pending::is_provisionable(pod) => pending_pods.push(pod.as_ref().clone()),
             None => {}
         }
     }
@@ -91,7 +94,7 @@ pub async fn snapshot<C: CloudProvider>(
                 .as_ref()
                 .and_then(|n| n.metadata.name.as_deref())
                 .and_then(|name| by_node.get(name))
-                .cloned()
+                .map(|pods| pods.iter().map(|&pod| pod.clone()).collect())
                 .unwrap_or_default();
             let mut input = NodeInput::new(claim, node, pods);
             input.queued = input.node.as_ref().is_some_and(is_tainted_disrupted);
@@ -119,15 +122,21 @@ pub fn is_tainted_disrupted(node: &Node) -> bool {
 }
 
 /// One catalog of the instance types of all `catalogs`; a type listed by several classes is kept once (the
-/// first), since the engine looks types up by name.
-fn merge<'a>(catalogs: impl Iterator<Item = &'a Catalog>) -> Catalog {
+/// first), since the engine looks types up by name. A single class's catalog is shared, not copied: a copy of
+/// every EC2 type's requirements is over 20 MB, made again on every pass.
+fn merge<'a>(catalogs: impl IntoIterator<Item = &'a Arc<Catalog>>) -> Arc<Catalog> {
+    let catalogs: Vec<&Arc<Catalog>> = catalogs.into_iter().collect();
+    if let [only] = catalogs[..] {
+        return only.clone();
+    }
     let mut seen = HashSet::new();
     let instance_types: Vec<InstanceType> = catalogs
+        .iter()
         .flat_map(|c| c.instance_types.iter())
         .filter(|t| seen.insert(t.name.clone()))
         .cloned()
         .collect();
-    Catalog { instance_types }
+    Arc::new(Catalog { instance_types })
 }
 
 /// Every PodDisruptionBudget: `policy/v1` where served, else `policy/v1beta1` (Kubernetes before 1.21), read
@@ -159,4 +168,40 @@ async fn timed<T>(call: impl std::future::Future<Output = T>) -> Result<T, Snaps
     tokio::time::timeout(CALL_TIMEOUT, call)
         .await
         .map_err(|_| SnapshotError::PdbsTimedOut(CALL_TIMEOUT))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{CatalogSettings, Pricing};
+
+    fn catalog(names: &[&str]) -> Arc<Catalog> {
+        let all = Catalog::embedded("us-west-2", &CatalogSettings::default(), &Pricing::none())
+            .expect("embedded catalog");
+        Arc::new(Catalog {
+            instance_types: all
+                .instance_types
+                .into_iter()
+                .filter(|t| names.contains(&t.name.as_str()))
+                .collect(),
+        })
+    }
+
+    fn names(catalog: &Catalog) -> Vec<&str> {
+        catalog
+            .instance_types
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn one_class_catalog_is_shared_and_several_are_merged_each_type_once() {
+        let first = catalog(&["m5.large", "m5.xlarge"]);
+        assert!(Arc::ptr_eq(&merge([&first]), &first));
+        let second = catalog(&["m5.xlarge", "c5.large"]);
+        let merged = merge([&first, &second]);
+        assert_eq!(names(&merged), ["m5.large", "m5.xlarge", "c5.large"]);
+        assert!(merge([]).instance_types.is_empty());
+    }
 }

@@ -45,7 +45,10 @@ struct Memory {
 
 /// Runs a pass every [`PASS_INTERVAL`] until the process stops. Failures are logged; the next pass retries.
 pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(), Error> {
-    let mut memory = Memory::default();
+    let mut memory = Memory {
+        catalogs: ctx.catalogs.clone(),
+        ..Memory::default()
+    };
     loop {
         tokio::time::sleep(PASS_INTERVAL).await;
         pass(&ctx, &mut memory).await;

@@ -1,7 +1,9 @@
 //! The instance types each EC2NodeClass can launch, resolved through the cloud provider and kept for a short
 //! time: resolving selectors and listing types are several cloud calls, while a solve may run every second.
-//! The time-to-live keeps ICE marks (3 minutes) and price changes visible soon enough. The resolution itself
-//! (AMIs, subnets, security groups) is kept beside it: disruption judges cloud drift against it.
+//! The time-to-live keeps ICE marks (3 minutes) and price changes visible soon enough. One cache serves
+//! provisioning and disruption (`Context::catalogs`): a catalog of every EC2 type is several MB, and two
+//! loops holding their own copies of the same listing doubled it. The resolution itself (AMIs, subnets,
+//! security groups) is kept beside it: disruption judges cloud drift against it.
 
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::catalog::Catalog;
@@ -9,14 +11,19 @@ use crate::cloud::{CloudError, CloudProvider, NodeClass};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+use tokio::sync::Mutex;
 
 /// How long a class's catalog is reused.
 pub const CATALOG_TTL: Duration = Duration::from_secs(30);
 /// How long after a failed resolution a class is tried again (unless it is edited meanwhile).
 pub const RETRY_AFTER: Duration = Duration::from_secs(10);
 
+/// A handle on the cache; clones share it.
+#[derive(Clone, Default)]
+pub struct Catalogs(Arc<Mutex<Cache>>);
+
 #[derive(Default)]
-pub struct Catalogs {
+struct Cache {
     cached: HashMap<String, Cached>,
     /// When each class last failed to resolve, and its generation then.
     failed: HashMap<String, (SystemTime, Option<i64>)>,
@@ -32,8 +39,31 @@ struct Cached {
 
 impl Catalogs {
     /// The catalog of `class` at `now`, from the cache while fresh; `None` when the class does not resolve
-    /// (logged once per attempt; attempts are [`RETRY_AFTER`] apart).
+    /// (logged once per attempt; attempts are [`RETRY_AFTER`] apart). A caller that finds the class being
+    /// fetched by another waits for that fetch instead of making the same calls.
     pub async fn get<C: CloudProvider>(
+        &self,
+        cloud: &C,
+        class: &EC2NodeClass,
+        now: SystemTime,
+    ) -> Option<Arc<Catalog>> {
+        self.0.lock().await.get(cloud, class, now).await
+    }
+
+    /// What `class` resolved to, when [`Catalogs::get`] would answer from the cache at `now` (fresh, and the
+    /// class unchanged since); never a cloud call.
+    pub async fn resolved(&self, class: &EC2NodeClass, now: SystemTime) -> Option<Arc<NodeClass>> {
+        self.0.lock().await.resolved(class, now)
+    }
+
+    /// Forgets every class not in `names` (deleted classes).
+    pub async fn retain(&self, names: &[&str]) {
+        self.0.lock().await.retain(names);
+    }
+}
+
+impl Cache {
+    async fn get<C: CloudProvider>(
         &mut self,
         cloud: &C,
         class: &EC2NodeClass,
@@ -85,17 +115,14 @@ impl Catalogs {
         catalog
     }
 
-    /// What `class` resolved to, when [`Catalogs::get`] would answer from the cache at `now` (fresh, and the
-    /// class unchanged since); never a cloud call.
-    pub fn resolved(&self, class: &EC2NodeClass, now: SystemTime) -> Option<Arc<NodeClass>> {
+    fn resolved(&self, class: &EC2NodeClass, now: SystemTime) -> Option<Arc<NodeClass>> {
         let cached = self.cached.get(class.metadata.name.as_deref()?)?;
         let current = within(cached.fetched, now, CATALOG_TTL)
             && cached.generation == class.metadata.generation;
         current.then(|| cached.node_class.clone())
     }
 
-    /// Forgets every class not in `names` (deleted classes).
-    pub fn retain(&mut self, names: &[&str]) {
+    fn retain(&mut self, names: &[&str]) {
         self.cached.retain(|name, _| names.contains(&name.as_str()));
         self.failed.retain(|name, _| names.contains(&name.as_str()));
     }
@@ -195,7 +222,7 @@ mod tests {
     #[tokio::test]
     async fn a_catalog_is_reused_while_fresh_and_the_class_unchanged() {
         let cloud = cloud();
-        let mut catalogs = Catalogs::default();
+        let catalogs = Catalogs::default();
         let first = catalogs
             .get(&cloud, &class(1), at(0))
             .await
@@ -211,11 +238,32 @@ mod tests {
     #[tokio::test]
     async fn a_failed_class_is_retried_only_after_a_pause() {
         let cloud = cloud();
-        let mut catalogs = Catalogs::default();
+        let catalogs = Catalogs::default();
         cloud.inject_api_error(Operation::ResolveNodeClass, refused(), 1);
         assert!(catalogs.get(&cloud, &class(1), at(0)).await.is_none());
         // The cloud would answer now, but the failure is remembered for RETRY_AFTER.
         assert!(catalogs.get(&cloud, &class(1), at(5)).await.is_none());
         assert!(catalogs.get(&cloud, &class(1), at(10)).await.is_some());
+    }
+
+    #[tokio::test]
+    async fn clones_share_one_catalog_and_one_listing() {
+        let cloud = cloud();
+        let provisioning = Catalogs::default();
+        let disruption = provisioning.clone();
+        let first = provisioning
+            .get(&cloud, &class(1), at(0))
+            .await
+            .expect("resolves");
+        // The clone answers from the same cache: the cloud, which would now fail, is not asked again.
+        cloud.inject_api_error(Operation::ResolveNodeClass, refused(), 1);
+        let second = disruption
+            .get(&cloud, &class(1), at(1))
+            .await
+            .expect("cached");
+        assert!(Arc::ptr_eq(&first, &second));
+        // Forgetting a deleted class through one handle forgets it for both.
+        disruption.retain(&[]).await;
+        assert!(provisioning.get(&cloud, &class(1), at(2)).await.is_none());
     }
 }

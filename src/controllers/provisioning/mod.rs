@@ -34,7 +34,7 @@ pub(crate) const PARALLEL_WRITES: usize = 16;
 pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(), Error> {
     let mut changed = ctx.state.changed.clone();
     let mut batcher = Batcher::new(ctx.settings.batch_idle, ctx.settings.batch_max, RETRIGGER);
-    let mut catalogs = Catalogs::default();
+    let mut catalogs = ctx.catalogs.clone();
     let mut reported = Reported::default();
     warm(&ctx, &mut catalogs).await;
     loop {
@@ -51,6 +51,7 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
         }
         if batcher.ready(now) {
             batcher.close(now, pending.iter().map(|p| uid(p)));
+            tracing::debug!(pods = pending.len(), "batch window closed");
             provision(&ctx, &mut catalogs, &mut reported).await;
             continue;
         }
@@ -191,7 +192,7 @@ pub(crate) async fn class_catalogs<C: CloudProvider>(
         .iter()
         .filter_map(|c| c.metadata.name.as_deref())
         .collect();
-    catalogs.retain(&names);
+    catalogs.retain(&names).await;
     found
 }
 
