@@ -106,8 +106,7 @@ mod tests {
     use crate::cloud::sim::{Operation, SimAmi, SimCloud};
     use crate::cloud::{CloudError, ResolvedAmi};
     use crate::controllers::hashes::class_annotations;
-    use crate::controllers::nodeclaim::launch::launch;
-    use crate::controllers::nodeclaim::tests::{claim, cloud, t0};
+    use crate::controllers::nodeclaim::tests::{claim, cloud, launch, t0};
     use serde_json::json;
     use std::collections::BTreeMap;
 

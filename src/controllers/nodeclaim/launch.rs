@@ -37,18 +37,18 @@ pub fn adoptable<'a>(instances: &'a [Instance], name: &str) -> Option<&'a Instan
         .min_by_key(|i| (i.launch_time, i.id.clone()))
 }
 
-/// Adopts the claim's instance or launches one: the class's instance types, the claim's request, then
-/// `create`. [`CloudError::InsufficientCapacity`] when no offering had capacity.
+/// Adopts the claim's instance or launches one: from `types` (the class's instance types) the claim's request,
+/// then `create`. [`CloudError::InsufficientCapacity`] when no offering had capacity.
 pub async fn launch<C: CloudProvider>(
     cloud: &C,
     claim: &NodeClaim,
     node_class: NodeClass,
+    types: &[InstanceType],
     now: SystemTime,
 ) -> Result<Launched, CloudError> {
     let name = claim.metadata.name.as_deref().unwrap_or_default();
     let node_class_hash = ec2nodeclass_hash(&node_class.spec);
     let existing = cloud.list().await?;
-    let types = cloud.instance_types(&node_class, now).await?;
     let find_type = |instance: &Instance| {
         types
             .iter()
@@ -63,7 +63,7 @@ pub async fn launch<C: CloudProvider>(
             adopted: true,
         });
     }
-    let request = LaunchRequest::from_node_claim(claim, node_class, &types)?;
+    let request = LaunchRequest::from_node_claim(claim, node_class, types)?;
     let instance = cloud.create(&request, now).await?;
     Ok(Launched {
         instance_type: find_type(&instance),

@@ -13,8 +13,10 @@ pub mod registration;
 use super::backoff::key_of;
 use super::metrics::{DisruptedLabels, LaunchFailureLabels, NodePoolLabels, NodePoolZoneLabels};
 use super::{Context, Error};
+use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
+use crate::catalog::Catalog;
 use crate::cloud::{CloudError, CloudProvider};
 use ::kube::api::Api;
 use ::kube::runtime::controller::{Action, Controller};
@@ -177,6 +179,35 @@ async fn set_condition(
     calls::patch_status(api, &calls::name(claim)?, fields).await
 }
 
+/// Launches `claim` with `class` as the shared catalog cache knows it (its resolution and instance types, the
+/// ones the provisioner solved with), so a launch costs no selector or instance-type calls; when the cache has
+/// no resolution (the class failed to resolve lately), the class is resolved here, which also gives the reason
+/// it is not ready.
+async fn launch_with_class<C: CloudProvider>(
+    ctx: &Context<C>,
+    claim: &NodeClaim,
+    class: &EC2NodeClass,
+) -> Result<Launched, CloudError> {
+    let now = ctx.clock.now();
+    let catalog = ctx.catalogs.get(&ctx.cloud, class, now).await;
+    let cached = ctx.catalogs.resolved(class, now).await;
+    let (node_class, types) = match (cached, catalog) {
+        (Some(node_class), Some(catalog)) => ((*node_class).clone(), catalog),
+        _ => {
+            let name = &claim.spec.node_class_ref.name;
+            let node_class = ctx.cloud.resolve_node_class(name, &class.spec).await?;
+            let types = ctx.cloud.instance_types(&node_class, now).await?;
+            (
+                node_class,
+                Arc::new(Catalog {
+                    instance_types: types,
+                }),
+            )
+        }
+    };
+    launch::launch(&ctx.cloud, claim, node_class, &types.instance_types, now).await
+}
+
 async fn launch_step<C: CloudProvider>(
     ctx: &Context<C>,
     api: &Api<NodeClaim>,
@@ -189,16 +220,12 @@ async fn launch_step<C: CloudProvider>(
         .node_classes
         .get(&ObjectRef::new(class_name))
         .filter(|c| c.metadata.deletion_timestamp.is_none());
-    let resolved = match class {
+    let launched = match class {
         None => Err(CloudError::NodeClassNotReady {
             name: class_name.clone(),
             reason: "it does not exist or is being deleted".into(),
         }),
-        Some(class) => ctx.cloud.resolve_node_class(class_name, &class.spec).await,
-    };
-    let launched = match resolved {
-        Ok(node_class) => launch::launch(&ctx.cloud, claim, node_class, ctx.clock.now()).await,
-        Err(e) => Err(e),
+        Some(class) => launch_with_class(ctx, claim, &class).await,
     };
     let failure = |reason: &str| {
         ctx.metrics

@@ -2,7 +2,7 @@
 //! an out-of-capacity type is skipped by the next claim's launch, and what a launch writes on the claim.
 //! Its fixtures (`cloud`, `claim`, `t0`) serve the other controllers' tests against the in-memory cloud too.
 
-use super::launch::{adoptable, launch, launched_labels, launched_status};
+use super::launch::{adoptable, launched_labels, launched_status, Launched};
 use crate::api::ec2nodeclass::{SecurityGroup, Subnet};
 use crate::api::nodeclaim::NodeClaim;
 use crate::catalog::{CapacityType, Catalog, CatalogSettings, Pricing};
@@ -17,6 +17,17 @@ const PRICES: &str = r#"{
   "onDemandUsdPerHour": {"us-west-2": {"c5.large": 0.085, "m5.large": 0.096}},
   "spotUsdPerHour": {"us-west-2": {"c5.large": 0.035, "m5.large": 0.04}}
 }"#;
+
+/// A launch as the lifecycle controller makes it, with the class's instance types at `now`.
+pub(crate) async fn launch(
+    cloud: &SimCloud,
+    claim: &NodeClaim,
+    class: NodeClass,
+    now: SystemTime,
+) -> Result<Launched, CloudError> {
+    let types = cloud.instance_types(&class, now).await?;
+    super::launch::launch(cloud, claim, class, &types, now).await
+}
 
 pub(crate) fn t0() -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
