@@ -15,7 +15,7 @@ use anyhow::{ensure, Context, Result};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kerf::api::nodeclaim::NodeClaim;
 use kerf::cloud::{CloudError, CloudProvider};
-use kerf_e2e::aws::AwsEmu;
+use kerf_e2e::aws::{spot_interruption, AwsEmu};
 use kerf_e2e::controller::{create_inflate, events_with_reason, node_claims, node_pool};
 use kerf_e2e::poll;
 use kerf_e2e::testbed::{apply_ok, tail, Testbed};
@@ -44,13 +44,6 @@ fn pdb(namespace: &str) -> serde_json::Value {
         "metadata": {"name": "inflate", "namespace": namespace},
         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "inflate"}}},
     })
-}
-
-fn spot_interruption(instance_id: &str) -> String {
-    json!({"version": "0", "source": "aws.ec2", "detail-type": "EC2 Spot Instance Interruption Warning",
-           "time": "2026-11-23T00:00:00Z",
-           "detail": {"instance-id": instance_id, "instance-action": "terminate"}})
-    .to_string()
 }
 
 fn node_of(pod: &Pod) -> Option<&str> {
@@ -119,16 +112,8 @@ async fn a_spot_interruption_drains_and_replaces_the_node() -> Result<()> {
     let Some(emu) = AwsEmu::shared_or_skip(TEST)? else {
         return Ok(());
     };
-    let queue = kerf_e2e::aws::unique_cluster_name("interruption");
-    let sqs = kerf_aws::SqsQueue::client(&emu.settings(&queue, Duration::from_secs(30))?).await?;
-    let url = sqs
-        .create_queue()
-        .queue_name(&queue)
-        .send()
-        .await?
-        .queue_url
-        .context("queue URL")?;
-    let flags = vec!["--interruption-queue".to_owned(), queue.clone()];
+    let queue = emu.interruption_queue("interruption").await?;
+    let flags = vec!["--interruption-queue".to_owned(), queue.name.clone()];
     let Some(bed) = Testbed::start_or_skip_with(TEST, |_| flags).await? else {
         return Ok(());
     };
@@ -171,13 +156,8 @@ async fn a_spot_interruption_drains_and_replaces_the_node() -> Result<()> {
         .filter_map(|p| p.metadata.name.clone())
         .collect();
 
-    sqs.send_message()
-        .queue_url(&url)
-        .message_body(spot_interruption(kerf::cloud::instance_id(
-            &old_provider_id,
-        )?))
-        .send()
-        .await?;
+    let instance_id = kerf::cloud::instance_id(&old_provider_id)?;
+    queue.send(spot_interruption(instance_id)).await?;
 
     // The replacement comes while the old claim and its instance are still there, planned for the pods
     // still running on the old node: at least two of them, which the PDB keeps there until it is up.
@@ -268,16 +248,7 @@ async fn a_spot_interruption_drains_and_replaces_the_node() -> Result<()> {
             .is_empty(),
         "a SpotInterrupted Event"
     );
-    let attributes = sqs
-        .get_queue_attributes()
-        .queue_url(&url)
-        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
-        .send()
-        .await?;
-    let waiting = attributes
-        .attributes()
-        .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages))
-        .cloned();
+    let waiting = queue.waiting().await?;
     ensure!(
         waiting.as_deref() == Some("0"),
         "the message was deleted: {waiting:?} left"

@@ -66,10 +66,6 @@ impl Leaving {
         leaving
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty() && self.claims.is_empty()
-    }
-
     /// Whether `pod` runs on a leaving node and needs a new home that a new node would give it (see
     /// [`needs_a_new_home`]).
     pub fn is_reschedulable(&self, pod: &Pod, now: Timestamp) -> bool {
@@ -198,7 +194,10 @@ mod tests {
         let leaving = Leaving::of(&[tainted], &claims);
         assert!(leaving.nodes.is_empty());
         assert_eq!(leaving.claims, set(&["in-flight"]));
-        assert!(Leaving::of(&[node("n", json!({}))], &[]).is_empty());
+        assert_eq!(
+            Leaving::of(&[node("n", json!({}))], &[]),
+            Leaving::default()
+        );
     }
 
     #[test]

@@ -67,14 +67,6 @@ impl<'p> ToSolve<'p> {
     pub fn all(&self) -> impl Iterator<Item = &'p Pod> + '_ {
         self.pending.iter().chain(&self.reschedulable).copied()
     }
-
-    pub fn len(&self) -> usize {
-        self.pending.len() + self.reschedulable.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// A NodeClaim to create and the pods it is for.

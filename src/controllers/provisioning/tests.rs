@@ -337,11 +337,12 @@ fn the_pods_of_a_node_whose_claim_is_deleting_are_solved_for_and_others_are_not(
             "default/running-2"
         ]
     );
-    assert_eq!(to_solve.len(), 4);
+    assert_eq!(to_solve.all().count(), 4);
 
     let healthy = draining(false, Vec::new());
     let leaving = healthy.leaving();
-    assert!(ToSolve::of(&healthy.pods, &leaving, now()).is_empty());
+    let to_solve = ToSolve::of(&healthy.pods, &leaving, now());
+    assert_eq!(to_solve.all().count(), 0);
 }
 
 #[test]
