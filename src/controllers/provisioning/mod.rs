@@ -19,6 +19,7 @@ use crate::catalog::Catalog;
 use crate::cloud::CloudProvider;
 use crate::kube::CALL_TIMEOUT;
 use ::kube::api::PostParams;
+use ::kube::runtime::reflector::ObjectRef;
 use ::kube::Api;
 use batcher::{Batcher, RETRIGGER};
 use catalogs::Catalogs;
@@ -238,8 +239,16 @@ pub(crate) async fn create_claims<C>(
                 let create = api.create(&params, &new.node_claim);
                 let result = match tokio::time::timeout(CALL_TIMEOUT, create).await {
                     Ok(Ok(_)) => Ok(()),
-                    // Same pods, same name: a claim made before a restart, already counted in flight.
-                    Ok(Err(::kube::Error::Api(status))) if status.code == 409 => Ok(()),
+                    // Same pods, same name: a claim made before a restart, already counted in flight —
+                    // unless it is on its way out (its pods are planned again, under a new name or once it
+                    // is gone).
+                    Ok(Err(::kube::Error::Api(status))) if status.code == 409 => {
+                        if being_deleted(ctx, &new.node_claim) {
+                            Err(String::from("a NodeClaim of that name is being deleted"))
+                        } else {
+                            Ok(())
+                        }
+                    }
                     Ok(Err(error)) => Err(error.to_string()),
                     Err(_) => Err(format!("timed out after {CALL_TIMEOUT:?}")),
                 };
@@ -289,6 +298,15 @@ pub(crate) async fn create_claims<C>(
         }
     }
     created
+}
+
+/// Whether the claim named like `claim` is being deleted, as far as the watch cache knows.
+fn being_deleted<C>(ctx: &Context<C>, claim: &NodeClaim) -> bool {
+    let name = claim.metadata.name.as_deref().unwrap_or_default();
+    ctx.state
+        .node_claims
+        .get(&ObjectRef::new(name))
+        .is_some_and(|c| c.metadata.deletion_timestamp.is_some())
 }
 
 fn instance_type_count(claim: &NodeClaim) -> usize {

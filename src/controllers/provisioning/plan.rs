@@ -112,14 +112,11 @@ pub fn decide(
 ) -> Result<Decisions, ClusterError> {
     let mut decisions = Decisions::default();
     let mut pods = Vec::with_capacity(to_solve.len());
-    let mut uids: HashMap<String, &str> = HashMap::with_capacity(to_solve.len());
+    let mut identities: HashMap<String, String> = HashMap::with_capacity(to_solve.len());
     for pod in to_solve {
         match PodInfo::from_pod(pod) {
             Ok(info) => {
-                uids.insert(
-                    info.key.clone(),
-                    pod.metadata.uid.as_deref().unwrap_or_default(),
-                );
+                identities.insert(info.key.clone(), claim_identity(pod));
                 pods.push(info);
             }
             Err(error) => decisions.unschedulable.push(Unschedulable {
@@ -223,13 +220,13 @@ pub fn decide(
                 refuse_over_limit(&mut decisions, &planned.nodepool, &resource, planned.pods);
                 continue;
             }
-            let claim_uids: Vec<&str> = planned
+            let claim_pods: Vec<&str> = planned
                 .pods
                 .iter()
-                .filter_map(|p| uids.get(p).copied())
+                .filter_map(|p| identities.get(p).map(String::as_str))
                 .collect();
             decisions.claims.push(NewClaim {
-                node_claim: claim::node_claim(pool, &planned, &claim_uids),
+                node_claim: claim::node_claim(pool, &planned, &claim_pods),
                 nodepool: planned.nodepool.clone(),
                 cheapest: planned.cheapest.as_ref().map(|c| c.instance_type.clone()),
                 pods: planned.pods,
@@ -270,6 +267,18 @@ pub fn decide(
         .collect();
     decisions.unschedulable.extend(unplaced);
     Ok(decisions)
+}
+
+/// What a pod adds to the name of the claim planned for it: its UID, and for a pod still on a node (one being
+/// deleted) that node too. The claim that node runs on was named after the same pods' UIDs when they were
+/// pending, and the replacement must not be taken for it (a create would answer AlreadyExists); while the
+/// pods stay where they are, every pass and restart still names the replacement alike.
+fn claim_identity(pod: &Pod) -> String {
+    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    match pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+        Some(node) if !node.is_empty() => format!("{uid}@{node}"),
+        _ => uid.to_owned(),
+    }
 }
 
 /// The pods of a claim refused because its pool is already over a limit.

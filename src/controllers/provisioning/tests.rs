@@ -432,3 +432,48 @@ fn a_deleted_node_takes_its_claim_out_of_the_capacity_before_the_claim_is_delete
         decisions.claims.iter().map(|c| c.pods.len()).sum::<usize>() + decisions.nominated.len();
     assert_eq!(solved, 3);
 }
+
+#[test]
+fn the_replacement_is_not_named_like_the_claim_it_replaces() {
+    let names = |d: &Decisions| -> BTreeSet<String> {
+        d.claims
+            .iter()
+            .filter_map(|c| c.node_claim.metadata.name.clone())
+            .collect()
+    };
+    // The pods were pending once, and got a claim named after their UIDs.
+    let pending: Vec<Pod> = (0..3)
+        .map(|i| {
+            let mut pod = running_pod(i, "old");
+            pod.spec.as_mut().expect("a spec").node_name = None;
+            pod.status = pending_pod(i).status;
+            pod
+        })
+        .collect();
+    let first = solve(&Snapshot {
+        node_pools: vec![pool(json!(null), amd64())],
+        pods: pending,
+        ..Snapshot::default()
+    });
+    let original = names(&first);
+    assert!(!original.is_empty());
+    // Now they run on that claim's node, and the claim is being deleted.
+    let mut old_claim = claim_of("old", true);
+    old_claim.metadata.name = original.iter().next().cloned();
+    let replaced = solve(&Snapshot {
+        nodes: vec![node("old")],
+        node_claims: vec![old_claim],
+        node_pools: vec![pool(json!(null), amd64())],
+        pods: (0..3).map(|i| running_pod(i, "old")).collect(),
+        ..Snapshot::default()
+    });
+    let replacements = names(&replaced);
+    assert_eq!(
+        replaced.claims.iter().map(|c| c.pods.len()).sum::<usize>(),
+        3
+    );
+    assert!(
+        original.is_disjoint(&replacements),
+        "{original:?} vs {replacements:?}"
+    );
+}
