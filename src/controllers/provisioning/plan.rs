@@ -1,9 +1,10 @@
 //! One provisioning decision, pure: the cluster snapshot, the pods to solve for (pending ones, and those of
 //! nodes being deleted: [`ToSolve`]) and the catalog of each EC2NodeClass in; the NodeClaims to create, the
 //! pods nominated onto capacity that exists or is coming, the pods that fit nowhere, and the warnings for
-//! NodePools out. Nodes and claims being deleted are not capacity ([`deleting`](super::deleting)). NodePools are solved in groups by EC2NodeClass
-//! (each class has its own catalog), the groups in the order of their heaviest pool; pods one group cannot
-//! place go on to the next. With one class — the usual case — that is exactly one solve.
+//! NodePools out. Nodes and claims being deleted are not capacity ([`deleting`](super::deleting)). NodePools
+//! are solved in groups by EC2NodeClass (each class has its own catalog), the groups in the order of their
+//! heaviest pool; pods one group cannot place go on to the next. With one class — the usual case — that is
+//! exactly one solve.
 
 use super::claim;
 use super::deleting::Leaving;
