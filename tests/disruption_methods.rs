@@ -345,6 +345,11 @@ fn emptiness_ends_the_pass_before_drift() {
     let d = w.decide(NOW);
     assert_eq!(disrupted(&d), [["empty-claim"]]);
     assert!(d.skipped.iter().all(|s| s.method == Method::Emptiness));
+    // The drift is still reported (for the claim's Drifted condition) though no drift command ran.
+    assert_eq!(
+        d.drifted.iter().collect::<Vec<_>>(),
+        [(&"n2-claim".to_owned(), &"SubnetDrift")]
+    );
 }
 
 #[test]

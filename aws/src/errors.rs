@@ -1,5 +1,6 @@
 //! SDK errors in kerf's terms ([`CloudError`]), and which EC2 error codes mean "no capacity".
 
+use std::future::Future;
 use std::time::Duration;
 
 use aws_sdk_ec2::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
@@ -21,6 +22,22 @@ const CAPACITY_ERROR_CODES: [&str; 9] = [
 
 pub fn is_capacity_error(code: &str) -> bool {
     CAPACITY_ERROR_CODES.contains(&code)
+}
+
+/// One API call bounded by `after` (retries included), its error in kerf's terms.
+pub async fn bounded<T, E, R>(
+    operation: &'static str,
+    after: Duration,
+    call: impl Future<Output = Result<T, SdkError<E, R>>>,
+) -> Result<T, CloudError>
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    match tokio::time::timeout(after, call).await {
+        Ok(result) => result.map_err(|e| api_error(operation, after, e)),
+        Err(_) => Err(CloudError::Timeout { operation, after }),
+    }
 }
 
 /// An SDK error as a [`CloudError`]: a timeout as [`CloudError::Timeout`], everything else as

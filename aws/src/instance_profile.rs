@@ -56,6 +56,15 @@ pub fn profile_tags(cluster: &str, node_class: &str) -> Vec<(String, String)> {
     ]
 }
 
+/// An IAM answer that the entity is not there (already removed), read as done.
+pub fn gone_is_done<T>(result: Result<T, CloudError>) -> Result<(), CloudError> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(e) if code_of(&e) == Some("NoSuchEntity") => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// A missing role reads as the class not being ready, with the role named.
 pub fn role_error(node_class: &str, role: &str, error: CloudError) -> CloudError {
     if code_of(&error) == Some("NoSuchEntity") {

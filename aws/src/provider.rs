@@ -17,14 +17,18 @@ use kerf::cloud::{
     ResolvedSubnet, TAG_CLUSTER_PREFIX, TAG_NODECLAIM, TAG_NODEPOOL,
 };
 
-use crate::errors::{api_error, code_of};
+use crate::errors::{bounded, code_of};
 use crate::fleet::{self, TemplateOverrides};
-use crate::instance_profile::{profile_name, profile_tags, role_changes, role_error, role_name};
+use crate::instance_profile::{
+    gone_is_done, profile_name, profile_tags, role_changes, role_error, role_name,
+};
 use crate::instance_types::{info_from_ec2, zones_by_type};
 use crate::launch_template::{unused_templates, BlockDevice, Metadata, TemplateConfig};
 use crate::pagination::collect_pages;
+use crate::prices::on_demand::{self, OnDemandPrices};
+use crate::prices::spot::{self, Row, SpotPrices};
+use crate::prices::Refreshing;
 use crate::resolve::{alias_parameters, tag_filters};
-use crate::spot_prices::{Row, SpotPrices};
 use crate::user_data::{self, ClusterInfo, NodeSettings};
 
 /// How kerf talks to AWS and which cluster it launches for.
@@ -43,8 +47,11 @@ pub struct AwsSettings {
     pub call_timeout: Duration,
     /// Attempts per call (the SDK retries throttling and 5xx answers).
     pub max_attempts: u32,
-    /// Prices of offerings (on-demand and spot); unknown prices stay unknown.
+    /// Prices of offerings (on-demand and spot) that AWS's price APIs do not give; unknown prices stay unknown.
     pub pricing: Pricing,
+    /// No route to AWS's public endpoints (Karpenter's `ISOLATED_VPC`): the Price List API is not called and
+    /// on-demand prices come from `pricing` only.
+    pub isolated_vpc: bool,
 }
 
 impl AwsSettings {
@@ -60,6 +67,7 @@ impl AwsSettings {
             call_timeout: Duration::from_secs(30),
             max_attempts: 3,
             pricing: Pricing::none(),
+            isolated_vpc: false,
         }
     }
 }
@@ -72,14 +80,18 @@ pub struct AwsCloud {
     ec2: aws_sdk_ec2::Client,
     ssm: aws_sdk_ssm::Client,
     iam: aws_sdk_iam::Client,
+    /// The Price List API, in the region that serves this one; `None` in an isolated VPC.
+    pricing: Option<aws_sdk_pricing::Client>,
     settings: AwsSettings,
     region: String,
     described: tokio::sync::Mutex<Option<Described>>,
     /// Names of launch templates known to exist.
     templates: Mutex<HashSet<String>>,
     ice: Mutex<IceCache>,
+    /// On-demand prices from the Price List API, refreshed twice a day.
+    on_demand: tokio::sync::Mutex<Refreshing<OnDemandPrices>>,
     /// Spot prices from the price history, refreshed hourly.
-    spot: tokio::sync::Mutex<SpotPrices>,
+    spot: tokio::sync::Mutex<Refreshing<SpotPrices>>,
     /// Instance profiles known to hold their class's role: profile name → role name.
     profiles: Mutex<HashMap<String, String>>,
 }
@@ -92,19 +104,28 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl AwsCloud {
-    /// Builds the EC2 and SSM clients (no call is made yet).
+    /// Builds the EC2, SSM, IAM and Price List clients (no call is made yet).
     pub async fn connect(settings: AwsSettings) -> Result<Self, CloudError> {
         let (config, region) = crate::config::load(&settings).await?;
+        let pricing = (!settings.isolated_vpc).then(|| {
+            let endpoint = aws_config::Region::new(on_demand::endpoint_region(&region));
+            let config = aws_sdk_pricing::config::Builder::from(&config)
+                .region(endpoint)
+                .build();
+            aws_sdk_pricing::Client::from_conf(config)
+        });
         Ok(AwsCloud {
             ec2: aws_sdk_ec2::Client::new(&config),
             ssm: aws_sdk_ssm::Client::new(&config),
             iam: aws_sdk_iam::Client::new(&config),
+            pricing,
             settings,
             region,
             described: tokio::sync::Mutex::new(None),
             templates: Mutex::new(HashSet::new()),
             ice: Mutex::new(IceCache::new()),
-            spot: tokio::sync::Mutex::new(SpotPrices::default()),
+            on_demand: tokio::sync::Mutex::new(Refreshing::new(on_demand::REFRESH)),
+            spot: tokio::sync::Mutex::new(Refreshing::new(spot::REFRESH)),
             profiles: Mutex::new(HashMap::new()),
         })
     }
@@ -118,6 +139,11 @@ impl AwsCloud {
         &self.ec2
     }
 
+    /// The IAM client (tests read instance profiles with it).
+    pub fn iam(&self) -> &aws_sdk_iam::Client {
+        &self.iam
+    }
+
     /// One API call, bounded by the call timeout, its error in kerf's terms.
     async fn call<T, E, R>(
         &self,
@@ -128,27 +154,29 @@ impl AwsCloud {
         E: ProvideErrorMetadata + std::error::Error + 'static,
         R: std::fmt::Debug,
     {
-        let after = self.settings.call_timeout;
-        match tokio::time::timeout(after, call).await {
-            Ok(result) => result.map_err(|e| api_error(operation, after, e)),
-            Err(_) => Err(CloudError::Timeout { operation, after }),
-        }
+        bounded(operation, self.settings.call_timeout, call).await
     }
 
-    /// The spot prices of the price history, fetched again when older than an hour. A failed fetch is logged
-    /// and not retried before the next refresh: offerings fall back to the pricing file meanwhile.
-    async fn spot_prices(&self, now: SystemTime) -> SpotPrices {
-        let mut cached = self.spot.lock().await;
-        if cached.stale(now) {
-            match self.spot_price_history(now).await {
-                Ok(rows) => *cached = SpotPrices::from_rows(rows, now),
-                Err(error) => {
-                    tracing::warn!(%error, "could not read the spot price history; using the pricing file");
-                    cached.fetched = Some(now);
-                }
-            }
-        }
-        cached.clone()
+    /// The on-demand prices of the Price List API (none in an isolated VPC), fetched again twice a day.
+    async fn on_demand_prices(&self, now: SystemTime) -> Arc<OnDemandPrices> {
+        let Some(client) = &self.pricing else {
+            return Arc::default();
+        };
+        let fetch = || on_demand::fetch(client, &self.region, self.settings.call_timeout);
+        self.on_demand
+            .lock()
+            .await
+            .get(now, "on-demand", fetch)
+            .await
+    }
+
+    /// The spot prices of the price history, fetched again when older than an hour.
+    async fn spot_prices(&self, now: SystemTime) -> Arc<SpotPrices> {
+        let fetch = || async {
+            let rows = self.spot_price_history(now).await?;
+            Ok(SpotPrices::from_rows(rows, now))
+        };
+        self.spot.lock().await.get(now, "spot", fetch).await
     }
 
     async fn spot_price_history(&self, now: SystemTime) -> Result<Vec<Row>, CloudError> {
@@ -196,21 +224,9 @@ impl AwsCloud {
         if lock(&self.profiles).get(&name).is_some_and(|r| r == role) {
             return Ok(name);
         }
-        let found = self
-            .call(
-                "GetInstanceProfile",
-                self.iam
-                    .get_instance_profile()
-                    .instance_profile_name(&name)
-                    .send(),
-            )
-            .await;
-        let roles: Vec<String> = match found {
-            Ok(out) => out
-                .instance_profile
-                .map(|p| p.roles.into_iter().map(|r| r.role_name).collect())
-                .unwrap_or_default(),
-            Err(e) if code_of(&e) == Some("NoSuchEntity") => {
+        let roles = match self.profile_roles(&name).await? {
+            Some(roles) => roles,
+            None => {
                 let mut create = self
                     .iam
                     .create_instance_profile()
@@ -232,17 +248,10 @@ impl AwsCloud {
                 }
                 vec![]
             }
-            Err(e) => return Err(e),
         };
         let changes = role_changes(&roles, role);
         for old in changes.remove {
-            let remove = self
-                .iam
-                .remove_role_from_instance_profile()
-                .instance_profile_name(&name)
-                .role_name(old);
-            self.call("RemoveRoleFromInstanceProfile", remove.send())
-                .await?;
+            self.remove_role(&name, old).await?;
         }
         if changes.add {
             let add = self
@@ -256,6 +265,52 @@ impl AwsCloud {
         }
         lock(&self.profiles).insert(name.clone(), role.to_owned());
         Ok(name)
+    }
+
+    /// The roles instance profile `name` holds; `None` when it does not exist.
+    async fn profile_roles(&self, name: &str) -> Result<Option<Vec<String>>, CloudError> {
+        let get = self.iam.get_instance_profile().instance_profile_name(name);
+        match self.call("GetInstanceProfile", get.send()).await {
+            Ok(out) => Ok(Some(
+                out.instance_profile
+                    .map(|p| p.roles.into_iter().map(|r| r.role_name).collect())
+                    .unwrap_or_default(),
+            )),
+            Err(e) if code_of(&e) == Some("NoSuchEntity") => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn remove_role(&self, profile: &str, role: &str) -> Result<(), CloudError> {
+        let remove = self
+            .iam
+            .remove_role_from_instance_profile()
+            .instance_profile_name(profile)
+            .role_name(role);
+        gone_is_done(
+            self.call("RemoveRoleFromInstanceProfile", remove.send())
+                .await,
+        )
+    }
+
+    /// Deletes the instance profile kerf manages for class `node_class`, emptied of its roles first (IAM
+    /// refuses to delete a profile that holds one).
+    async fn delete_managed_profile(&self, node_class: &str) -> Result<(), CloudError> {
+        let name = profile_name(&self.settings.cluster.name, &self.region, node_class);
+        lock(&self.profiles).remove(&name);
+        let Some(roles) = self.profile_roles(&name).await? else {
+            return Ok(());
+        };
+        for role in &roles {
+            self.remove_role(&name, role).await?;
+        }
+        let delete = self
+            .iam
+            .delete_instance_profile()
+            .instance_profile_name(&name);
+        gone_is_done(self.call("DeleteInstanceProfile", delete.send()).await)?;
+        tracing::info!(instance_profile = %name, ec2nodeclass = node_class, "deleted instance profile");
+        Ok(())
     }
 
     async fn subnets(&self, spec: &EC2NodeClassSpec) -> Result<Vec<ResolvedSubnet>, CloudError> {
@@ -664,10 +719,12 @@ impl CloudProvider for AwsCloud {
         })?;
         let zone_ids = node_class.resolved.zone_ids();
         let described = self.described().await?;
+        let on_demand = self.on_demand_prices(now).await;
         let spot = self.spot_prices(now).await;
         let price = |instance_type: &str, zone: &str, capacity_type| {
             match capacity_type {
                 CapacityType::Spot => spot.get(instance_type, zone),
+                CapacityType::OnDemand => on_demand.get(instance_type),
                 _ => None,
             }
             .or_else(|| {
@@ -854,6 +911,20 @@ impl CloudProvider for AwsCloud {
 
     fn mark_unavailable(&self, key: OfferingKey, now: SystemTime) {
         lock(&self.ice).mark(key, now);
+    }
+
+    async fn delete_node_class(
+        &self,
+        name: &str,
+        spec: &EC2NodeClassSpec,
+    ) -> Result<(), CloudError> {
+        // Whatever the class says now (it may have had a role before), kerf's profile for it goes, unless the
+        // class names that very profile as its own.
+        let managed = profile_name(&self.settings.cluster.name, &self.region, name);
+        if spec.instance_profile.as_deref() == Some(managed.as_str()) {
+            return Ok(());
+        }
+        self.delete_managed_profile(name).await
     }
 
     async fn collect_garbage(&self, now: SystemTime) -> Result<usize, CloudError> {

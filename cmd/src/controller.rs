@@ -15,6 +15,7 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     let mut settings = AwsSettings::new(cluster, &args.kubernetes_version);
     settings.region = args.aws_region.clone();
     settings.endpoint_url = args.aws_endpoint_url.clone();
+    settings.isolated_vpc = args.isolated_vpc;
     if let Some(path) = &args.pricing_file {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;

@@ -1,14 +1,18 @@
 //! Disruption on the real control plane with moto and the stand-in kubelet (issue 6): once the inflate pods
 //! are gone, `kerf controller` removes the empty nodes no faster than the NodePool's budget allows, and a
-//! scheduled budget of 0 holds removal (with a `DisruptionBlocked` Event) until its window closes.
+//! scheduled budget of 0 holds removal until its window closes, saying so in a `DisruptionBlocked` Event and the
+//! NodePool's `DisruptionAllowed` condition (which turns True when the window closes).
 
 use anyhow::{ensure, Context, Result};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::jiff::Timestamp;
+use kerf::api::condition::Condition;
 use kerf::api::nodeclaim::NodeClaim;
+use kerf::api::nodepool::NodePool;
 use kerf_e2e::controller::{create_inflate, events_with_reason, node_claims, node_pool};
 use kerf_e2e::poll;
 use kerf_e2e::testbed::{apply_ok, tail, Testbed};
+use kerf_e2e::Cluster;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -59,6 +63,18 @@ async fn nodes_for_inflate(bed: &Testbed, pool: Value, replicas: usize) -> Resul
     Ok(namespace)
 }
 
+/// The `DisruptionAllowed` condition of the NodePool `general`, once written.
+async fn disruption_allowed(cluster: &Cluster) -> Result<Option<Condition>> {
+    let pools: Api<NodePool> = Api::all(cluster.client()?);
+    let pool = pools.get("general").await?;
+    Ok(pool
+        .status
+        .and_then(|s| s.conditions)
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_ == "DisruptionAllowed"))
+}
+
 async fn scale_inflate_to_zero(bed: &Testbed, namespace: &str) -> Result<()> {
     let deployments: Api<Deployment> = Api::namespaced(bed.cluster.client()?, namespace);
     deployments
@@ -105,13 +121,14 @@ async fn empty_nodes_are_removed_one_at_a_time_under_a_budget_of_one() -> Result
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     assert_eq!(most_deleting, 1, "a deletion was observed");
+    // A command abandoned before its delete (its taint lost a race with the kubelet's Node update) is decided
+    // again on a later pass: one command carried out per node.
     let log = bed.log();
-    assert_eq!(
-        log.matches("disrupting node(s)").count(),
-        3,
-        "one command per node:\n{}",
-        tail(&log, 40)
-    );
+    let carried_out = log
+        .matches("disrupting node(s)")
+        .count()
+        .saturating_sub(log.matches("disruption command abandoned").count());
+    assert_eq!(carried_out, 3, "one command per node:\n{}", tail(&log, 40));
     assert!(
         !events_with_reason(&bed.cluster, "DisruptionTerminating")
             .await?
@@ -135,7 +152,7 @@ async fn a_scheduled_budget_of_zero_blocks_removal_until_its_window_closes() -> 
     let now = Timestamp::now();
     let utc = now.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC);
     let schedule = format!("{} {} * * *", utc.minute(), utc.hour());
-    let window_start = now - k8s_openapi::jiff::SignedDuration::from_secs(i64::from(utc.second()));
+    let window_start = Timestamp::from_second(now.as_second() - now.as_second().rem_euclid(60))?;
     let window_end = window_start + k8s_openapi::jiff::SignedDuration::from_secs(120);
     apply_ok(
         &bed.cluster,
@@ -146,21 +163,45 @@ async fn a_scheduled_budget_of_zero_blocks_removal_until_its_window_closes() -> 
     )
     .await?;
 
+    // The Event keeps Karpenter's text and adds the binding budget and when disruption opens again.
+    let binding = format!("budgets[0] active: nodes \"0\", schedule \"{schedule}\" for 2m");
+    let event = format!(
+        "No allowed disruptions for disruption reason Empty due to blocking budget: {binding}; 1 allowed from \
+         {window_end}"
+    );
     let cluster = &bed.cluster;
-    let bed_ref = &bed;
+    let event_ref = &event;
     poll(
-        "a DisruptionBlocked Event on the NodePool",
+        "a DisruptionBlocked Event on the NodePool naming the scheduled budget",
         Duration::from_secs(30),
         || async move {
-            let events = events_with_reason(&bed_ref.cluster, "DisruptionBlocked").await?;
+            let events = events_with_reason(cluster, "DisruptionBlocked").await?;
             Ok(events
                 .iter()
-                .any(|e| e.involved_object.kind.as_deref() == Some("NodePool"))
+                .any(|e| {
+                    e.involved_object.kind.as_deref() == Some("NodePool")
+                        && e.message.as_deref() == Some(event_ref.as_str())
+                })
                 .then_some(()))
         },
     )
     .await
     .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 40)))?;
+    // The condition says the same: False, the budget, and when the window closes.
+    let closing = format!("Empty: 0 allowed until {window_end}, then 1 ({binding})");
+    let closing_ref = &closing;
+    let blocked = poll(
+        "DisruptionAllowed False with the scheduled budget",
+        Duration::from_secs(30),
+        || async move {
+            Ok(disruption_allowed(cluster)
+                .await?
+                .filter(|c| c.status == "False" && c.message.contains(closing_ref.as_str())))
+        },
+    )
+    .await
+    .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 40)))?;
+    assert_eq!(blocked.reason, "BlockedByBudget");
     // While the window is open (at least 60 s of it are left), the node stays.
     let hold_until = Instant::now() + Duration::from_secs(40);
     while Instant::now() < hold_until && Timestamp::now() < window_end {
@@ -171,6 +212,25 @@ async fn a_scheduled_budget_of_zero_blocks_removal_until_its_window_closes() -> 
         );
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+    // When the window closes the condition turns True on its own timer, before disruption (a 10 s pass, then
+    // a 15 s validation) has removed anything.
+    let allowed = poll(
+        "DisruptionAllowed True after the window",
+        Duration::from_secs(180),
+        || async move {
+            Ok(disruption_allowed(cluster)
+                .await?
+                .filter(|c| c.status == "True"))
+        },
+    )
+    .await
+    .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 40)))?;
+    let flipped: Timestamp = allowed.last_transition_time.parse()?;
+    ensure!(
+        flipped >= window_end
+            && flipped < window_end + k8s_openapi::jiff::SignedDuration::from_secs(10),
+        "DisruptionAllowed turned True at {flipped}, the window closed at {window_end}: {allowed:?}"
+    );
     poll(
         "the empty node to be removed after the window",
         Duration::from_secs(180),

@@ -1,6 +1,7 @@
 //! The controller's housekeeping on the real control plane and moto: the EC2NodeClass status shows what its
 //! selectors resolved to; garbage collection terminates an instance tagged for the cluster that no NodeClaim
-//! names, and deletes a NodeClaim whose instance was terminated behind kerf's back; a spot interruption
+//! names, and deletes a NodeClaim whose instance was terminated behind kerf's back; deleting the class waits
+//! for its NodeClaims and then deletes the instance profile kerf made for its role; a spot interruption
 //! message on the interruption queue (moto's SQS) deletes the instance's NodeClaim, and termination takes the
 //! instance away.
 
@@ -13,6 +14,7 @@ use kerf::api::ec2nodeclass::EC2NodeClass;
 use kerf::api::nodeclaim::NodeClaim;
 use kerf::cloud::{CloudError, CloudProvider};
 use kerf_e2e::aws::{node_class_spec, spot_interruption, AwsEmu};
+use kerf_e2e::controller::events_with_reason;
 use kerf_e2e::poll;
 use kerf_e2e::testbed::{apply_node_claim, tail, Testbed};
 use kube::api::{Api, ListParams};
@@ -163,6 +165,62 @@ async fn the_class_status_is_written_and_leaks_and_orphans_are_collected() -> Re
         .send()
         .await?;
     claim_gone(&bed, "orphan", Duration::from_secs(120)).await?;
+
+    // Deleting the class waits while a NodeClaim uses it, then takes kerf's instance profile with it.
+    let profile = status
+        .instance_profile
+        .clone()
+        .context("instance profile")?;
+    apply_node_claim(&bed.cluster, "holder", &["c5.large"], &["on-demand"]).await?;
+    bed.wait_for_conditions("holder", &["Launched"], Duration::from_secs(120))
+        .await?;
+    bed.cluster
+        .kubectl_ok(&["delete", "ec2nodeclass", "default", "--wait=false"])
+        .await?;
+    let cluster = &bed.cluster;
+    poll(
+        "the class deletion to wait on NodeClaim holder",
+        Duration::from_secs(60),
+        || async move {
+            let waiting = events_with_reason(cluster, "WaitingOnNodeClaimTermination").await?;
+            Ok(waiting
+                .iter()
+                .any(|e| {
+                    e.involved_object.name.as_deref() == Some("default")
+                        && e.message.as_deref().is_some_and(|m| m.contains("holder"))
+                })
+                .then_some(()))
+        },
+    )
+    .await
+    .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 30)))?;
+    assert!(
+        classes.get_opt("default").await?.is_some(),
+        "the class is held while NodeClaim holder exists"
+    );
+    bed.cluster
+        .kubectl_ok(&["delete", "nodeclaim", "holder", "--wait=false"])
+        .await?;
+    poll(
+        "EC2NodeClass default to be deleted",
+        Duration::from_secs(120),
+        || async move { Ok(classes.get_opt("default").await?.is_none().then_some(())) },
+    )
+    .await
+    .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 30)))?;
+    let found = bed
+        .cloud
+        .iam()
+        .get_instance_profile()
+        .instance_profile_name(&profile)
+        .send()
+        .await;
+    match found {
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|e| e.is_no_such_entity_exception()) => {}
+        other => anyhow::bail!("instance profile {profile} is still there: {other:?}"),
+    }
     Ok(())
 }
 

@@ -42,9 +42,13 @@ pub struct ControllerArgs {
     /// One endpoint for every AWS service (an emulator such as moto); AWS itself when unset.
     #[arg(long, env = "AWS_ENDPOINT_URL")]
     pub aws_endpoint_url: Option<String>,
-    /// Prices (USD per hour) of on-demand and spot offerings, used where AWS's price APIs are unreachable.
+    /// Prices (USD per hour) of on-demand and spot offerings, used where AWS's price APIs give none.
     #[arg(long, env = "KERF_PRICING_FILE")]
     pub pricing_file: Option<PathBuf>,
+    /// No route to AWS's public endpoints: on-demand prices come from the pricing file only, the Price List
+    /// API is not called.
+    #[arg(long, env = "ISOLATED_VPC", default_value_t = false, action = clap::ArgAction::Set)]
+    pub isolated_vpc: bool,
     /// How long a batch of pending pods waits for more pods after the last one arrived.
     #[arg(long, env = "BATCH_IDLE_DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
     pub batch_idle_duration: Duration,
@@ -133,6 +137,7 @@ where
         state,
         clock: Arc::new(SystemClock),
         metrics,
+        backoff: Default::default(),
     });
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);

@@ -74,6 +74,14 @@ pub trait CloudProvider: Send + Sync {
     /// capacity is being reclaimed). No call is made.
     fn mark_unavailable(&self, key: OfferingKey, now: SystemTime);
 
+    /// Removes what the provider created for EC2NodeClass `name` (the instance profile it manages for
+    /// `spec.role`) once the class is deleted and no NodeClaim uses it. Something already gone is done.
+    fn delete_node_class(
+        &self,
+        name: &str,
+        spec: &EC2NodeClassSpec,
+    ) -> impl Future<Output = Result<(), CloudError>> + Send;
+
     /// Removes what the provider created for launches and no longer needs (launch templates this process has
     /// not used, created over an hour before `now`); returns how many were removed.
     fn collect_garbage(

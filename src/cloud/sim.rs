@@ -5,7 +5,7 @@
 //! and latency can be injected per operation. Instance IDs count up from `i-00000000000000001`; every time
 //! comes from the caller.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
@@ -29,6 +29,7 @@ pub enum Operation {
     Get,
     List,
     Delete,
+    DeleteNodeClass,
 }
 
 /// Offerings a launch finds without capacity; `None` matches anything.
@@ -87,6 +88,8 @@ struct State {
     security_groups: Vec<SimSecurityGroup>,
     amis: Vec<SimAmi>,
     instances: BTreeMap<String, Instance>,
+    /// Instance profiles made for classes' roles.
+    instance_profiles: BTreeSet<String>,
     launched: u64,
     ice: IceCache,
     capacity_faults: Vec<CapacityFault>,
@@ -117,6 +120,16 @@ impl SimCloud {
 
     pub fn add_ami(&self, ami: SimAmi) {
         self.state().amis.push(ami);
+    }
+
+    /// The instance profiles made for classes' roles and not yet deleted.
+    pub fn instance_profiles(&self) -> Vec<String> {
+        self.state().instance_profiles.iter().cloned().collect()
+    }
+
+    /// The instance profile the cloud makes for class `name`'s role.
+    fn managed_profile(&self, name: &str) -> String {
+        format!("{}_{name}", self.cluster_name)
     }
 
     /// From now on, launches find no capacity in the offerings `fault` matches.
@@ -239,11 +252,10 @@ impl SimCloud {
             subnets,
             security_groups,
             amis: newest_per_architecture(amis.map(|a| a.ami.clone())),
-            instance_profile: spec.instance_profile.clone().or_else(|| {
-                spec.role
-                    .as_ref()
-                    .map(|_| format!("{}_{name}", self.cluster_name))
-            }),
+            instance_profile: spec
+                .instance_profile
+                .clone()
+                .or_else(|| spec.role.as_ref().map(|_| self.managed_profile(name))),
         }
     }
 }
@@ -278,7 +290,22 @@ impl CloudProvider for SimCloud {
     ) -> Result<NodeClass, CloudError> {
         self.enter(Operation::ResolveNodeClass).await?;
         let resolved = self.resolve(name, spec);
+        if spec.instance_profile.is_none() && spec.role.is_some() {
+            let profile = self.managed_profile(name);
+            self.state().instance_profiles.insert(profile);
+        }
         NodeClass::ready(name, spec, resolved)
+    }
+
+    async fn delete_node_class(
+        &self,
+        name: &str,
+        _spec: &EC2NodeClassSpec,
+    ) -> Result<(), CloudError> {
+        self.enter(Operation::DeleteNodeClass).await?;
+        let profile = self.managed_profile(name);
+        self.state().instance_profiles.remove(&profile);
+        Ok(())
     }
 
     async fn instance_types(

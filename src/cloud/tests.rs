@@ -457,3 +457,17 @@ async fn drift_is_judged_on_ami_then_subnet_then_security_groups() {
     );
     assert_eq!(with(&|i| i.subnet_id = None), None);
 }
+
+#[tokio::test]
+async fn a_deleted_class_takes_the_instance_profile_made_for_its_role() {
+    let cloud = sim();
+    let class = cloud.resolve_node_class("default", &spec()).await.unwrap();
+    let profile = class.resolved.instance_profile.clone().expect("a profile");
+    assert_eq!(cloud.instance_profiles(), [profile]);
+    cloud.delete_node_class("default", &spec()).await.unwrap();
+    assert!(cloud.instance_profiles().is_empty());
+    cloud
+        .delete_node_class("default", &spec())
+        .await
+        .expect("deleting again is done, not an error");
+}

@@ -13,8 +13,10 @@
 //! They share one [`Context`]: the client, the cloud, the settings, the cluster state (reflectors), the clock,
 //! Events and metrics.
 
+pub mod backoff;
 pub mod disruption;
 pub mod garbage;
+pub mod hashes;
 pub mod interruption;
 pub mod metrics;
 pub mod nodeclaim;
@@ -74,6 +76,8 @@ pub struct Context<C> {
     pub clock: Arc<dyn Clock>,
     pub events: Events,
     pub metrics: Arc<Metrics>,
+    /// Retry delays of the reconcilers after failures.
+    pub backoff: backoff::Backoff,
 }
 
 /// Why a controller stopped or a reconcile failed.
@@ -106,6 +110,7 @@ where
     let mut controllers = JoinSet::new();
     controllers.spawn(provisioning::run(ctx.clone()));
     controllers.spawn(nodepool::run(ctx.clone()));
+    controllers.spawn(hashes::run(ctx.clone()));
     controllers.spawn(nodeclaim::run(ctx.clone()));
     controllers.spawn(termination::run(ctx.clone()));
     controllers.spawn(nodeclass::run(ctx.clone()));

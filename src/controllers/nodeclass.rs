@@ -1,12 +1,16 @@
 //! EC2NodeClass status: what its selector terms resolve to (subnets, security groups, AMIs, instance profile)
 //! and its readiness conditions, as Karpenter reports them, so `kubectl get ec2nodeclass -o yaml` shows what
 //! kerf will launch with. Classes are resolved again every few minutes, which is how a newly published AMI
-//! reaches the status (and, through it, drift).
+//! reaches the status (and, through it, drift). A class carries the `karpenter.k8s.aws/termination`
+//! finalizer: deleting it waits until no NodeClaim uses it, then removes what the cloud provider made for it
+//! (the instance profile kerf manages for its role) before the class goes.
 
+use super::backoff::key_of;
 use super::nodeclaim::calls;
 use super::{Context, Error};
 use crate::api::condition;
 use crate::api::ec2nodeclass::{Ami, EC2NodeClass, EC2NodeClassStatus};
+use crate::api::nodeclaim::NodeClaim;
 use crate::cloud::{
     CloudError, CloudProvider, ResolvedNodeClass, NO_AMIS, NO_SECURITY_GROUPS, NO_SUBNETS,
 };
@@ -21,8 +25,13 @@ use std::time::{Duration, SystemTime};
 
 /// How often a ready class is resolved again.
 const RESOLVE_INTERVAL: Duration = Duration::from_secs(5 * 60);
-/// How soon a class that is not ready, or could not be resolved, is tried again.
+/// How soon a class whose selectors matched nothing is resolved again.
 const RETRY_INTERVAL: Duration = Duration::from_secs(30);
+/// How often a deleted class still used by NodeClaims looks again.
+const WAIT_FOR_CLAIMS: Duration = Duration::from_secs(10);
+
+/// Holds a deleted EC2NodeClass until its NodeClaims are gone and its cloud resources removed.
+pub const FINALIZER: &str = "karpenter.k8s.aws/termination";
 
 pub const SUBNETS_READY: &str = "SubnetsReady";
 pub const SECURITY_GROUPS_READY: &str = "SecurityGroupsReady";
@@ -33,7 +42,14 @@ pub const READY: &str = "Ready";
 pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(), Error> {
     let api: Api<EC2NodeClass> = Api::all(ctx.client.clone());
     Controller::new(api, watcher::Config::default())
-        .run(reconcile, error_policy, ctx)
+        .run(
+            |class, ctx| async move {
+                let key = key_of(class.as_ref());
+                ctx.backoff.track(&key, reconcile(class, ctx.clone())).await
+            },
+            error_policy,
+            ctx,
+        )
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "EC2NodeClass reconcile");
@@ -47,6 +63,11 @@ async fn reconcile<C: CloudProvider>(
     class: Arc<EC2NodeClass>,
     ctx: Arc<Context<C>>,
 ) -> Result<Action, Error> {
+    let api: Api<EC2NodeClass> = Api::all(ctx.client.clone());
+    if class.metadata.deletion_timestamp.is_some() {
+        return finalize(&api, &class, &ctx).await;
+    }
+    calls::add_finalizer(&api, class.as_ref(), FINALIZER).await?;
     let name = class.name_any();
     let resolution = match ctx.cloud.resolve_node_class(&name, &class.spec).await {
         Ok(resolved) => Ok(resolved.resolved),
@@ -60,7 +81,6 @@ async fn reconcile<C: CloudProvider>(
         class.metadata.generation,
     );
     if class.status.as_ref() != Some(&next) {
-        let api: Api<EC2NodeClass> = Api::all(ctx.client.clone());
         calls::patch_status(&api, &name, serde_json::json!(next)).await?;
         match &resolution {
             Ok(_) => tracing::info!(ec2nodeclass = %name, "resolved ec2nodeclass"),
@@ -74,9 +94,47 @@ async fn reconcile<C: CloudProvider>(
     }))
 }
 
-fn error_policy<C>(class: Arc<EC2NodeClass>, error: &Error, _ctx: Arc<Context<C>>) -> Action {
-    tracing::warn!(ec2nodeclass = %class.name_any(), %error, "could not resolve the EC2NodeClass; retrying");
-    Action::requeue(RETRY_INTERVAL)
+/// A deleted class: waits while NodeClaims use it, then removes its cloud resources and the finalizer.
+async fn finalize<C: CloudProvider>(
+    api: &Api<EC2NodeClass>,
+    class: &EC2NodeClass,
+    ctx: &Context<C>,
+) -> Result<Action, Error> {
+    let finalizers = class.metadata.finalizers.as_deref().unwrap_or_default();
+    if !finalizers.iter().any(|f| f == FINALIZER) {
+        return Ok(Action::await_change());
+    }
+    let name = class.name_any();
+    let claims = claims_of(&name, &ctx.state.node_claims.state());
+    if !claims.is_empty() {
+        let note = format!("Waiting on NodeClaim termination for {}", claims.join(", "));
+        tracing::info!(ec2nodeclass = %name, %note, "ec2nodeclass deletion waits");
+        ctx.events
+            .normal(class, "WaitingOnNodeClaimTermination", note)
+            .await;
+        return Ok(Action::requeue(WAIT_FOR_CLAIMS));
+    }
+    ctx.cloud.delete_node_class(&name, &class.spec).await?;
+    calls::remove_finalizer(api, class, FINALIZER).await?;
+    tracing::info!(ec2nodeclass = %name, "deleted ec2nodeclass");
+    Ok(Action::await_change())
+}
+
+/// The names of the NodeClaims that launch with class `name`, sorted.
+fn claims_of(name: &str, claims: &[Arc<NodeClaim>]) -> Vec<String> {
+    let mut names: Vec<String> = claims
+        .iter()
+        .filter(|c| c.spec.node_class_ref.name == name)
+        .map(|c| c.name_any())
+        .collect();
+    names.sort();
+    names
+}
+
+fn error_policy<C>(class: Arc<EC2NodeClass>, error: &Error, ctx: Arc<Context<C>>) -> Action {
+    let retry_in = ctx.backoff.failed(&key_of(class.as_ref()));
+    tracing::warn!(ec2nodeclass = %class.name_any(), %error, ?retry_in, "could not reconcile the EC2NodeClass; retrying");
+    Action::requeue(retry_in)
 }
 
 /// The status for a resolution: what resolved (kept from `previous` when resolution failed) and the
@@ -230,5 +288,27 @@ mod tests {
     fn times_are_whole_seconds() {
         let t = SystemTime::UNIX_EPOCH + Duration::from_millis(1_800_000_000_400);
         assert_eq!(rfc3339(t), "2027-01-15T08:00:00Z");
+    }
+
+    #[test]
+    fn a_class_is_used_by_the_claims_that_reference_it() {
+        let claim = |name: &str, class: &str| -> Arc<NodeClaim> {
+            Arc::new(
+                serde_json::from_value(serde_json::json!({
+                    "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+                    "metadata": {"name": name},
+                    "spec": {"requirements": [], "nodeClassRef":
+                        {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": class}}
+                }))
+                .expect("a NodeClaim"),
+            )
+        };
+        let claims = [
+            claim("b", "default"),
+            claim("c", "gpu"),
+            claim("a", "default"),
+        ];
+        assert_eq!(claims_of("default", &claims), ["a", "b"]);
+        assert!(claims_of("unused", &claims).is_empty());
     }
 }

@@ -6,6 +6,7 @@ use super::lifetime::LifetimeError;
 use crate::api::nodepool::DisruptionReason;
 use crate::scheduling::PlannedClaim;
 use k8s_openapi::jiff::Timestamp;
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// The methods, in the order a pass runs them (expiration first: it is forceful and not a method of the
@@ -96,6 +97,9 @@ pub struct Decision {
     pub commands: Vec<Command>,
     /// What the methods that ran left alone, and why.
     pub skipped: Vec<Skip>,
+    /// Every claim judged drifted, by name, with Karpenter's reason (`AMIDrift`, `NodePoolDrifted`, …), whether
+    /// or not a command takes it this pass: the controller mirrors it in the claim's `Drifted` condition.
+    pub drifted: BTreeMap<String, &'static str>,
 }
 
 /// Something a method considered and left alone.

@@ -9,7 +9,11 @@
 //! value does not drift a node, as with Karpenter's `SlicesAsSets`/`IgnoreZeroValue` options. The numbers differ
 //! from Karpenter's (which hashes Go structs), so kerf writes its own hash version: a fleet taken over from
 //! Karpenter then reads as a version change (hashes rewritten, nothing drifted) rather than as drift.
+//!
+//! The EC2NodeClass has its own hash the same way (`NodeClassDrift`): its spec except the selector terms,
+//! whose matches drift dynamically (AMI, subnet, security group drift) instead.
 
+use crate::api::ec2nodeclass::{EC2NodeClass, EC2NodeClassSpec};
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
 use serde_json::Value;
@@ -17,6 +21,8 @@ use std::collections::BTreeMap;
 
 pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
 pub const NODEPOOL_HASH_VERSION: &str = "karpenter.sh/nodepool-hash-version";
+pub const EC2NODECLASS_HASH: &str = "karpenter.k8s.aws/ec2nodeclass-hash";
+pub const EC2NODECLASS_HASH_VERSION: &str = "karpenter.k8s.aws/ec2nodeclass-hash-version";
 /// The hash version this code computes: not Karpenter's `v3`, whose numbers kerf does not reproduce.
 pub const HASH_VERSION: &str = "kerf-v1";
 
@@ -27,8 +33,34 @@ pub fn nodepool_hash(pool: &NodePool) -> String {
     if let Some(spec) = template.get_mut("spec").and_then(Value::as_object_mut) {
         spec.remove("requirements");
     }
+    hash_of(&template)
+}
+
+/// The spec hash of an EC2NodeClass, for its `karpenter.k8s.aws/ec2nodeclass-hash` annotation and its
+/// launched claims'.
+pub fn ec2nodeclass_hash(spec: &EC2NodeClassSpec) -> String {
+    let mut spec = serde_json::to_value(spec).unwrap_or(Value::Null);
+    if let Some(fields) = spec.as_object_mut() {
+        fields.retain(|key, _| !key.ends_with("SelectorTerms"));
+    }
+    hash_of(&spec)
+}
+
+/// The annotations that record `hash` under `hash_key` and kerf's hash version under `version_key`.
+pub fn hash_annotations(
+    hash_key: &str,
+    version_key: &str,
+    hash: String,
+) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (hash_key.to_owned(), hash),
+        (version_key.to_owned(), HASH_VERSION.to_owned()),
+    ])
+}
+
+fn hash_of(value: &Value) -> String {
     let mut text = String::new();
-    if let Some(value) = normalize(&template) {
+    if let Some(value) = normalize(value) {
         write_canonical(&value, &mut text);
     }
     fnv1a64(text.as_bytes()).to_string()
@@ -48,22 +80,44 @@ pub enum StaticDrift {
     Unknown,
 }
 
-/// Compares the hash annotations of `pool` and `claim`, versions first.
+/// Compares the NodePool hash annotations of `pool` and `claim`, versions first.
 pub fn static_drift(pool: &NodePool, claim: &NodeClaim) -> StaticDrift {
+    compare(
+        pool.metadata.annotations.as_ref(),
+        claim.metadata.annotations.as_ref(),
+        NODEPOOL_HASH,
+        NODEPOOL_HASH_VERSION,
+    )
+}
+
+/// Compares the EC2NodeClass hash annotations of `class` and `claim`, versions first.
+pub fn node_class_drift(class: &EC2NodeClass, claim: &NodeClaim) -> StaticDrift {
+    compare(
+        class.metadata.annotations.as_ref(),
+        claim.metadata.annotations.as_ref(),
+        EC2NODECLASS_HASH,
+        EC2NODECLASS_HASH_VERSION,
+    )
+}
+
+fn compare(
+    owner: Option<&BTreeMap<String, String>>,
+    claim: Option<&BTreeMap<String, String>>,
+    hash_key: &str,
+    version_key: &str,
+) -> StaticDrift {
     let get = |a: Option<&BTreeMap<String, String>>, key| a.and_then(|a| a.get(key)).cloned();
-    let pool_annotations = pool.metadata.annotations.as_ref();
-    let claim_annotations = claim.metadata.annotations.as_ref();
-    let (Some(pool_hash), Some(pool_version), Some(claim_hash), Some(claim_version)) = (
-        get(pool_annotations, NODEPOOL_HASH),
-        get(pool_annotations, NODEPOOL_HASH_VERSION),
-        get(claim_annotations, NODEPOOL_HASH),
-        get(claim_annotations, NODEPOOL_HASH_VERSION),
+    let (Some(owner_hash), Some(owner_version), Some(claim_hash), Some(claim_version)) = (
+        get(owner, hash_key),
+        get(owner, version_key),
+        get(claim, hash_key),
+        get(claim, version_key),
     ) else {
         return StaticDrift::Unknown;
     };
-    if pool_version != claim_version {
+    if owner_version != claim_version {
         StaticDrift::VersionChanged
-    } else if pool_hash != claim_hash {
+    } else if owner_hash != claim_hash {
         StaticDrift::Drifted
     } else {
         StaticDrift::Current
@@ -247,5 +301,59 @@ mod tests {
         assert_eq!(static_drift(&p, &c), StaticDrift::Drifted);
         c.metadata.annotations = Some(annotate("123", "v2"));
         assert_eq!(static_drift(&p, &c), StaticDrift::VersionChanged);
+    }
+
+    fn class_spec(edit: impl FnOnce(&mut serde_json::Value)) -> EC2NodeClassSpec {
+        let mut spec = json!({
+            "role": "NodeRole",
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
+            "userData": "echo hi",
+            "tags": {"team": "a"}
+        });
+        edit(&mut spec);
+        serde_json::from_value(spec).expect("an EC2NodeClass spec")
+    }
+
+    #[test]
+    fn a_class_drifts_on_its_spec_but_not_on_its_selector_terms() {
+        let h = ec2nodeclass_hash(&class_spec(|_| {}));
+        let selectors = class_spec(|s| {
+            s["amiSelectorTerms"] = json!([{"id": "ami-2"}]);
+            s["subnetSelectorTerms"] = json!([{"id": "subnet-2"}]);
+            s["securityGroupSelectorTerms"] = json!([{"id": "sg-2"}]);
+        });
+        assert_eq!(
+            ec2nodeclass_hash(&selectors),
+            h,
+            "selector terms drift dynamically"
+        );
+        let user_data = class_spec(|s| s["userData"] = json!("echo bye"));
+        assert_ne!(ec2nodeclass_hash(&user_data), h);
+        let tags = class_spec(|s| s["tags"]["team"] = json!("b"));
+        assert_ne!(ec2nodeclass_hash(&tags), h);
+    }
+
+    #[test]
+    fn a_claim_drifts_from_its_class_under_the_same_hash_version() {
+        let class_with = |hash: &str| -> EC2NodeClass {
+            serde_json::from_value(json!({
+                "metadata": {"name": "default", "annotations":
+                    hash_annotations(EC2NODECLASS_HASH, EC2NODECLASS_HASH_VERSION, hash.to_owned())},
+                "spec": {}
+            }))
+            .expect("a class")
+        };
+        let mut c = claim("2026-11-01T00:00:00Z", None, json!({}));
+        c.metadata.annotations = Some(hash_annotations(
+            EC2NODECLASS_HASH,
+            EC2NODECLASS_HASH_VERSION,
+            "1".to_owned(),
+        ));
+        assert_eq!(node_class_drift(&class_with("1"), &c), StaticDrift::Current);
+        assert_eq!(node_class_drift(&class_with("2"), &c), StaticDrift::Drifted);
+        c.metadata.annotations = None;
+        assert_eq!(node_class_drift(&class_with("2"), &c), StaticDrift::Unknown);
     }
 }

@@ -94,6 +94,21 @@ fn describe(budget: &ParsedBudget, total: u64) -> String {
     text
 }
 
+impl Explanation {
+    /// What decides the allowance, e.g. `budgets[2] active: nodes "0", schedule "@daily" for 10m, reasons
+    /// [Underutilized]`, `no active budget applies`, or the invalid budget that blocks every reason.
+    pub fn binding(&self) -> String {
+        match (&self.allowance.binding, &self.binding_budget) {
+            (Binding::Budget(i), Some(text)) => format!("budgets[{i}] active: {text}"),
+            (Binding::Budget(i), None) => format!("budgets[{i}]"),
+            (Binding::Unrestricted, _) => "no active budget applies".to_owned(),
+            (Binding::Invalid(e), _) => {
+                format!("{e}: a budget that cannot be evaluated blocks every reason")
+            }
+        }
+    }
+}
+
 impl fmt::Display for Explanation {
     /// One line, e.g. `Underutilized: 0 allowed until 2026-11-23T00:10:00Z, then 5 (budgets[2] active: nodes "0",
     /// schedule "@daily" for 10m, reasons [Underutilized])`.
@@ -114,17 +129,7 @@ impl fmt::Display for Explanation {
                 write!(f, ", then {then}")?;
             }
         }
-        match (&a.binding, &self.binding_budget) {
-            (Binding::Budget(i), Some(text)) => write!(f, " (budgets[{i}] active: {text})"),
-            (Binding::Budget(i), None) => write!(f, " (budgets[{i}])"),
-            (Binding::Unrestricted, _) => f.write_str(" (no active budget applies)"),
-            (Binding::Invalid(e), _) => {
-                write!(
-                    f,
-                    " ({e}: a budget that cannot be evaluated blocks every reason)"
-                )
-            }
-        }
+        write!(f, " ({})", self.binding())
     }
 }
 

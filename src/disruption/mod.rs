@@ -21,7 +21,7 @@ mod do_not_disrupt;
 mod drift_hash;
 mod explain;
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 mod go_duration;
 mod input;
 mod lifetime;
@@ -44,7 +44,9 @@ pub use do_not_disrupt::{
     DO_NOT_DISRUPT,
 };
 pub use drift_hash::{
-    nodepool_hash, static_drift, StaticDrift, HASH_VERSION, NODEPOOL_HASH, NODEPOOL_HASH_VERSION,
+    ec2nodeclass_hash, hash_annotations, node_class_drift, nodepool_hash, static_drift,
+    StaticDrift, EC2NODECLASS_HASH, EC2NODECLASS_HASH_VERSION, HASH_VERSION, NODEPOOL_HASH,
+    NODEPOOL_HASH_VERSION,
 };
 pub use explain::Explanation;
 pub use go_duration::parse_go_duration;

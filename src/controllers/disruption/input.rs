@@ -1,8 +1,10 @@
 //! The snapshot one disruption pass decides on, assembled from the reflector stores, the PodDisruptionBudgets
-//! (listed per pass: no other controller watches them) and the catalogs of the EC2NodeClasses in use.
+//! (listed per pass: no other controller watches them), the catalogs of the EC2NodeClasses in use and the
+//! cloud facts of drift ([`CloudFacts`]).
 
 use super::super::provisioning::{catalogs::Catalogs, class_catalogs, owned, pending};
 use super::super::Context;
+use super::cloud_drift::{CloudFacts, LIST_TIMEOUT};
 use crate::api::labels;
 use crate::api::nodepool::NodePool;
 use crate::catalog::{Catalog, InstanceType};
@@ -57,6 +59,9 @@ pub async fn snapshot<C: CloudProvider>(
     let pdbs = list_pdbs(&ctx.client).await?;
     let class_catalogs = class_catalogs(ctx, catalogs, &nodepools, &classes).await;
     let catalog = merge(class_catalogs.values().map(|c| c.as_ref()));
+    // After the catalogs: they refreshed the resolutions drift is judged against.
+    let now = ctx.clock.now();
+    let cloud = CloudFacts::gather(&ctx.cloud, catalogs, &classes, now, LIST_TIMEOUT).await;
 
     let mut by_node: HashMap<&str, Vec<Pod>> = HashMap::new();
     let mut pending_pods = Vec::new();
@@ -90,6 +95,7 @@ pub async fn snapshot<C: CloudProvider>(
                 .unwrap_or_default();
             let mut input = NodeInput::new(claim, node, pods);
             input.queued = input.node.as_ref().is_some_and(is_tainted_disrupted);
+            input.cloud_drift = cloud.as_ref().and_then(|c| c.drift(&input.claim));
             input.launched_as_replacement = replacements.get(input.claim_name()).copied();
             input
         })

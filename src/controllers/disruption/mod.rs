@@ -1,8 +1,12 @@
 //! Disruption: every 10 s (on the leader: it runs inside `controllers::run`) a snapshot of the cluster
-//! ([`input`]) goes through the pure engine ([`crate::disruption::decide`]); its commands are re-checked
-//! after 15 s where the reference asks for it ([`crate::disruption::validate`]) and carried out one at a
-//! time ([`execute`]). NodePools whose budgets allow no disruption get a `DisruptionBlocked` Event.
+//! ([`input`], with the cloud facts of drift from [`cloud_drift`]) goes through the pure engine
+//! ([`crate::disruption::decide`]); the claims it finds drifted get a `Drifted` condition ([`drifted`]); its
+//! commands are re-checked after 15 s where the reference asks for it ([`crate::disruption::validate`]) and
+//! carried out one at a time ([`execute`]). NodePools whose budgets allow no disruption get a
+//! `DisruptionBlocked` Event.
 
+pub mod cloud_drift;
+pub mod drifted;
 pub mod execute;
 pub mod input;
 pub mod metrics;
@@ -13,8 +17,8 @@ use crate::api::labels;
 use crate::api::nodepool::NodePool;
 use crate::cloud::CloudProvider;
 use crate::disruption::{
-    count_nodes, decide, validate, Budgets, Command, Decision, DisruptionInput, Method, NodeState,
-    Settings, REASONS,
+    count_nodes, decide, validate, Binding, Budgets, Command, Decision, DisruptionInput,
+    Explanation, Method, NodeState, PoolCounts, Settings,
 };
 use input::Snapshot;
 use k8s_openapi::jiff::Timestamp;
@@ -68,6 +72,7 @@ async fn pass<C: CloudProvider>(ctx: &Context<C>, memory: &mut Memory) {
         return;
     };
     report_blocked(ctx, &snapshot, now, &mut memory.blocked).await;
+    drifted::mark(ctx, &snapshot.nodes, &decision.drifted, now).await;
     let alive: Vec<&str> = snapshot.nodes.iter().map(|n| n.claim_name()).collect();
     memory
         .replacements
@@ -210,14 +215,111 @@ async fn report_blocked<C>(
     }
 }
 
-fn blocked_messages(
-    pool: &NodePool,
-    counts: crate::disruption::PoolCounts,
-    now: Timestamp,
-) -> Vec<String> {
-    let budgets = Budgets::of(pool);
-    REASONS
+/// The `DisruptionBlocked` messages of `pool`, one per reason its budgets allow nothing for: Karpenter's text
+/// first (users grep for it), then the budget that binds and when disruption opens again.
+fn blocked_messages(pool: &NodePool, counts: PoolCounts, now: Timestamp) -> Vec<String> {
+    Budgets::of(pool)
+        .explain_all(counts, now)
         .iter()
-        .filter_map(|&reason| budgets.evaluate(reason, counts, now).blocked_message())
+        .filter_map(|e| {
+            let karpenter = e.allowance.blocked_message()?;
+            Some(format!("{karpenter}: {}; {}", e.binding(), reopening(e)))
+        })
         .collect()
+}
+
+/// When a blocked reason may disrupt again, in words.
+fn reopening(blocked: &Explanation) -> String {
+    match (blocked.until, blocked.then, &blocked.allowance.binding) {
+        (_, _, Binding::Invalid(_)) => "blocked until the budget is fixed".to_owned(),
+        (Some(until), Some(then), _) if !then.is_zero() => format!("{then} allowed from {until}"),
+        (Some(until), _, _) => format!("the budgets change at {until} and still allow 0"),
+        (None, _, _) => "no budget window opens or closes ahead".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::disruption::fixtures;
+    use serde_json::json;
+
+    fn pool(budgets: serde_json::Value) -> NodePool {
+        fixtures::pool(json!({ "budgets": budgets }))
+    }
+
+    const FOUR: PoolCounts = PoolCounts {
+        total: 4,
+        disrupting: 0,
+    };
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().expect("timestamp")
+    }
+
+    #[test]
+    fn a_blocked_reason_keeps_karpenters_text_then_names_the_budget_and_when_it_opens() {
+        let business_hours = pool(json!([
+            {"nodes": "0", "schedule": "0 9 * * mon-fri", "duration": "8h", "reasons": ["Drifted"]},
+            {"nodes": "2"}
+        ]));
+        assert_eq!(
+            blocked_messages(&business_hours, FOUR, at("2026-11-23T10:00:00Z")),
+            ["No allowed disruptions for disruption reason Drifted due to blocking budget: budgets[0] active: \
+              nodes \"0\", schedule \"0 9 * * mon-fri\" for 8h, reasons [Drifted]; 2 allowed from \
+              2026-11-23T17:00:00Z"]
+        );
+        assert!(blocked_messages(&business_hours, FOUR, at("2026-11-23T17:00:00Z")).is_empty());
+    }
+
+    #[test]
+    fn a_window_that_hands_over_to_another_zero_says_so() {
+        let back_to_back = pool(json!([
+            {"nodes": "0", "schedule": "0 9 * * *", "duration": "1h", "reasons": ["Empty"]},
+            {"nodes": "0", "schedule": "0 10 * * *", "duration": "1h", "reasons": ["Empty"]},
+            {"nodes": "1"}
+        ]));
+        assert_eq!(
+            blocked_messages(&back_to_back, FOUR, at("2026-11-23T09:30:00Z")),
+            ["No allowed disruptions for disruption reason Empty due to blocking budget: budgets[0] active: \
+              nodes \"0\", schedule \"0 9 * * *\" for 1h, reasons [Empty]; the budgets change at \
+              2026-11-23T10:00:00Z and still allow 0"]
+        );
+    }
+
+    #[test]
+    fn unscheduled_and_invalid_blocks_say_nothing_will_open_them() {
+        let messages = blocked_messages(
+            &pool(json!([{"nodes": "0"}])),
+            FOUR,
+            at("2026-11-23T10:00:00Z"),
+        );
+        assert_eq!(messages.len(), 3);
+        assert!(
+            messages[0].ends_with(
+                "budgets[0] active: nodes \"0\"; no budget window opens or closes ahead"
+            ),
+            "{}",
+            messages[0]
+        );
+        let invalid =
+            pool(json!([{"nodes": "1", "schedule": "0 0 * * sat-sun", "duration": "1h"}]));
+        let messages = blocked_messages(&invalid, FOUR, at("2026-11-23T10:00:00Z"));
+        assert_eq!(messages.len(), 3);
+        assert!(
+            messages[2].ends_with("blocked until the budget is fixed"),
+            "{}",
+            messages[2]
+        );
+    }
+
+    #[test]
+    fn a_pool_without_nodes_is_never_reported_blocked() {
+        let messages = blocked_messages(
+            &pool(json!([{"nodes": "0"}])),
+            PoolCounts::default(),
+            at("2026-11-23T10:00:00Z"),
+        );
+        assert!(messages.is_empty());
+    }
 }

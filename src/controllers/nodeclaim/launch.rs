@@ -1,5 +1,5 @@
 //! Launching a NodeClaim's instance: adopt the instance an earlier attempt launched (tagged with the claim's
-//! name), or create one; then what the claim's status and labels say about it.
+//! name), or create one; then what the claim's status, labels and annotations say about it.
 //!
 //! Adoption is what makes a crash between CreateFleet and the status write safe: the instance carries
 //! `karpenter.sh/nodeclaim=<name>` from the moment it exists, so the next attempt finds it instead of
@@ -9,6 +9,9 @@ use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
 use crate::catalog::InstanceType;
 use crate::cloud::{CloudError, CloudProvider, Instance, LaunchRequest, NodeClass, TAG_NODECLAIM};
+use crate::disruption::{
+    ec2nodeclass_hash, hash_annotations, EC2NODECLASS_HASH, EC2NODECLASS_HASH_VERSION,
+};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -18,6 +21,8 @@ use std::time::SystemTime;
 pub struct Launched {
     pub instance: Instance,
     pub instance_type: Option<InstanceType>,
+    /// The hash of the EC2NodeClass spec it launched with (static `NodeClassDrift`).
+    pub node_class_hash: String,
     /// Found already running for this claim rather than created now.
     pub adopted: bool,
 }
@@ -41,6 +46,7 @@ pub async fn launch<C: CloudProvider>(
     now: SystemTime,
 ) -> Result<Launched, CloudError> {
     let name = claim.metadata.name.as_deref().unwrap_or_default();
+    let node_class_hash = ec2nodeclass_hash(&node_class.spec);
     let existing = cloud.list().await?;
     let types = cloud.instance_types(&node_class, now).await?;
     let find_type = |instance: &Instance| {
@@ -53,6 +59,7 @@ pub async fn launch<C: CloudProvider>(
         return Ok(Launched {
             instance_type: find_type(instance),
             instance: instance.clone(),
+            node_class_hash,
             adopted: true,
         });
     }
@@ -61,6 +68,7 @@ pub async fn launch<C: CloudProvider>(
     Ok(Launched {
         instance_type: find_type(&instance),
         instance,
+        node_class_hash,
         adopted: false,
     })
 }
@@ -81,6 +89,15 @@ pub fn launched_labels(launched: &Launched) -> BTreeMap<String, String> {
         instance.capacity_type.as_str().to_owned(),
     );
     out
+}
+
+/// The annotations a launched claim gets: the hash of the class it launched with.
+pub fn launched_annotations(launched: &Launched) -> BTreeMap<String, String> {
+    hash_annotations(
+        EC2NODECLASS_HASH,
+        EC2NODECLASS_HASH_VERSION,
+        launched.node_class_hash.clone(),
+    )
 }
 
 /// The status fields a launch fills: provider ID, image, and capacity / allocatable of the type.

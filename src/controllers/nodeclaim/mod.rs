@@ -10,6 +10,7 @@ pub mod launch;
 pub mod liveness;
 pub mod registration;
 
+use super::backoff::key_of;
 use super::metrics::{DisruptedLabels, LaunchFailureLabels, NodePoolLabels, NodePoolZoneLabels};
 use super::{Context, Error};
 use crate::api::labels;
@@ -34,8 +35,6 @@ use std::time::Duration;
 const STEADY_RECHECK: Duration = Duration::from_secs(5 * 60);
 /// While waiting on the EC2NodeClass, or on a Node between watch events.
 const WAIT_RECHECK: Duration = Duration::from_secs(10);
-/// After a failed reconcile.
-const ERROR_RECHECK: Duration = Duration::from_secs(5);
 
 pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(), Error> {
     let claims: Api<NodeClaim> = Api::all(ctx.client.clone());
@@ -45,7 +44,14 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
         .watches(nodes, watcher::Config::default(), move |node| {
             claim_of_uninitialized_node(&store, &node)
         })
-        .run(reconcile, error_policy, ctx)
+        .run(
+            |claim, ctx| async move {
+                let key = key_of(claim.as_ref());
+                ctx.backoff.track(&key, reconcile(claim, ctx.clone())).await
+            },
+            error_policy,
+            ctx,
+        )
         .for_each(|_| async {})
         .await;
     Ok(())
@@ -73,9 +79,10 @@ fn claim_of_uninitialized_node(
         .map(|c| ObjectRef::from_obj(c.as_ref()))
 }
 
-fn error_policy<C>(claim: Arc<NodeClaim>, error: &ReconcileError, _ctx: Arc<Context<C>>) -> Action {
-    tracing::warn!(nodeclaim = ?claim.metadata.name, %error, "nodeclaim lifecycle failed; retrying");
-    Action::requeue(ERROR_RECHECK)
+fn error_policy<C>(claim: Arc<NodeClaim>, error: &ReconcileError, ctx: Arc<Context<C>>) -> Action {
+    let retry_in = ctx.backoff.failed(&key_of(claim.as_ref()));
+    tracing::warn!(nodeclaim = ?claim.metadata.name, %error, ?retry_in, "nodeclaim lifecycle failed; retrying");
+    Action::requeue(retry_in)
 }
 
 /// One step of the lifecycle: the first one the claim has not passed.
@@ -257,7 +264,9 @@ async fn record_launch<C>(
 ) -> Result<(), ReconcileError> {
     let name = calls::name(claim)?;
     let labels = launch::launched_labels(launched);
-    calls::merge_patch(api, &name, json!({"metadata": {"labels": labels}})).await?;
+    let annotations = launch::launched_annotations(launched);
+    let metadata = json!({"metadata": {"labels": labels, "annotations": annotations}});
+    calls::merge_patch(api, &name, metadata).await?;
     let condition = (LAUNCHED, "True", LAUNCHED, "");
     set_condition(
         api,
@@ -415,4 +424,4 @@ async fn steady_step<C: CloudProvider>(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

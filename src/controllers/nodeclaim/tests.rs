@@ -1,5 +1,6 @@
 //! The launch step against the in-memory cloud: a second attempt adopts the instance the first launched,
 //! an out-of-capacity type is skipped by the next claim's launch, and what a launch writes on the claim.
+//! Its fixtures (`cloud`, `claim`, `t0`) serve the other controllers' tests against the in-memory cloud too.
 
 use super::launch::{adoptable, launch, launched_labels, launched_status};
 use crate::api::ec2nodeclass::{SecurityGroup, Subnet};
@@ -17,7 +18,7 @@ const PRICES: &str = r#"{
   "spotUsdPerHour": {"us-west-2": {"c5.large": 0.035, "m5.large": 0.04}}
 }"#;
 
-fn t0() -> SystemTime {
+pub(crate) fn t0() -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
 }
 
@@ -25,7 +26,7 @@ fn discovery() -> BTreeMap<String, String> {
     BTreeMap::from([("karpenter.sh/discovery".to_owned(), CLUSTER.to_owned())])
 }
 
-fn cloud() -> SimCloud {
+pub(crate) fn cloud() -> SimCloud {
     let pricing = Pricing::from_json(PRICES).expect("prices");
     let catalog =
         Catalog::embedded("us-west-2", &CatalogSettings::default(), &pricing).expect("catalog");
@@ -78,7 +79,7 @@ async fn node_class(cloud: &SimCloud) -> NodeClass {
         .expect("the class resolves")
 }
 
-fn claim(name: &str) -> NodeClaim {
+pub(crate) fn claim(name: &str) -> NodeClaim {
     serde_json::from_value(json!({
         "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
         "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default"}},

@@ -1,10 +1,11 @@
 //! The instance types each EC2NodeClass can launch, resolved through the cloud provider and kept for a short
 //! time: resolving selectors and listing types are several cloud calls, while a solve may run every second.
-//! The time-to-live keeps ICE marks (3 minutes) and price changes visible soon enough.
+//! The time-to-live keeps ICE marks (3 minutes) and price changes visible soon enough. The resolution itself
+//! (AMIs, subnets, security groups) is kept beside it: disruption judges cloud drift against it.
 
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::catalog::Catalog;
-use crate::cloud::{CloudError, CloudProvider};
+use crate::cloud::{CloudError, CloudProvider, NodeClass};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -26,6 +27,7 @@ struct Cached {
     /// The class's `metadata.generation` when it was resolved: an edited class is resolved again at once.
     generation: Option<i64>,
     catalog: Arc<Catalog>,
+    node_class: Arc<NodeClass>,
 }
 
 impl Catalogs {
@@ -50,9 +52,9 @@ impl Catalogs {
             }
         }
         match fetch(cloud, &name, class, now).await {
-            Ok(catalog) => {
+            Ok((node_class, catalog)) => {
                 self.failed.remove(&name);
-                Some(self.store(name, generation, now, catalog))
+                Some(self.store(name, generation, now, node_class, catalog))
             }
             Err(error) => {
                 tracing::warn!(ec2nodeclass = %name, %error, "cannot provision from this EC2NodeClass");
@@ -67,6 +69,7 @@ impl Catalogs {
         name: String,
         generation: Option<i64>,
         now: SystemTime,
+        node_class: NodeClass,
         catalog: Catalog,
     ) -> Arc<Catalog> {
         let catalog = Arc::new(catalog);
@@ -76,9 +79,19 @@ impl Catalogs {
                 fetched: now,
                 generation,
                 catalog: catalog.clone(),
+                node_class: Arc::new(node_class),
             },
         );
         catalog
+    }
+
+    /// What `class` resolved to, when [`Catalogs::get`] would answer from the cache at `now` (fresh, and the
+    /// class unchanged since); never a cloud call.
+    pub fn resolved(&self, class: &EC2NodeClass, now: SystemTime) -> Option<Arc<NodeClass>> {
+        let cached = self.cached.get(class.metadata.name.as_deref()?)?;
+        let current = within(cached.fetched, now, CATALOG_TTL)
+            && cached.generation == class.metadata.generation;
+        current.then(|| cached.node_class.clone())
     }
 
     /// Forgets every class not in `names` (deleted classes).
@@ -94,10 +107,10 @@ async fn fetch<C: CloudProvider>(
     name: &str,
     class: &EC2NodeClass,
     now: SystemTime,
-) -> Result<Catalog, CloudError> {
+) -> Result<(NodeClass, Catalog), CloudError> {
     let node_class = cloud.resolve_node_class(name, &class.spec).await?;
     let instance_types = cloud.instance_types(&node_class, now).await?;
-    Ok(Catalog { instance_types })
+    Ok((node_class, Catalog { instance_types }))
 }
 
 /// Whether less than `ttl` has passed from `since` to `now`.

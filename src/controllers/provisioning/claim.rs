@@ -1,6 +1,6 @@
 //! A planned claim as the NodeClaim object kerf creates (api-rules.md §5): the pool's template with the
 //! requirements narrowed by the pods and to the planned instance types, the pods' requests, the NodePool as
-//! owner, and the termination finalizer. The name is derived from the pool and the pods' UIDs, so a controller
+//! owner, the hash of the template it was made from (static drift), and the termination finalizer. The name is derived from the pool and the pods' UIDs, so a controller
 //! that crashed after creating it and solves the same pods again gets AlreadyExists instead of a twin.
 
 use crate::api::labels;
@@ -8,6 +8,7 @@ use crate::api::nodeclaim::{NodeClaim, NodeClaimSpec, ResourceRequirements};
 use crate::api::nodepool::{NodePool, NodeSelectorRequirementWithMinValues};
 use crate::api::operator::Operator;
 use crate::api::requirements::Requirement;
+use crate::disruption::{hash_annotations, nodepool_hash, NODEPOOL_HASH, NODEPOOL_HASH_VERSION};
 use crate::scheduling::PlannedClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -28,6 +29,12 @@ pub fn node_claim(pool: &NodePool, planned: &PlannedClaim, pod_uids: &[&str]) ->
             planned.instance_types.iter().map(|t| t.to_string()),
         ));
     }
+    let mut annotations = template_meta.annotations.unwrap_or_default();
+    annotations.extend(hash_annotations(
+        NODEPOOL_HASH,
+        NODEPOOL_HASH_VERSION,
+        nodepool_hash(pool),
+    ));
     let mut claim_labels = template_meta.labels.unwrap_or_default();
     claim_labels.extend(requirements.labels());
     claim_labels.insert(labels::NODEPOOL.to_owned(), pool_name.clone());
@@ -65,7 +72,7 @@ pub fn node_claim(pool: &NodePool, planned: &PlannedClaim, pod_uids: &[&str]) ->
         metadata: ObjectMeta {
             name: Some(name(&pool_name, pod_uids)),
             labels: Some(claim_labels),
-            annotations: template_meta.annotations,
+            annotations: Some(annotations),
             finalizers: Some(vec![TERMINATION_FINALIZER.to_owned()]),
             owner_references: Some(vec![OwnerReference {
                 api_version: "karpenter.sh/v1".to_owned(),
@@ -163,6 +170,14 @@ mod tests {
         assert_eq!(value["metadata"]["labels"]["team"], "a");
         assert_eq!(value["metadata"]["labels"]["kubernetes.io/arch"], "amd64");
         assert_eq!(value["metadata"]["annotations"]["note"], "x");
+        assert_eq!(
+            value["metadata"]["annotations"][NODEPOOL_HASH],
+            nodepool_hash(&pool())
+        );
+        assert_eq!(
+            value["metadata"]["annotations"][NODEPOOL_HASH_VERSION],
+            crate::disruption::HASH_VERSION
+        );
         assert_eq!(
             value["metadata"]["finalizers"],
             json!(["karpenter.sh/termination"])

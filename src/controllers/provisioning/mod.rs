@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 /// How many apiserver writes (claims, Events) one decision has in flight at once.
-const PARALLEL_WRITES: usize = 16;
+pub(crate) const PARALLEL_WRITES: usize = 16;
 
 /// Watches for pending pods and nodes being deleted and provisions for their pods, until the state watch ends.
 pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(), Error> {

@@ -8,6 +8,7 @@
 
 pub mod drain;
 
+use super::backoff::key_of;
 use super::metrics::{
     CodeLabels, NodePoolLabels, NodePoolZoneLabels, ReasonLabels, TerminatedLabels,
 };
@@ -35,8 +36,6 @@ use std::time::{Duration, SystemTime};
 const DRAIN_RECHECK: Duration = Duration::from_secs(2);
 /// While the instance shuts down (Karpenter polls every 5 s).
 const INSTANCE_RECHECK: Duration = Duration::from_secs(5);
-/// After a failed reconcile.
-const ERROR_RECHECK: Duration = Duration::from_secs(5);
 /// At most this many evictions are in flight for one node.
 const EVICTION_CONCURRENCY: usize = 8;
 
@@ -79,25 +78,46 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
         Api::<NodeClaim>::all(ctx.client.clone()),
         watcher::Config::default(),
     )
-    .run(terminate_claim, error_policy, termination.clone())
+    .run(
+        |claim, t| async move {
+            let key = key_of(claim.as_ref());
+            t.ctx
+                .backoff
+                .track(&key, terminate_claim(claim, t.clone()))
+                .await
+        },
+        error_policy,
+        termination.clone(),
+    )
     .for_each(|_| async {});
     let nodes = Controller::new(
         Api::<Node>::all(ctx.client.clone()),
         watcher::Config::default(),
     )
-    .run(node_deleted, error_policy, termination)
+    .run(
+        |node, t| async move {
+            let key = key_of(node.as_ref());
+            t.ctx
+                .backoff
+                .track(&key, node_deleted(node, t.clone()))
+                .await
+        },
+        error_policy,
+        termination,
+    )
     .for_each(|_| async {});
     futures::join!(claims, nodes);
     Ok(())
 }
 
-fn error_policy<K: Resource, C>(
+fn error_policy<K: Resource<DynamicType = ()>, C>(
     object: Arc<K>,
     error: &ReconcileError,
-    _t: Arc<Termination<C>>,
+    t: Arc<Termination<C>>,
 ) -> Action {
-    tracing::warn!(name = ?object.meta().name, %error, "termination failed; retrying");
-    Action::requeue(ERROR_RECHECK)
+    let retry_in = t.ctx.backoff.failed(&key_of(object.as_ref()));
+    tracing::warn!(name = ?object.meta().name, %error, ?retry_in, "termination failed; retrying");
+    Action::requeue(retry_in)
 }
 
 fn terminating<K: Resource>(object: &K) -> bool {

@@ -45,9 +45,15 @@ pub fn decide(input: &DisruptionInput<'_>, now: Timestamp) -> Decision {
             break;
         }
     }
+    let drifted = pass
+        .facts
+        .iter()
+        .filter_map(|f| Some((f.target.claim.clone(), f.drift?)))
+        .collect();
     Decision {
         commands,
         skipped: pass.skips,
+        drifted,
     }
 }
 

@@ -1,6 +1,6 @@
-//! Spot prices at run time, from EC2's spot price history: the newest price per (instance type, zone), fetched
-//! at most once per [`REFRESH`]. Rows older than [`MAX_AGE`] are ignored (an emulator's placeholder rows, or a
-//! pool nobody has bid on for a week), so those offerings keep the pricing file's price, or none.
+//! Spot prices from EC2's spot price history: the newest price per (instance type, zone), fetched at most once
+//! per [`REFRESH`]. Rows older than [`MAX_AGE`] are ignored (an emulator's placeholder rows, or a pool nobody
+//! has bid on for a week), so those offerings keep the pricing file's price, or none.
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
@@ -19,10 +19,9 @@ pub struct Row {
     pub timestamp: SystemTime,
 }
 
-/// Spot prices fetched at one instant.
+/// Spot prices per (instance type, zone).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SpotPrices {
-    pub fetched: Option<SystemTime>,
     prices: HashMap<(String, String), (SystemTime, f64)>,
 }
 
@@ -46,16 +45,7 @@ impl SpotPrices {
                 prices.insert(key, (row.timestamp, price));
             }
         }
-        SpotPrices {
-            fetched: Some(now),
-            prices,
-        }
-    }
-
-    /// Whether these prices are due for a refresh at `now`.
-    pub fn stale(&self, now: SystemTime) -> bool {
-        self.fetched
-            .is_none_or(|at| now.duration_since(at).is_ok_and(|age| age >= REFRESH))
+        SpotPrices { prices }
     }
 
     pub fn get(&self, instance_type: &str, zone: &str) -> Option<f64> {
@@ -103,13 +93,5 @@ mod tests {
             "a stale row is no price"
         );
         assert_eq!(prices.get("c5.xlarge", "us-west-2a"), None);
-    }
-
-    #[test]
-    fn prices_are_refreshed_hourly() {
-        let prices = SpotPrices::from_rows([], t(0));
-        assert!(!prices.stale(t(3599)));
-        assert!(prices.stale(t(3600)));
-        assert!(SpotPrices::default().stale(t(0)));
     }
 }
