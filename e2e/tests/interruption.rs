@@ -207,7 +207,11 @@ async fn a_spot_interruption_drains_and_replaces_the_node() -> Result<()> {
     );
     let replacement_name = name(&replacement);
     let replacement = bed
-        .wait_for_conditions(&replacement_name, &["Initialized"], Duration::from_secs(120))
+        .wait_for_conditions(
+            &replacement_name,
+            &["Initialized"],
+            Duration::from_secs(120),
+        )
         .await?;
     let new_node = replacement
         .status
