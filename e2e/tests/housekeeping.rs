@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Event;
 use kerf::api::ec2nodeclass::EC2NodeClass;
 use kerf::api::nodeclaim::NodeClaim;
 use kerf::cloud::{CloudError, CloudProvider};
-use kerf_e2e::aws::{node_class_spec, spot_interruption, AwsEmu};
+use kerf_e2e::aws::{node_class_spec, spot_interruption};
 use kerf_e2e::controller::events_with_reason;
 use kerf_e2e::poll;
 use kerf_e2e::testbed::{apply_node_claim, tail, Testbed};
@@ -228,13 +228,7 @@ async fn the_class_status_is_written_and_leaks_and_orphans_are_collected() -> Re
 async fn a_spot_interruption_message_deletes_the_claim_and_its_instance() -> Result<()> {
     const TEST: &str = "a_spot_interruption_message";
     let _turn = SERIAL.lock().await;
-    // The controller opens its queue at start, so the queue comes first.
-    let Some(emu) = AwsEmu::shared_or_skip(TEST)? else {
-        return Ok(());
-    };
-    let queue = emu.interruption_queue("interruption").await?;
-    let flags = vec!["--interruption-queue".to_owned(), queue.name.clone()];
-    let Some(bed) = Testbed::start_or_skip_with(TEST, |_| flags).await? else {
+    let Some((bed, queue)) = Testbed::start_with_interruption_queue_or_skip(TEST).await? else {
         return Ok(());
     };
 

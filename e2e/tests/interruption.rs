@@ -15,7 +15,7 @@ use anyhow::{ensure, Context, Result};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kerf::api::nodeclaim::NodeClaim;
 use kerf::cloud::{CloudError, CloudProvider};
-use kerf_e2e::aws::{spot_interruption, AwsEmu};
+use kerf_e2e::aws::spot_interruption;
 use kerf_e2e::controller::{create_inflate, events_with_reason, node_claims, node_pool};
 use kerf_e2e::poll;
 use kerf_e2e::testbed::{apply_ok, tail, Testbed};
@@ -108,13 +108,7 @@ async fn inflate_pods(pods: &Api<Pod>) -> Result<Vec<Pod>> {
 
 #[tokio::test]
 async fn a_spot_interruption_drains_and_replaces_the_node() -> Result<()> {
-    // The controller opens its queue at start, so the queue comes first.
-    let Some(emu) = AwsEmu::shared_or_skip(TEST)? else {
-        return Ok(());
-    };
-    let queue = emu.interruption_queue("interruption").await?;
-    let flags = vec!["--interruption-queue".to_owned(), queue.name.clone()];
-    let Some(bed) = Testbed::start_or_skip_with(TEST, |_| flags).await? else {
+    let Some((bed, queue)) = Testbed::start_with_interruption_queue_or_skip(TEST).await? else {
         return Ok(());
     };
     let log = || tail(&bed.log(), 40);
