@@ -399,3 +399,65 @@ impl Launchable {
         )?)
     }
 }
+
+/// An SQS queue on the emulator, for a controller's `--interruption-queue` (create it before the controller
+/// starts: the controller looks its URL up once).
+pub struct InterruptionQueue {
+    /// What `--interruption-queue` takes.
+    pub name: String,
+    url: String,
+    sqs: aws_sdk_sqs::Client,
+}
+
+impl AwsEmu {
+    /// A new queue named `<prefix>-<unique>`.
+    pub async fn interruption_queue(&self, prefix: &str) -> Result<InterruptionQueue> {
+        let name = unique_cluster_name(prefix);
+        let settings = self.settings(&name, CONTROL_TIMEOUT)?;
+        let sqs = kerf_aws::SqsQueue::client(&settings).await?;
+        let url = sqs
+            .create_queue()
+            .queue_name(&name)
+            .send()
+            .await?
+            .queue_url
+            .context("queue URL")?;
+        Ok(InterruptionQueue { name, url, sqs })
+    }
+}
+
+impl InterruptionQueue {
+    pub async fn send(&self, body: String) -> Result<()> {
+        self.sqs
+            .send_message()
+            .queue_url(&self.url)
+            .message_body(body)
+            .send()
+            .await?;
+        Ok(())
+    }
+
+    /// SQS's `ApproximateNumberOfMessages`: how many messages wait on the queue.
+    pub async fn waiting(&self) -> Result<Option<String>> {
+        use aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages;
+        let answer = self
+            .sqs
+            .get_queue_attributes()
+            .queue_url(&self.url)
+            .attribute_names(ApproximateNumberOfMessages)
+            .send()
+            .await?;
+        Ok(answer
+            .attributes()
+            .and_then(|a| a.get(&ApproximateNumberOfMessages))
+            .cloned())
+    }
+}
+
+/// An EventBridge "EC2 Spot Instance Interruption Warning" for `instance_id`.
+pub fn spot_interruption(instance_id: &str) -> String {
+    serde_json::json!({"version": "0", "source": "aws.ec2", "detail-type": "EC2 Spot Instance Interruption Warning",
+           "time": "2026-11-23T00:00:00Z",
+           "detail": {"instance-id": instance_id, "instance-action": "terminate"}})
+    .to_string()
+}

@@ -2,7 +2,7 @@
 //! AWS emulator: the process (killed when dropped, so a test can also crash it on purpose), its log, and the
 //! objects those tests apply (an EC2NodeClass discovering a test's [`Network`](crate::aws::Network), NodeClaims).
 
-use crate::aws::{node_class_spec, AwsEmu, REGION, TEST_PRICES};
+use crate::aws::{node_class_spec, AwsEmu, InterruptionQueue, REGION, TEST_PRICES};
 use crate::kerf::kerf_binary;
 use crate::{poll, Cluster};
 use anyhow::{bail, Context, Result};
@@ -159,6 +159,22 @@ impl Testbed {
     /// The testbed for `test`, or `None` (after printing why) when it is to be skipped.
     pub async fn start_or_skip(test: &str) -> Result<Option<Testbed>> {
         Self::start_or_skip_with(test, |_| Vec::new()).await
+    }
+
+    /// [`Testbed::start_or_skip`] with an interruption queue, created first: the controller looks it up at
+    /// start.
+    pub async fn start_with_interruption_queue_or_skip(
+        test: &str,
+    ) -> Result<Option<(Testbed, InterruptionQueue)>> {
+        let Some(emu) = AwsEmu::shared_or_skip(test)? else {
+            return Ok(None);
+        };
+        let queue = emu.interruption_queue("interruption").await?;
+        let flags = vec!["--interruption-queue".to_owned(), queue.name.clone()];
+        let Some(bed) = Self::start_or_skip_with(test, |_| flags).await? else {
+            return Ok(None);
+        };
+        Ok(Some((bed, queue)))
     }
 
     /// [`Testbed::start_or_skip`], the controller started with the flags `extra` gives for the cluster name.

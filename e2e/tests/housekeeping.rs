@@ -13,12 +13,11 @@ use k8s_openapi::api::core::v1::Event;
 use kerf::api::ec2nodeclass::EC2NodeClass;
 use kerf::api::nodeclaim::NodeClaim;
 use kerf::cloud::{CloudError, CloudProvider};
-use kerf_e2e::aws::{node_class_spec, AwsEmu};
+use kerf_e2e::aws::{node_class_spec, spot_interruption};
 use kerf_e2e::controller::events_with_reason;
 use kerf_e2e::poll;
 use kerf_e2e::testbed::{apply_node_claim, tail, Testbed};
 use kube::api::{Api, ListParams};
-use serde_json::json;
 
 /// Waits until the instance behind `provider_id` is gone (terminated or shutting down).
 async fn instance_gone(bed: &Testbed, provider_id: &str, timeout: Duration) -> Result<()> {
@@ -229,21 +228,7 @@ async fn the_class_status_is_written_and_leaks_and_orphans_are_collected() -> Re
 async fn a_spot_interruption_message_deletes_the_claim_and_its_instance() -> Result<()> {
     const TEST: &str = "a_spot_interruption_message";
     let _turn = SERIAL.lock().await;
-    // The controller opens its queue at start, so the queue comes first.
-    let Some(emu) = AwsEmu::shared_or_skip(TEST)? else {
-        return Ok(());
-    };
-    let queue = kerf_e2e::aws::unique_cluster_name("interruption");
-    let sqs = kerf_aws::SqsQueue::client(&emu.settings(&queue, Duration::from_secs(30))?).await?;
-    let url = sqs
-        .create_queue()
-        .queue_name(&queue)
-        .send()
-        .await?
-        .queue_url
-        .context("queue URL")?;
-    let flags = vec!["--interruption-queue".to_owned(), queue.clone()];
-    let Some(bed) = Testbed::start_or_skip_with(TEST, |_| flags).await? else {
+    let Some((bed, queue)) = Testbed::start_with_interruption_queue_or_skip(TEST).await? else {
         return Ok(());
     };
 
@@ -260,11 +245,7 @@ async fn a_spot_interruption_message_deletes_the_claim_and_its_instance() -> Res
         .and_then(|s| s.provider_id)
         .context("providerID")?;
     let instance_id = kerf::cloud::instance_id(&provider_id)?;
-    sqs.send_message()
-        .queue_url(&url)
-        .message_body(spot_interruption(instance_id))
-        .send()
-        .await?;
+    queue.send(spot_interruption(instance_id)).await?;
 
     claim_gone(&bed, "spot-victim", Duration::from_secs(120)).await?;
     instance_gone(&bed, &provider_id, Duration::from_secs(30)).await?;
@@ -278,23 +259,6 @@ async fn a_spot_interruption_message_deletes_the_claim_and_its_instance() -> Res
         "a SpotInterrupted Event"
     );
     // The message was deleted once handled.
-    let left = sqs
-        .get_queue_attributes()
-        .queue_url(&url)
-        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
-        .send()
-        .await?;
-    let count = left
-        .attributes()
-        .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages))
-        .cloned();
-    assert_eq!(count.as_deref(), Some("0"));
+    assert_eq!(queue.waiting().await?.as_deref(), Some("0"));
     Ok(())
-}
-
-fn spot_interruption(instance_id: &str) -> String {
-    json!({"version": "0", "source": "aws.ec2", "detail-type": "EC2 Spot Instance Interruption Warning",
-           "time": "2026-11-23T00:00:00Z",
-           "detail": {"instance-id": instance_id, "instance-action": "terminate"}})
-    .to_string()
 }

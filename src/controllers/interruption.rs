@@ -2,7 +2,7 @@
 //! matched to NodeClaims by instance ID; a spot interruption keeps its offering out of launches for the ICE
 //! TTL, and an interrupted, stopping, terminating or retiring instance's claim gets an Event and is deleted —
 //! the graceful termination flow drains it while the provisioner launches replacement capacity for the pods
-//! it evicts.
+//! still on it (a node whose claim is being deleted is no capacity, and its pods are solved for at once).
 
 use super::nodeclaim::calls;
 use super::{Context, Error};

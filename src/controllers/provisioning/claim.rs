@@ -16,7 +16,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 /// Holds a NodeClaim until its instance is terminated and its Node gone.
 pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";
 
-/// The NodeClaim for `planned`, from `pool`. `pod_uids` are the UIDs of the claim's pods.
+/// The NodeClaim for `planned`, from `pool`. `pod_uids` identify the claim's pods: their UIDs (with the node
+/// a pod is leaving, for the pods of a node being deleted).
 pub fn node_claim(pool: &NodePool, planned: &PlannedClaim, pod_uids: &[&str]) -> NodeClaim {
     let pool_name = pool.metadata.name.clone().unwrap_or_default();
     let template = &pool.spec.template;

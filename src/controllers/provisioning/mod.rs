@@ -1,10 +1,12 @@
-//! Provisioning: pods the kube-scheduler marked Unschedulable ([`pending`]), batched ([`batcher`]), solved
-//! with the existing nodes and in-flight NodeClaims counted ([`plan`], over the catalogs of [`catalogs`]),
-//! turned into NodeClaims ([`claim`]). This module is the loop and its writes: NodeClaims, Events, metrics.
+//! Provisioning: pods the kube-scheduler marked Unschedulable ([`pending`]) and the pods still running on nodes
+//! being deleted ([`deleting`]), batched ([`batcher`]), solved with the existing nodes and in-flight NodeClaims
+//! counted ([`plan`], over the catalogs of [`catalogs`]), turned into NodeClaims ([`claim`]). This module is
+//! the loop and its writes: NodeClaims, Events, metrics.
 
 pub mod batcher;
 pub mod catalogs;
 pub mod claim;
+pub mod deleting;
 pub mod pending;
 pub mod plan;
 
@@ -17,12 +19,15 @@ use crate::catalog::Catalog;
 use crate::cloud::CloudProvider;
 use crate::kube::CALL_TIMEOUT;
 use ::kube::api::PostParams;
+use ::kube::runtime::reflector::ObjectRef;
 use ::kube::Api;
 use batcher::{Batcher, RETRIGGER};
 use catalogs::Catalogs;
+use deleting::Leaving;
 use futures::{stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
-use plan::{Decisions, NewClaim, Snapshot};
+use k8s_openapi::jiff::Timestamp;
+use plan::{Decisions, NewClaim, Snapshot, ToSolve};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -30,7 +35,7 @@ use std::time::{Instant, SystemTime};
 /// How many apiserver writes (claims, Events) one decision has in flight at once.
 pub(crate) const PARALLEL_WRITES: usize = 16;
 
-/// Watches for pending pods and provisions for them, until the state watch ends.
+/// Watches for pending pods and nodes being deleted and provisions for their pods, until the state watch ends.
 pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(), Error> {
     let mut changed = ctx.state.changed.clone();
     let mut batcher = Batcher::new(ctx.settings.batch_idle, ctx.settings.batch_max, RETRIGGER);
@@ -39,19 +44,21 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
     warm(&ctx, &mut catalogs).await;
     loop {
         let now = ctx.clock.now();
-        let pending: Vec<Arc<Pod>> = ctx
-            .state
-            .pods
-            .state()
-            .into_iter()
-            .filter(|p| pending::is_provisionable(p))
-            .collect();
-        for pod in &pending {
+        let state = &ctx.state;
+        let (nodes, claims) = (state.nodes.state(), state.node_claims.state());
+        let leaving = Leaving::of(
+            nodes.iter().map(AsRef::as_ref),
+            claims.iter().map(AsRef::as_ref),
+        );
+        let pods = state.pods.state();
+        let to_solve = ToSolve::of(pods.iter().map(AsRef::as_ref), &leaving, timestamp(now));
+        // A claim being deleted triggers a batch through its pods, as pending pods do.
+        for pod in to_solve.all() {
             batcher.observe(uid(pod), now);
         }
         if batcher.ready(now) {
-            batcher.close(now, pending.iter().map(|p| uid(p)));
-            tracing::debug!(pods = pending.len(), "batch window closed");
+            batcher.close(now, to_solve.all().map(uid));
+            tracing::debug!(pods = to_solve.all().count(), "batch window closed");
             provision(&ctx, &mut catalogs, &mut reported).await;
             continue;
         }
@@ -79,6 +86,11 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
 
 fn uid(pod: &Pod) -> &str {
     pod.metadata.uid.as_deref().unwrap_or_default()
+}
+
+/// `now` as the pure modules take it; a clock outside jiff's range (it is not) reads as the epoch.
+fn timestamp(now: SystemTime) -> Timestamp {
+    Timestamp::try_from(now).unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
 /// What was last reported per pod and pool, so that a pod waiting on a claim already made is not told the
@@ -112,19 +124,25 @@ async fn provision<C: CloudProvider>(
         class_catalogs(ctx, catalogs, &snapshot.node_pools, &snapshot.node_classes).await;
     let started = Instant::now();
     let metrics = &ctx.metrics.provisioning;
+    let now = timestamp(ctx.clock.now());
     let solved = tokio::task::spawn_blocking(move || {
-        let pending: Vec<&Pod> = snapshot
-            .pods
-            .iter()
-            .filter(|p| pending::is_provisionable(p))
-            .collect();
-        let depth = i64::try_from(pending.len()).unwrap_or(i64::MAX);
-        let decisions = plan::decide(&snapshot, &pending, &class_catalogs);
-        (snapshot, depth, decisions)
+        let leaving = snapshot.leaving();
+        let to_solve = ToSolve::of(&snapshot.pods, &leaving, now);
+        let pods: Vec<&Pod> = to_solve.all().collect();
+        let batch = Batch {
+            pods: pods.iter().map(|p| plan::pod_key(p)).collect(),
+            reschedulable: to_solve
+                .reschedulable
+                .iter()
+                .map(|p| plan::pod_key(p))
+                .collect(),
+        };
+        let decisions = plan::decide(&snapshot, &pods, &class_catalogs);
+        (snapshot, batch, decisions)
     })
     .await;
-    let (snapshot, depth, decisions) = match solved {
-        Ok((snapshot, depth, Ok(decisions))) => (snapshot, depth, decisions),
+    let (snapshot, batch, decisions) = match solved {
+        Ok((snapshot, batch, Ok(decisions))) => (snapshot, batch, decisions),
         Ok((_, _, Err(error))) => {
             tracing::error!(%error, "could not build the cluster for the scheduling simulation");
             return;
@@ -134,6 +152,7 @@ async fn provision<C: CloudProvider>(
             return;
         }
     };
+    let depth = i64::try_from(batch.pods.len()).unwrap_or(i64::MAX);
     metrics
         .queue_depth
         .get_or_create(&Provisioning::provisioner())
@@ -144,6 +163,7 @@ async fn provision<C: CloudProvider>(
         .observe(started.elapsed().as_secs_f64());
     tracing::debug!(
         pods = depth,
+        of_deleting_nodes = batch.reschedulable.len(),
         claims = decisions.claims.len(),
         nominated = decisions.nominated.len(),
         unschedulable = decisions.unschedulable.len(),
@@ -151,7 +171,14 @@ async fn provision<C: CloudProvider>(
         "scheduling simulation done"
     );
     let created = create_claims(ctx, &decisions.claims, "provisioned").await;
-    report(ctx, &snapshot, &decisions, &created, reported).await;
+    report(ctx, &snapshot, &batch, &decisions, &created, reported).await;
+}
+
+/// The pods one batch solved for, by `namespace/name`.
+struct Batch {
+    pods: HashSet<String>,
+    /// Those of them still running on a node being deleted.
+    reschedulable: HashSet<String>,
 }
 
 pub(crate) fn owned<K: Clone>(objects: Vec<Arc<K>>) -> Vec<K> {
@@ -213,8 +240,16 @@ pub(crate) async fn create_claims<C>(
                 let create = api.create(&params, &new.node_claim);
                 let result = match tokio::time::timeout(CALL_TIMEOUT, create).await {
                     Ok(Ok(_)) => Ok(()),
-                    // Same pods, same name: a claim made before a restart, already counted in flight.
-                    Ok(Err(::kube::Error::Api(status))) if status.code == 409 => Ok(()),
+                    // Same pods, same name: a claim made before a restart, already counted in flight —
+                    // unless it is on its way out (its pods are planned again, under a new name or once it
+                    // is gone).
+                    Ok(Err(::kube::Error::Api(status))) if status.code == 409 => {
+                        if being_deleted(ctx, &new.node_claim) {
+                            Err(String::from("a NodeClaim of that name is being deleted"))
+                        } else {
+                            Ok(())
+                        }
+                    }
                     Ok(Err(error)) => Err(error.to_string()),
                     Err(_) => Err(format!("timed out after {CALL_TIMEOUT:?}")),
                 };
@@ -266,6 +301,15 @@ pub(crate) async fn create_claims<C>(
     created
 }
 
+/// Whether the claim named like `claim` is being deleted, as far as the watch cache knows.
+fn being_deleted<C>(ctx: &Context<C>, claim: &NodeClaim) -> bool {
+    let name = claim.metadata.name.as_deref().unwrap_or_default();
+    ctx.state
+        .node_claims
+        .get(&ObjectRef::new(name))
+        .is_some_and(|c| c.metadata.deletion_timestamp.is_some())
+}
+
 fn instance_type_count(claim: &NodeClaim) -> usize {
     claim
         .spec
@@ -277,11 +321,14 @@ fn instance_type_count(claim: &NodeClaim) -> usize {
 }
 
 /// Events and the decision-time metric: `Nominated` for pods on a created claim or existing capacity,
-/// `FailedScheduling` for pods nothing fits, Warnings on NodePools. Each only when it differs from the last
-/// report about the same object.
+/// `FailedScheduling` for pending pods nothing fits, Warnings on NodePools. Each only when it differs from the
+/// last report about the same object. A pod still running on a node being deleted is told where its capacity
+/// is coming (as Karpenter does), but it gets no `FailedScheduling` — it is running, not failing to schedule —
+/// so that is a log line; nor does it count in the decision-time metric, which measures pending pods.
 async fn report<C>(
     ctx: &Context<C>,
     snapshot: &Snapshot,
+    batch: &Batch,
     decisions: &Decisions,
     created: &HashSet<String>,
     reported: &mut Reported,
@@ -299,7 +346,8 @@ async fn report<C>(
         if reported.pods.get(key) == Some(&note) {
             return;
         }
-        if !reported.pods.contains_key(key) {
+        let reschedulable = batch.reschedulable.contains(key);
+        if !reported.pods.contains_key(key) && !reschedulable {
             if let Some(waited) = unschedulable_for(pod, ctx.clock.now()) {
                 ctx.metrics
                     .provisioning
@@ -308,6 +356,10 @@ async fn report<C>(
             }
         }
         reported.pods.insert(key.to_owned(), note.clone());
+        if warning && reschedulable {
+            tracing::warn!(pod = key, reason = %note, "no capacity for a pod of a node being deleted");
+            return;
+        }
         pod_events.push((pod, warning, note));
     };
     for new in &decisions.claims {
@@ -346,14 +398,8 @@ async fn report<C>(
         .buffer_unordered(PARALLEL_WRITES)
         .collect::<Vec<()>>()
         .await;
-    // Forget pods no longer pending: one that is pending again later is reported again.
-    let pending: HashSet<String> = snapshot
-        .pods
-        .iter()
-        .filter(|p| pending::is_provisionable(p))
-        .map(plan::pod_key)
-        .collect();
-    reported.pods.retain(|key, _| pending.contains(key));
+    // Forget pods this batch did not solve for: one that is solved for again later is reported again.
+    reported.pods.retain(|key, _| batch.pods.contains(key));
     for warning in &decisions.pool_warnings {
         let key = (warning.nodepool.clone(), warning.message.clone());
         if reported.pools.contains(&key) {

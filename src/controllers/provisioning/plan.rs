@@ -1,10 +1,14 @@
-//! One provisioning decision, pure: the cluster snapshot, the pending pods and the catalog of each
-//! EC2NodeClass in; the NodeClaims to create, the pods nominated onto capacity that exists or is coming, the
-//! pods that fit nowhere, and the warnings for NodePools out. NodePools are solved in groups by EC2NodeClass
-//! (each class has its own catalog), the groups in the order of their heaviest pool; pods one group cannot
-//! place go on to the next. With one class — the usual case — that is exactly one solve.
+//! One provisioning decision, pure: the cluster snapshot, the pods to solve for (pending ones, and those of
+//! nodes being deleted: [`ToSolve`]) and the catalog of each EC2NodeClass in; the NodeClaims to create, the
+//! pods nominated onto capacity that exists or is coming, the pods that fit nowhere, and the warnings for
+//! NodePools out. Nodes and claims being deleted are not capacity ([`deleting`](super::deleting)). NodePools
+//! are solved in groups by EC2NodeClass (each class has its own catalog), the groups in the order of their
+//! heaviest pool; pods one group cannot place go on to the next. With one class — the usual case — that is
+//! exactly one solve.
 
 use super::claim;
+use super::deleting::Leaving;
+use super::pending;
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
@@ -13,6 +17,7 @@ use crate::controllers::nodepool::usage;
 use crate::scheduling::{Cluster, ClusterError, PodInfo, Scheduler, Unschedulable};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
 use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -27,6 +32,42 @@ pub struct Snapshot {
     pub pods: Vec<Pod>,
     pub node_pools: Vec<NodePool>,
     pub node_classes: Vec<EC2NodeClass>,
+}
+
+impl Snapshot {
+    /// The Nodes and claims of the snapshot that are being deleted.
+    pub fn leaving(&self) -> Leaving {
+        Leaving::of(&self.nodes, &self.node_claims)
+    }
+}
+
+/// The pods one batch solves for.
+#[derive(Debug, Default)]
+pub struct ToSolve<'p> {
+    /// Pods the kube-scheduler could not place ([`pending::is_provisionable`]).
+    pub pending: Vec<&'p Pod>,
+    /// Pods still running on a node being deleted ([`Leaving::is_reschedulable`]).
+    pub reschedulable: Vec<&'p Pod>,
+}
+
+impl<'p> ToSolve<'p> {
+    /// Picks them from `pods`, given what is `leaving`, at `now`.
+    pub fn of(pods: impl IntoIterator<Item = &'p Pod>, leaving: &Leaving, now: Timestamp) -> Self {
+        let mut to_solve = ToSolve::default();
+        for pod in pods {
+            if pending::is_provisionable(pod) {
+                to_solve.pending.push(pod);
+            } else if leaving.is_reschedulable(pod, now) {
+                to_solve.reschedulable.push(pod);
+            }
+        }
+        to_solve
+    }
+
+    /// Every pod to solve for, the pending ones first.
+    pub fn all(&self) -> impl Iterator<Item = &'p Pod> + '_ {
+        self.pending.iter().chain(&self.reschedulable).copied()
+    }
 }
 
 /// A NodeClaim to create and the pods it is for.
@@ -62,23 +103,21 @@ pub struct Decisions {
     pub pool_warnings: Vec<PoolWarning>,
 }
 
-/// Decides for `pending` (a subset of `snapshot.pods`) given each class's catalog by class name. Pools whose
-/// class has no catalog (missing or not resolvable) are left out; the caller reports why.
+/// Decides for `to_solve` (a subset of `snapshot.pods`) given each class's catalog by class name. Pools whose
+/// class has no catalog (missing or not resolvable) are left out; the caller reports why. Nodes and claims
+/// being deleted are no capacity.
 pub fn decide(
     snapshot: &Snapshot,
-    pending: &[&Pod],
+    to_solve: &[&Pod],
     catalogs: &BTreeMap<String, Arc<Catalog>>,
 ) -> Result<Decisions, ClusterError> {
     let mut decisions = Decisions::default();
-    let mut pods = Vec::with_capacity(pending.len());
-    let mut uids: HashMap<String, &str> = HashMap::with_capacity(pending.len());
-    for pod in pending {
+    let mut pods = Vec::with_capacity(to_solve.len());
+    let mut identities: HashMap<String, String> = HashMap::with_capacity(to_solve.len());
+    for pod in to_solve {
         match PodInfo::from_pod(pod) {
             Ok(info) => {
-                uids.insert(
-                    info.key.clone(),
-                    pod.metadata.uid.as_deref().unwrap_or_default(),
-                );
+                identities.insert(info.key.clone(), claim_identity(pod));
                 pods.push(info);
             }
             Err(error) => decisions.unschedulable.push(Unschedulable {
@@ -88,6 +127,24 @@ pub fn decide(
         }
     }
     let all_types = merged(catalogs);
+    let leaving = snapshot.leaving();
+    let nodes: Cow<'_, [Node]> = if leaving.nodes.is_empty() {
+        Cow::Borrowed(&snapshot.nodes)
+    } else {
+        Cow::Owned(
+            snapshot
+                .nodes
+                .iter()
+                .filter(|n| {
+                    n.metadata
+                        .name
+                        .as_ref()
+                        .is_none_or(|name| !leaving.nodes.contains(name))
+                })
+                .cloned()
+                .collect(),
+        )
+    };
     // A claim whose class has no catalog and that has not launched has no size anyone can know.
     let claims: Vec<NodeClaim> = snapshot
         .node_claims
@@ -96,10 +153,16 @@ pub fn decide(
             c.status.as_ref().is_some_and(|s| s.capacity.is_some())
                 || catalogs.contains_key(&c.spec.node_class_ref.name)
         })
+        .filter(|c| {
+            c.metadata
+                .name
+                .as_ref()
+                .is_none_or(|name| !leaving.claims.contains(name))
+        })
         .cloned()
         .collect();
     let cluster = Cluster::from_objects(
-        &snapshot.nodes,
+        &nodes,
         &claims,
         &snapshot.daemon_sets,
         &snapshot.pods,
@@ -158,13 +221,13 @@ pub fn decide(
                 refuse_over_limit(&mut decisions, &planned.nodepool, &resource, planned.pods);
                 continue;
             }
-            let claim_uids: Vec<&str> = planned
+            let claim_pods: Vec<&str> = planned
                 .pods
                 .iter()
-                .filter_map(|p| uids.get(p).copied())
+                .filter_map(|p| identities.get(p).map(String::as_str))
                 .collect();
             decisions.claims.push(NewClaim {
-                node_claim: claim::node_claim(pool, &planned, &claim_uids),
+                node_claim: claim::node_claim(pool, &planned, &claim_pods),
                 nodepool: planned.nodepool.clone(),
                 cheapest: planned.cheapest.as_ref().map(|c| c.instance_type.clone()),
                 pods: planned.pods,
@@ -205,6 +268,18 @@ pub fn decide(
         .collect();
     decisions.unschedulable.extend(unplaced);
     Ok(decisions)
+}
+
+/// What a pod adds to the name of the claim planned for it: its UID, and for a pod still on a node (one being
+/// deleted) that node too. The claim that node runs on was named after the same pods' UIDs when they were
+/// pending, and the replacement must not be taken for it (a create would answer AlreadyExists); while the
+/// pods stay where they are, every pass and restart still names the replacement alike.
+fn claim_identity(pod: &Pod) -> String {
+    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    match pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+        Some(node) if !node.is_empty() => format!("{uid}@{node}"),
+        _ => uid.to_owned(),
+    }
 }
 
 /// The pods of a claim refused because its pool is already over a limit.

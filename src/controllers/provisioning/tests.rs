@@ -1,13 +1,13 @@
 //! The provisioning decision over the embedded catalog: claims, in-flight claims counted, limits, pools that
-//! cannot launch.
+//! cannot launch, and replacements for the pods of nodes being deleted.
 
-use super::plan::{decide, Decisions, Snapshot, LIMIT_REASON, NO_TYPES_REASON};
+use super::plan::{self, decide, Decisions, Snapshot, ToSolve, LIMIT_REASON, NO_TYPES_REASON};
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
 use crate::catalog::{Catalog, CatalogSettings, Pricing};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::json;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 
 fn catalog() -> Arc<Catalog> {
@@ -235,4 +235,245 @@ fn pods_one_class_cannot_place_go_to_the_next() {
         .pool_warnings
         .iter()
         .any(|w| w.nodepool == "preferred" && w.reason == NO_TYPES_REASON));
+}
+
+// --- Pods of nodes being deleted -------------------------------------------------------------------------
+
+const NOW: &str = "2026-11-23T00:00:00Z";
+
+fn now() -> k8s_openapi::jiff::Timestamp {
+    NOW.parse().expect("a timestamp")
+}
+
+/// A kerf Node of pool `general` with room for 4 of the test pods.
+fn node(name: &str) -> Node {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {
+            "karpenter.sh/nodepool": "general", "karpenter.sh/initialized": "true",
+            "kubernetes.io/arch": "amd64", "karpenter.sh/capacity-type": "on-demand",
+            "node.kubernetes.io/instance-type": "m5.xlarge"}},
+        "spec": {"providerID": format!("aws:///us-east-1a/i-{name}")},
+        "status": {"capacity": {"cpu": "4", "memory": "16Gi", "pods": "58"}}
+    }))
+    .expect("a valid Node")
+}
+
+/// The launched claim of `node`.
+fn claim_of(node: &str, deleting: bool) -> NodeClaim {
+    let mut claim = json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": format!("{node}-claim"), "labels": {"karpenter.sh/nodepool": "general"}},
+        "spec": {"requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.xlarge"]}],
+                 "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}},
+        "status": {"nodeName": node, "providerID": format!("aws:///us-east-1a/i-{node}"),
+                   "capacity": {"cpu": "4", "memory": "16Gi", "pods": "58"}}
+    });
+    if deleting {
+        claim["metadata"]["deletionTimestamp"] = json!(NOW);
+        claim["metadata"]["finalizers"] = json!(["karpenter.sh/termination"]);
+    }
+    serde_json::from_value(claim).expect("a valid NodeClaim")
+}
+
+/// Inflate pod `i`, running on `node`.
+fn running_pod(i: usize, node: &str) -> Pod {
+    let mut pod = pending_pod(i);
+    pod.metadata.name = Some(format!("running-{i}"));
+    pod.metadata.uid = Some(format!("running-uid-{i}"));
+    pod.spec.as_mut().expect("a spec").node_name = Some(node.to_owned());
+    pod.status = serde_json::from_value(json!({"phase": "Running", "conditions": [
+        {"type": "PodScheduled", "status": "True"}
+    ]}))
+    .expect("a valid status");
+    pod
+}
+
+/// Decides as the provisioning loop does: for the pending pods and those of nodes being deleted.
+fn solve(snapshot: &Snapshot) -> Decisions {
+    let leaving = snapshot.leaving();
+    let to_solve = ToSolve::of(&snapshot.pods, &leaving, now());
+    let pods: Vec<&Pod> = to_solve.all().collect();
+    decide(snapshot, &pods, &default_catalogs()).expect("a decision")
+}
+
+/// Three pods on `old` (its claim deleting or not), three on a `kept` node (room for one more), and `claims`
+/// beside the two nodes' claims.
+fn draining(old_claim_deleting: bool, claims: Vec<NodeClaim>) -> Snapshot {
+    let mut node_claims = vec![claim_of("old", old_claim_deleting), claim_of("kept", false)];
+    node_claims.extend(claims);
+    let mut pods: Vec<Pod> = (0..3).map(|i| running_pod(i, "old")).collect();
+    pods.extend((3..6).map(|i| running_pod(i, "kept")));
+    Snapshot {
+        nodes: vec![node("old"), node("kept")],
+        node_claims,
+        node_pools: vec![pool(json!(null), amd64())],
+        pods,
+        ..Snapshot::default()
+    }
+}
+
+fn pod_names(pods: &[&Pod]) -> Vec<String> {
+    pods.iter().map(|p| plan::pod_key(p)).collect()
+}
+
+#[test]
+fn the_pods_of_a_node_whose_claim_is_deleting_are_solved_for_and_others_are_not() {
+    let mut snapshot = draining(true, Vec::new());
+    snapshot.pods.push(pending_pod(9));
+    let mut daemon = running_pod(8, "old");
+    daemon.metadata.owner_references = serde_json::from_value(json!([
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "d1"}
+    ]))
+    .expect("owner references");
+    snapshot.pods.push(daemon);
+    let leaving = snapshot.leaving();
+    let to_solve = ToSolve::of(&snapshot.pods, &leaving, now());
+    assert_eq!(pod_names(&to_solve.pending), ["default/inflate-9"]);
+    assert_eq!(
+        pod_names(&to_solve.reschedulable),
+        [
+            "default/running-0",
+            "default/running-1",
+            "default/running-2"
+        ]
+    );
+    assert_eq!(to_solve.all().count(), 4);
+
+    let healthy = draining(false, Vec::new());
+    let leaving = healthy.leaving();
+    let to_solve = ToSolve::of(&healthy.pods, &leaving, now());
+    assert_eq!(to_solve.all().count(), 0);
+}
+
+#[test]
+fn a_replacement_is_planned_for_the_pods_of_a_deleting_claim_and_its_node_is_no_capacity() {
+    let decisions = solve(&draining(true, Vec::new()));
+    assert!(
+        decisions.unschedulable.is_empty(),
+        "{:?}",
+        decisions.unschedulable
+    );
+    let placed: Vec<&String> = decisions.claims.iter().flat_map(|c| &c.pods).collect();
+    assert_eq!(placed.len() + decisions.nominated.len(), 3);
+    for (pod, target) in &decisions.nominated {
+        assert_eq!(
+            target, "node/kept",
+            "{pod} may only go where there is room that stays"
+        );
+    }
+    assert_eq!(
+        decisions.nominated.len(),
+        1,
+        "the kept node has room for one"
+    );
+    assert_eq!(placed.len(), 2);
+}
+
+#[test]
+fn the_replacement_in_flight_absorbs_the_pods_on_the_next_pass_and_after_a_restart() {
+    let first = solve(&draining(true, Vec::new()));
+    let replacements: Vec<NodeClaim> = first.claims.iter().map(|c| c.node_claim.clone()).collect();
+    let names: BTreeSet<String> = replacements
+        .iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .collect();
+    // A restart solves the same snapshot from scratch: the same names, so creating them again is a 409.
+    let again = solve(&draining(true, Vec::new()));
+    let again_names: BTreeSet<String> = again
+        .claims
+        .iter()
+        .filter_map(|c| c.node_claim.metadata.name.clone())
+        .collect();
+    assert_eq!(names, again_names);
+    // The next pass sees them in flight: nothing new, every pod nominated.
+    let second = solve(&draining(true, replacements));
+    assert!(second.claims.is_empty(), "{:?}", second.claims);
+    assert_eq!(second.nominated.len(), 3);
+    for (_, target) in &second.nominated {
+        let on_replacement = target
+            .strip_prefix("nodeclaim/")
+            .is_some_and(|n| names.contains(n));
+        assert!(on_replacement || target == "node/kept", "{target}");
+    }
+}
+
+#[test]
+fn a_replacement_disruption_launched_takes_the_pods_and_no_second_one_launches() {
+    let replacement: NodeClaim = serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "general-replacement", "labels": {"karpenter.sh/nodepool": "general"}},
+        "spec": {"requirements": [
+                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.2xlarge"]},
+                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}],
+                 "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}
+    }))
+    .expect("a valid NodeClaim");
+    let decisions = solve(&draining(true, vec![replacement]));
+    assert!(decisions.claims.is_empty(), "{:?}", decisions.claims);
+    assert_eq!(decisions.nominated.len(), 3);
+    assert!(decisions
+        .nominated
+        .iter()
+        .all(|(_, target)| target == "nodeclaim/general-replacement" || target == "node/kept"));
+}
+
+#[test]
+fn a_deleted_node_takes_its_claim_out_of_the_capacity_before_the_claim_is_deleted() {
+    let mut snapshot = draining(false, Vec::new());
+    snapshot.nodes[0].metadata.deletion_timestamp =
+        Some(serde_json::from_value(json!(NOW)).expect("a time"));
+    let decisions = solve(&snapshot);
+    assert!(decisions
+        .nominated
+        .iter()
+        .all(|(_, target)| target != "nodeclaim/old-claim" && target != "node/old"));
+    let solved =
+        decisions.claims.iter().map(|c| c.pods.len()).sum::<usize>() + decisions.nominated.len();
+    assert_eq!(solved, 3);
+}
+
+#[test]
+fn the_replacement_is_not_named_like_the_claim_it_replaces() {
+    let names = |d: &Decisions| -> BTreeSet<String> {
+        d.claims
+            .iter()
+            .filter_map(|c| c.node_claim.metadata.name.clone())
+            .collect()
+    };
+    // The pods were pending once, and got a claim named after their UIDs.
+    let pending: Vec<Pod> = (0..3)
+        .map(|i| {
+            let mut pod = running_pod(i, "old");
+            pod.spec.as_mut().expect("a spec").node_name = None;
+            pod.status = pending_pod(i).status;
+            pod
+        })
+        .collect();
+    let first = solve(&Snapshot {
+        node_pools: vec![pool(json!(null), amd64())],
+        pods: pending,
+        ..Snapshot::default()
+    });
+    let original = names(&first);
+    assert!(!original.is_empty());
+    // Now they run on that claim's node, and the claim is being deleted.
+    let mut old_claim = claim_of("old", true);
+    old_claim.metadata.name = original.iter().next().cloned();
+    let replaced = solve(&Snapshot {
+        nodes: vec![node("old")],
+        node_claims: vec![old_claim],
+        node_pools: vec![pool(json!(null), amd64())],
+        pods: (0..3).map(|i| running_pod(i, "old")).collect(),
+        ..Snapshot::default()
+    });
+    let replacements = names(&replaced);
+    assert_eq!(
+        replaced.claims.iter().map(|c| c.pods.len()).sum::<usize>(),
+        3
+    );
+    assert!(
+        original.is_disjoint(&replacements),
+        "{original:?} vs {replacements:?}"
+    );
 }
