@@ -225,7 +225,7 @@ async fn replaced(
     replicas: usize,
 ) -> Result<Vec<NodeClaim>> {
     let cluster = &bed.cluster;
-    poll(
+    let waited = poll(
         "the old claims replaced and the pods moved",
         Duration::from_secs(150),
         || async move {
@@ -246,8 +246,39 @@ async fn replaced(
             Ok(moved.then_some(claims))
         },
     )
-    .await
-    .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 60)))
+    .await;
+    match waited {
+        Ok(claims) => Ok(claims),
+        Err(error) => {
+            let claims = describe_claims(cluster).await;
+            Err(error.context(format!(
+                "claims:\n{claims}\nkerf controller log:\n{}",
+                tail(&bed.log(), 60)
+            )))
+        }
+    }
+}
+
+/// Each claim's name, Node and conditions, for a failure's message.
+async fn describe_claims(cluster: &kerf_e2e::Cluster) -> String {
+    match node_claims(cluster).await {
+        Ok(claims) => claims
+            .iter()
+            .map(|c| {
+                let status = c.status.as_ref();
+                let conditions: Vec<String> = status
+                    .and_then(|s| s.conditions.as_ref())
+                    .into_iter()
+                    .flatten()
+                    .map(|c| format!("{}={} {} {}", c.type_, c.status, c.reason, c.message))
+                    .collect();
+                let node = status.and_then(|s| s.node_name.as_deref()).unwrap_or("-");
+                format!("{} node={node} [{}]", name(c), conditions.join("; "))
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Err(error) => format!("(listing the claims failed: {error})"),
+    }
 }
 
 /// The position of `old`'s first record as deleting.
@@ -327,6 +358,9 @@ async fn a_new_ami_replaces_each_node_launching_first_then_draining() -> Result<
     let Some(bed) = Testbed::start_or_skip("a_new_ami_replaces_each_node").await? else {
         return Ok(());
     };
+    // The class selects its first AMI by ID from the start, so that selecting the second changes only the
+    // selector terms (dynamic drift), not the class's hash (a new `amiFamily` would be `NodeClassDrift`).
+    select_ami(&bed, FIRST_AMI).await?;
     // Consolidation waits a minute after a node's last pod change, so that it cannot take the replacement
     // while the pods are still moving: this test is about drift alone.
     let (namespace, old) = inflated(&bed, pool(&["c5.large"], "1m")?, 3, "300m").await?;
