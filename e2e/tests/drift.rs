@@ -28,6 +28,10 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// Each test runs a control plane, moto and a controller and waits on replacements; taking turns keeps
+/// them within their deadlines on a small machine.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The AMI the EC2NodeClass `default` first resolves to for amd64 (`al2023@latest`, e2e/scripts/aws-emu/).
 const FIRST_AMI: &str = "ami-0eks130x86000001";
 
@@ -355,6 +359,7 @@ fn logged_command(bed: &Testbed, reason: &str, decision: &str) -> Result<()> {
 
 #[tokio::test]
 async fn a_new_ami_replaces_each_node_launching_first_then_draining() -> Result<()> {
+    let _turn = SERIAL.lock().await;
     let Some(bed) = Testbed::start_or_skip("a_new_ami_replaces_each_node").await? else {
         return Ok(());
     };
@@ -400,6 +405,7 @@ async fn a_new_ami_replaces_each_node_launching_first_then_draining() -> Result<
 
 #[tokio::test]
 async fn a_changed_pool_template_replaces_its_nodes_as_nodepool_drifted() -> Result<()> {
+    let _turn = SERIAL.lock().await;
     let Some(bed) = Testbed::start_or_skip("a_changed_pool_template").await? else {
         return Ok(());
     };
@@ -462,6 +468,7 @@ async fn a_changed_pool_template_replaces_its_nodes_as_nodepool_drifted() -> Res
 
 #[tokio::test]
 async fn an_underused_node_is_replaced_by_a_cheaper_one_launched_first() -> Result<()> {
+    let _turn = SERIAL.lock().await;
     let Some(bed) = Testbed::start_or_skip("an_underused_node_is_replaced").await? else {
         return Ok(());
     };
