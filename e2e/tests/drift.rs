@@ -291,6 +291,25 @@ fn deleted_at(record: &[Seen], old: &str) -> Result<usize> {
         .with_context(|| format!("{old} seen deleting: {record:#?}"))
 }
 
+/// Checks that each claim of `old` was marked `Drifted` with `reason` before it was deleted.
+fn marked_drifted_before_deleted(
+    record: &[Seen],
+    old: &BTreeSet<String>,
+    reason: &str,
+) -> Result<()> {
+    for claim in old {
+        let deleted = deleted_at(record, claim)?;
+        let marked = first(record, |s| {
+            s.claim == *claim && s.drifted.as_deref() == Some(reason)
+        });
+        ensure!(
+            marked.is_some_and(|m| m < deleted),
+            "{claim} was marked Drifted ({reason}) before its deletion: {record:#?}"
+        );
+    }
+    Ok(())
+}
+
 /// Checks that replacement capacity came first: the k-th claim of `old` to be deleted had k claims not in `old`
 /// Initialized before its deletion.
 fn launched_before_deleted(record: &[Seen], old: &BTreeSet<String>) -> Result<()> {
@@ -380,16 +399,7 @@ async fn a_new_ami_replaces_each_node_launching_first_then_draining() -> Result<
     let record = record.snapshot();
 
     // Each old claim was marked Drifted for its AMI before it was deleted; replacements came first.
-    for old in &old_names {
-        let deleted = deleted_at(&record, old)?;
-        let marked = first(&record, |s| {
-            s.claim == *old && s.drifted.as_deref() == Some("AMIDrift")
-        });
-        ensure!(
-            marked.is_some_and(|m| m < deleted),
-            "{old} was marked Drifted (AMIDrift) before its deletion: {record:#?}"
-        );
-    }
+    marked_drifted_before_deleted(&record, &old_names, "AMIDrift")?;
     launched_before_deleted(&record, &old_names)?;
     terminated(&bed, &old_instances).await?;
     ensure!(!new.is_empty(), "replacements exist");
@@ -444,16 +454,7 @@ async fn a_changed_pool_template_replaces_its_nodes_as_nodepool_drifted() -> Res
         .context("labelling the pool's template")?;
     let new = replaced(&bed, &namespace, &old_names, 1).await?;
     let record = record.snapshot();
-    for old in &old_names {
-        let deleted = deleted_at(&record, old)?;
-        let marked = first(&record, |s| {
-            s.claim == *old && s.drifted.as_deref() == Some("NodePoolDrifted")
-        });
-        ensure!(
-            marked.is_some_and(|m| m < deleted),
-            "{old} was marked Drifted (NodePoolDrifted) before its deletion: {record:#?}"
-        );
-    }
+    marked_drifted_before_deleted(&record, &old_names, "NodePoolDrifted")?;
     launched_before_deleted(&record, &old_names)?;
     for claim in &new {
         let team = claim.metadata.labels.as_ref().and_then(|l| l.get("team"));

@@ -12,6 +12,7 @@ pub mod registration;
 
 use super::backoff::key_of;
 use super::metrics::{DisruptedLabels, LaunchFailureLabels, NodePoolLabels, NodePoolZoneLabels};
+use super::termination::taints_patch;
 use super::{Context, Error};
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::labels;
@@ -407,13 +408,25 @@ async fn initialization_step<C>(
     let Some(node) = claim_node(ctx, claim) else {
         return Ok(Action::requeue(WAIT_RECHECK));
     };
+    let node_name = calls::name(node.as_ref())?;
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    if let Some(kept) = registration::taints_without_unregistered(&node) {
+        let patch = taints_patch(&node, kept);
+        match calls::json_patch(&nodes, "lifting the unregistered taint", &node_name, patch).await {
+            // The cached Node's taints were behind (its test failed): look again on the next copy.
+            Err(ReconcileError::Kube(::kube::Error::Api(s))) if [409, 422].contains(&s.code) => {}
+            other => {
+                other?;
+                tracing::info!(node = %node_name, "lifted the karpenter.sh/unregistered taint again");
+            }
+        }
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
     if let Some(blocker) = registration::initialization_blocker(&node, claim) {
         let condition = (INITIALIZED, "Unknown", "NotInitialized", blocker.as_str());
         set_condition(api, claim, condition, json!({}), now).await?;
         return Ok(Action::requeue(WAIT_RECHECK));
     }
-    let node_name = calls::name(node.as_ref())?;
-    let nodes: Api<Node> = Api::all(ctx.client.clone());
     let label = json!({"metadata": {"labels": {labels::NODE_INITIALIZED: "true"}}});
     calls::merge_patch(&nodes, &node_name, label).await?;
     let condition = (INITIALIZED, "True", INITIALIZED, "");

@@ -56,6 +56,23 @@ pub fn unregistered_taint_missing(node: &Node) -> bool {
 /// its taints and startup taints added (unless the Node says not to), `karpenter.sh/unregistered` lifted,
 /// the termination finalizer and an owner reference to the claim. It carries the Node's resourceVersion,
 /// so that it fails (409) rather than overwrite a list another writer changed meanwhile.
+/// The Node's taints without `karpenter.sh/unregistered`, when it has that taint. Registration lifts it, but
+/// a writer holding an older copy of the taint list can put it back: the node lifecycle controller lifts its
+/// own `node.kubernetes.io/not-ready` taint by replacing the whole list from its cache.
+pub fn taints_without_unregistered(node: &Node) -> Option<Vec<Taint>> {
+    let taints = taints(node);
+    taints
+        .iter()
+        .any(|t| t.key == UNREGISTERED_TAINT_KEY)
+        .then(|| {
+            taints
+                .iter()
+                .filter(|t| t.key != UNREGISTERED_TAINT_KEY)
+                .cloned()
+                .collect()
+        })
+}
+
 pub fn registration_patch(node: &Node, claim: &NodeClaim) -> Value {
     let mut node_labels = claim.metadata.labels.clone().unwrap_or_default();
     node_labels.insert(labels::NODE_REGISTERED.into(), "true".into());
@@ -200,6 +217,26 @@ mod tests {
         } else {
             *base = patch;
         }
+    }
+
+    #[test]
+    fn an_unregistered_taint_put_back_is_found_and_the_rest_kept() {
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n"},
+            "spec": {"taints": [
+                {"key": "karpenter.sh/unregistered", "effect": "NoExecute"},
+                {"key": "dedicated", "value": "a", "effect": "NoSchedule"}
+            ]}
+        }))
+        .expect("a Node");
+        let kept = taints_without_unregistered(&node).expect("the taint is there");
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].key, "dedicated");
+        let clean: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n"}, "spec": {"taints": [{"key": "dedicated", "effect": "NoSchedule"}]}
+        }))
+        .expect("a Node");
+        assert_eq!(taints_without_unregistered(&clean), None);
     }
 
     #[test]
