@@ -215,6 +215,13 @@ async fn launch_step<C: CloudProvider>(
     claim: &NodeClaim,
     now: Timestamp,
 ) -> Result<Action, ReconcileError> {
+    // The store can lag our own last write: a reconcile woken by the launch's label patch may still see the
+    // claim unlaunched. Ask the apiserver before launching, so one claim never gets two instances.
+    let name = calls::name(claim)?;
+    let fresh = calls::timed("reading the nodeclaim", api.get_opt(&name)).await?;
+    if fresh.is_none_or(|c| c.status.and_then(|s| s.provider_id).is_some()) {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
     let class_name = &claim.spec.node_class_ref.name;
     let class = ctx
         .state
