@@ -261,9 +261,7 @@ impl Testbed {
                         .status
                         .as_ref()
                         .and_then(|s| s.conditions.as_ref())
-                        .into_iter()
-                        .flatten()
-                        .any(|c| c.type_ == *type_ && c.status == "True")
+                        .is_some_and(|c| kerf::api::condition::is_true(c, type_))
                 });
                 Ok(all.then_some(claim))
             },

@@ -38,9 +38,7 @@ fn is_initialized(claim: &NodeClaim) -> bool {
         .status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "Initialized" && c.status == "True")
+        .is_some_and(|c| kerf::api::condition::is_true(c, "Initialized"))
 }
 
 /// Applies `pool`, runs `replicas` inflate pods and waits until as many claims are initialized; returns the
