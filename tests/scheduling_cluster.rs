@@ -391,7 +391,8 @@ fn unreadable_node_resources_are_a_clear_error() {
             .into(),
         );
     }
-    let err = Cluster::from_objects(&[bad], &[], &[], &[], &catalog()).expect_err("bad quantity");
+    let err =
+        Cluster::from_objects::<Pod>(&[bad], &[], &[], &[], &catalog()).expect_err("bad quantity");
     let text = err.to_string();
     assert!(
         text.contains("Node n1") && text.contains("allocatable"),

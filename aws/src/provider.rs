@@ -259,9 +259,18 @@ impl AwsCloud {
                 .add_role_to_instance_profile()
                 .instance_profile_name(&name)
                 .role_name(role);
-            self.call("AddRoleToInstanceProfile", add.send())
-                .await
-                .map_err(|e| role_error(node_class, role, e))?;
+            if let Err(e) = self.call("AddRoleToInstanceProfile", add.send()).await {
+                // A profile holds one role. Another resolution of the class (its status and the provisioner
+                // resolve it independently, and so do two replicas) may have added it since we looked.
+                let added_meanwhile = code_of(&e) == Some("LimitExceeded")
+                    && self
+                        .profile_roles(&name)
+                        .await?
+                        .is_some_and(|roles| roles.iter().any(|r| r == role));
+                if !added_meanwhile {
+                    return Err(role_error(node_class, role, e));
+                }
+            }
         }
         lock(&self.profiles).insert(name.clone(), role.to_owned());
         Ok(name)
@@ -572,7 +581,7 @@ impl AwsCloud {
 
     fn template_config(
         &self,
-        request: &LaunchRequest,
+        request: &LaunchRequest<'_>,
         image_id: &str,
     ) -> Result<TemplateConfig, CloudError> {
         let spec = &request.node_class.spec;
@@ -604,7 +613,7 @@ impl AwsCloud {
 
     async fn create_fleet(
         &self,
-        request: &LaunchRequest,
+        request: &LaunchRequest<'_>,
         plan: &kerf::cloud::LaunchPlan,
     ) -> Result<aws_sdk_ec2::operation::create_fleet::CreateFleetOutput, CloudError> {
         let mut by_image: BTreeMap<&str, Vec<&kerf::cloud::LaunchOverride>> = BTreeMap::new();
@@ -763,7 +772,7 @@ impl CloudProvider for AwsCloud {
 
     async fn create(
         &self,
-        request: &LaunchRequest,
+        request: &LaunchRequest<'_>,
         now: SystemTime,
     ) -> Result<Instance, CloudError> {
         let plan = plan(request, &lock(&self.ice), now)?;

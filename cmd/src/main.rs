@@ -5,7 +5,11 @@ use std::process::ExitCode;
 
 mod controller;
 
-// The webhook allocates a JSON tree per review; mimalloc halves what glibc malloc costs there.
+// The webhook allocates a JSON tree per review; mimalloc halves what glibc malloc costs there. It is built
+// without transparent huge pages (the `no_thp` feature): asking for them made every partly used 2 MiB region
+// resident, a third of the controller's memory (docs/performance.md). The `system-allocator` feature keeps
+// glibc's, which heap profilers (heaptrack) can see.
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -390,7 +390,7 @@ impl Launchable {
         claim: &str,
         instance_types: &[&str],
         capacity_types: &[&str],
-    ) -> Result<kerf::cloud::LaunchRequest> {
+    ) -> Result<kerf::cloud::LaunchRequest<'_>> {
         let claim = node_claim(claim, instance_types, capacity_types)?;
         Ok(kerf::cloud::LaunchRequest::from_node_claim(
             &claim,

@@ -14,7 +14,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::watcher;
 use kube::Api;
 use serde::Deserialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -28,6 +29,8 @@ pub struct Memory {
     pub file_mib: f64,
     /// The peak resident set size (`VmHWM`).
     pub peak_mib: f64,
+    /// Threads: each has a stack, and with mimalloc a heap of its own.
+    pub threads: u32,
 }
 
 impl Memory {
@@ -48,6 +51,9 @@ impl Memory {
             anonymous_mib: anonymous / 1024.0,
             file_mib: (rss - anonymous - shmem) / 1024.0,
             peak_mib: kib(status, "VmHWM")? / 1024.0,
+            threads: field(status, "Threads")
+                .and_then(|v| v.parse().ok())
+                .context("no Threads line")?,
         })
     }
 }
@@ -56,18 +62,24 @@ impl std::fmt::Display for Memory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "RSS {:.1} MiB (anonymous {:.1}, file-backed {:.1}), peak {:.1} MiB",
-            self.rss_mib, self.anonymous_mib, self.file_mib, self.peak_mib
+            "RSS {:.1} MiB (anonymous {:.1}, file-backed {:.1}), peak {:.1} MiB, {} threads",
+            self.rss_mib, self.anonymous_mib, self.file_mib, self.peak_mib, self.threads
         )
     }
 }
 
-/// The kB value of the `field:` line of a `/proc` file.
-fn kib(text: &str, field: &str) -> Result<f64> {
+/// The kB value of the `name:` line of a `/proc` file.
+fn kib(text: &str, name: &str) -> Result<f64> {
+    field(text, name)
+        .and_then(|v| v.trim_end_matches("kB").trim().parse().ok())
+        .with_context(|| format!("no {name} line"))
+}
+
+/// The value of the `name:` line of a `/proc` file, trimmed.
+fn field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
     text.lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .with_context(|| format!("no {field} line"))
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .map(str::trim)
 }
 
 /// When each pod of a namespace was first seen unschedulable, by this process.
@@ -123,6 +135,8 @@ pub struct ControllerLog {
     pub windows_closed: Vec<SystemTime>,
     pub claims_created: BTreeMap<String, SystemTime>,
     pub fleet_calls: BTreeMap<String, SystemTime>,
+    /// Claims CreateFleet was called for more than once (without faults, a double launch).
+    pub repeated_fleet_calls: BTreeSet<String>,
 }
 
 #[derive(Deserialize)]
@@ -155,9 +169,14 @@ impl ControllerLog {
                 ("created nodeclaim", Some(claim)) => {
                     log.claims_created.entry(claim).or_insert(at);
                 }
-                ("calling CreateFleet", Some(claim)) => {
-                    log.fleet_calls.entry(claim).or_insert(at);
-                }
+                ("calling CreateFleet", Some(claim)) => match log.fleet_calls.entry(claim) {
+                    Entry::Occupied(first) => {
+                        log.repeated_fleet_calls.insert(first.key().clone());
+                    }
+                    Entry::Vacant(first) => {
+                        first.insert(at);
+                    }
+                },
                 _ => {}
             }
         }
@@ -248,7 +267,7 @@ mod tests {
     fn memory_splits_the_rollup_into_anonymous_and_file_pages() {
         let rollup = "00400000-7ffd [rollup]\nRss:              102400 kB\nPss:  90000 kB\n\
                       Shmem:  1024 kB\nAnonymous:         61440 kB\n";
-        let status = "Name:\tkerf\nVmHWM:\t  204800 kB\nVmRSS:\t  102400 kB\n";
+        let status = "Name:\tkerf\nVmHWM:\t  204800 kB\nVmRSS:\t  102400 kB\nThreads:\t7\n";
         let memory = Memory::parse(rollup, status).expect("parses");
         assert_eq!(
             memory,
@@ -256,7 +275,8 @@ mod tests {
                 rss_mib: 100.0,
                 anonymous_mib: 60.0,
                 file_mib: 39.0,
-                peak_mib: 200.0
+                peak_mib: 200.0,
+                threads: 7,
             }
         );
         assert!(Memory::parse("Pss: 1 kB\n", status).is_err());
@@ -309,6 +329,10 @@ mod tests {
                 ("general-b".to_owned(), at(1_040)),
             ])
         );
+        assert_eq!(
+            log.repeated_fleet_calls,
+            BTreeSet::from(["general-a".to_owned()])
+        );
     }
 
     #[test]
@@ -324,6 +348,7 @@ mod tests {
                 ("first".to_owned(), at(12_030)),
                 ("second".to_owned(), at(13_040)),
             ]),
+            repeated_fleet_calls: BTreeSet::new(),
         };
         let unschedulable = HashMap::from([
             ("a".to_owned(), at(500)),

@@ -2,7 +2,7 @@
 //! templates, tags), get/list/delete. Each test has its own cluster name and VPC on the shared emulator.
 //! Fault injection (which is server-wide) is in `aws_faults.rs`, another process with its own emulator.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
 use aws_sdk_ec2::types::Filter;
@@ -51,6 +51,21 @@ async fn a_node_class_resolves_to_its_subnets_security_group_and_newest_amis() -
         .resolve_node_class("default", &node_class_spec(&cluster)?)
         .await?;
     assert_eq!(again.resolved.instance_profile, Some(profile));
+    // Resolutions racing to create one class's profile (the class status and the provisioner do, and so do
+    // two replicas) all succeed: the losers find the role they failed to add already there.
+    let spec = node_class_spec(&cluster)?;
+    let mut racers = Vec::new();
+    for _ in 0..4 {
+        racers.push(emu.cloud(&cluster, Duration::from_secs(30)).await?);
+    }
+    let resolved =
+        futures::future::join_all(racers.iter().map(|c| c.resolve_node_class("racing", &spec)))
+            .await;
+    let profiles = resolved
+        .into_iter()
+        .map(|class| Ok(class?.resolved.instance_profile))
+        .collect::<Result<std::collections::BTreeSet<_>>>()?;
+    assert_eq!(profiles.len(), 1, "one profile for the class: {profiles:?}");
     // The seeded SSM parameters of al2023@latest name these AMIs (e2e/scripts/aws-emu/).
     let amis: Vec<_> = class
         .resolved

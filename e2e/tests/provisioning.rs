@@ -279,6 +279,20 @@ async fn inflate_is_launched_registered_and_bound_within_60_seconds() -> Result<
         "took {:?}",
         started.elapsed()
     );
+    // One instance per claim: a claim launched twice (a reconcile racing its own launch) shows up here.
+    let mut launched: Vec<String> = kerf::cloud::CloudProvider::list(&cloud)
+        .await?
+        .into_iter()
+        .filter_map(|i| i.tags.get(kerf::cloud::TAG_NODECLAIM).cloned())
+        .collect();
+    launched.sort();
+    let mut claims: Vec<String> = node_claims(&cluster)
+        .await?
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    claims.sort();
+    assert_eq!(launched, claims, "the claims' instances, by claim");
     Ok(())
 }
 
@@ -377,6 +391,11 @@ async fn figures_for_1000_pending_pods() -> Result<()> {
         })
         .collect();
     let log = ControllerLog::parse(&std::fs::read_to_string(&controller.log)?);
+    anyhow::ensure!(
+        log.repeated_fleet_calls.is_empty(),
+        "claims launched more than once: {:?}",
+        log.repeated_fleet_calls
+    );
     let launches = pod_launches(&unschedulable.times(), &nominated, &log);
     let ms = |values: Vec<Duration>| {
         let q = |p| quantile(&values, p).map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0);

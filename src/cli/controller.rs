@@ -139,6 +139,7 @@ where
         clock: Arc::new(SystemClock),
         metrics,
         backoff: Default::default(),
+        created_here: Default::default(),
         catalogs: Catalogs::default(),
     });
     let shutdown = shutdown_signal();

@@ -2,6 +2,7 @@
 //! a NodeClaim, and the plan (capacity type and one override per instance type × zone) both providers
 //! follow. See reference §2.1–2.3.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -30,12 +31,13 @@ pub const UNREGISTERED_TAINT_KEY: &str = "karpenter.sh/unregistered";
 
 /// One instance to launch for a NodeClaim.
 #[derive(Clone, Debug, PartialEq)]
-pub struct LaunchRequest {
+pub struct LaunchRequest<'a> {
     pub node_claim: String,
     pub node_pool: String,
     pub node_class: NodeClass,
-    /// The instance types the claim allows that have an offering it allows, cheapest first.
-    pub instance_types: Vec<InstanceType>,
+    /// The instance types the claim allows that have an offering it allows, cheapest first: borrowed from the
+    /// catalog (a claim may allow hundreds of types, and several launch at once).
+    pub instance_types: Vec<Cow<'a, InstanceType>>,
     /// The claim's requirements (zones, capacity types, instance types, …).
     pub requirements: Requirements,
     /// The labels the node registers with: the claim's labels and every single-valued requirement.
@@ -44,13 +46,13 @@ pub struct LaunchRequest {
     pub taints: Vec<Taint>,
 }
 
-impl LaunchRequest {
+impl<'a> LaunchRequest<'a> {
     /// The request for `claim`, choosing among `instance_types` (with their offerings, as
     /// [`CloudProvider::instance_types`](super::CloudProvider::instance_types) gives them).
     pub fn from_node_claim(
         claim: &NodeClaim,
         node_class: NodeClass,
-        instance_types: &[InstanceType],
+        instance_types: &'a [InstanceType],
     ) -> Result<Self, CloudError> {
         let name = claim.metadata.name.clone().ok_or_else(|| {
             CloudError::InvalidRequest("the NodeClaim has no metadata.name".into())
@@ -83,13 +85,13 @@ impl LaunchRequest {
             .flatten()
             .cloned()
             .collect();
-        let mut compatible: Vec<(Option<f64>, InstanceType)> = instance_types
+        let mut compatible: Vec<(Option<f64>, &InstanceType)> = instance_types
             .iter()
-            .filter(|it| it.requirements.intersects(&requirements).is_ok())
+            .filter(|it| it.requirements.has_intersection(&requirements))
             .filter_map(|it| {
                 let offerings = it.offerings.iter().filter(|o| allows(&requirements, o));
                 let cheapest = offerings.map(|o| o.price).min_by(|a, b| by_price(*a, *b))?;
-                Some((cheapest, it.clone()))
+                Some((cheapest, it))
             })
             .collect();
         compatible.sort_by(|(a, x), (b, y)| by_price(*a, *b).then_with(|| x.name.cmp(&y.name)));
@@ -97,7 +99,10 @@ impl LaunchRequest {
             node_claim: name,
             node_pool,
             node_class,
-            instance_types: compatible.into_iter().map(|(_, it)| it).collect(),
+            instance_types: compatible
+                .into_iter()
+                .map(|(_, it)| Cow::Borrowed(it))
+                .collect(),
             requirements,
             labels,
             taints,

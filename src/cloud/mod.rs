@@ -56,7 +56,7 @@ pub trait CloudProvider: Send + Sync {
     /// capacity (the offerings tried are then unavailable for [`ICE_TTL`]).
     fn create(
         &self,
-        request: &LaunchRequest,
+        request: &LaunchRequest<'_>,
         now: SystemTime,
     ) -> impl Future<Output = Result<Instance, CloudError>> + Send;
 

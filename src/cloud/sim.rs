@@ -338,7 +338,7 @@ impl CloudProvider for SimCloud {
 
     async fn create(
         &self,
-        request: &LaunchRequest,
+        request: &LaunchRequest<'_>,
         now: SystemTime,
     ) -> Result<Instance, CloudError> {
         self.enter(Operation::Create).await?;

@@ -1,6 +1,7 @@
 //! Tests of the launch request and plan, drift, and the in-memory cloud, on a small slice of the embedded
 //! us-west-2 catalog.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
@@ -121,10 +122,21 @@ fn claim(capacity_types: &[&str]) -> NodeClaim {
     .unwrap()
 }
 
-async fn request(cloud: &SimCloud, capacity_types: &[&str]) -> LaunchRequest {
+/// A request that owns its instance types, so tests can change them.
+async fn request(cloud: &SimCloud, capacity_types: &[&str]) -> LaunchRequest<'static> {
     let class = cloud.resolve_node_class("default", &spec()).await.unwrap();
     let types = cloud.instance_types(&class, t0()).await.unwrap();
-    LaunchRequest::from_node_claim(&claim(capacity_types), class, &types).unwrap()
+    let request = LaunchRequest::from_node_claim(&claim(capacity_types), class, &types).unwrap();
+    let owned = request.instance_types.iter();
+    LaunchRequest {
+        instance_types: owned.map(|t| Cow::Owned(t.clone().into_owned())).collect(),
+        node_claim: request.node_claim,
+        node_pool: request.node_pool,
+        node_class: request.node_class,
+        requirements: request.requirements,
+        labels: request.labels,
+        taints: request.taints,
+    }
 }
 
 #[tokio::test]
@@ -219,7 +231,7 @@ async fn the_plan_skips_ice_cached_pools_and_falls_back_to_on_demand() {
 async fn nothing_to_launch_is_insufficient_capacity() {
     let mut request = request(&sim(), &["on-demand"]).await;
     for it in &mut request.instance_types {
-        for offering in &mut it.offerings {
+        for offering in &mut it.to_mut().offerings {
             offering.available = false;
         }
     }
@@ -232,7 +244,7 @@ async fn nothing_to_launch_is_insufficient_capacity() {
 #[tokio::test]
 async fn the_plan_keeps_at_most_sixty_types() {
     let mut request = request(&sim(), &["on-demand"]).await;
-    let template = request.instance_types[0].clone();
+    let template = request.instance_types[0].clone().into_owned();
     request.instance_types = (0..70)
         .map(|i| {
             let mut it = template.clone();
@@ -240,7 +252,7 @@ async fn the_plan_keeps_at_most_sixty_types() {
             for offering in &mut it.offerings {
                 offering.price = Some(1.0 + f64::from(i));
             }
-            it
+            Cow::Owned(it)
         })
         .collect();
     let plan = plan(&request, &IceCache::new(), t0()).unwrap();

@@ -81,6 +81,8 @@ pub struct Context<C> {
     pub backoff: backoff::Backoff,
     /// The instance types of each EC2NodeClass, one cache for every controller that solves.
     pub catalogs: Catalogs,
+    /// NodeClaims created by this process and not yet launched: their launch has nothing to adopt.
+    pub created_here: nodeclaim::created_here::CreatedHere,
 }
 
 /// Why a controller stopped or a reconcile failed.

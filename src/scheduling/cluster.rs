@@ -14,6 +14,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Existing capacity and the DaemonSets; [`Cluster::default`] is an empty cluster.
@@ -82,11 +83,11 @@ pub enum ClusterError {
 impl Cluster {
     /// The cluster from its objects. Pods with a `spec.nodeName` are bound to that node (unless terminal or
     /// terminating); NodeClaims whose node is among `nodes` are that node, the others are in flight.
-    pub fn from_objects(
+    pub fn from_objects<P: Borrow<Pod>>(
         nodes: &[Node],
         nodeclaims: &[NodeClaim],
         daemonsets: &[DaemonSet],
-        pods: &[Pod],
+        pods: &[P],
         catalog: &Catalog,
     ) -> Result<Cluster, ClusterError> {
         let node_names: BTreeSet<&str> = nodes
@@ -118,7 +119,7 @@ impl Cluster {
             .enumerate()
             .map(|(i, n)| (n.name.clone(), i))
             .collect();
-        for pod in pods {
+        for pod in pods.iter().map(Borrow::borrow) {
             let Some(node) = bound_node(pod) else {
                 continue;
             };
@@ -279,7 +280,7 @@ fn from_nodeclaim(claim: &NodeClaim, catalog: &Catalog) -> Result<ExistingNode, 
     let smallest = catalog
         .instance_types
         .iter()
-        .filter(|it| requirements.intersects(&it.requirements).is_ok())
+        .filter(|it| requirements.has_intersection(&it.requirements))
         .min_by_key(|it| (it.capacity.cpu, it.capacity.memory))
         .ok_or_else(|| ClusterError::UnknownCapacity(name.clone()))?;
     let status = claim.status.as_ref();

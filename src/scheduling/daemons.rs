@@ -53,7 +53,7 @@ impl DaemonGroups {
                     .filter(|d| {
                         tolerating[*d].variants.iter().any(|v| {
                             template.requirements.is_compatible(v, well_known)
-                                && it.requirements.intersects(v).is_ok()
+                                && it.requirements.has_intersection(v)
                         })
                     })
                     .collect();

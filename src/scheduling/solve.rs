@@ -570,7 +570,7 @@ impl<'a> Scheduler<'a> {
                 let it = &self.catalog.instance_types[*i];
                 touched
                     .as_ref()
-                    .is_none_or(|t| t.is_empty() || t.intersects(&it.requirements).is_ok())
+                    .is_none_or(|t| t.is_empty() || t.has_intersection(&it.requirements))
                     && offers.as_ref().is_none_or(|o| match o {
                         Offers::Bits(bits, allowed) => bits.offers(*i) & allowed != 0,
                         Offers::Slow(merged) => cheapest_offering(it, merged).is_some(),

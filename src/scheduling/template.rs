@@ -58,7 +58,7 @@ impl Template {
             .instance_types
             .iter()
             .enumerate()
-            .filter(|(_, it)| requirements.intersects(&it.requirements).is_ok())
+            .filter(|(_, it)| requirements.has_intersection(&it.requirements))
             .filter(|(i, it)| {
                 allocatable[*i].pods > 0
                     && remaining

@@ -7,6 +7,7 @@
 
 mod error;
 mod requirement;
+mod sorted_values;
 mod term;
 mod values;
 
@@ -21,6 +22,7 @@ use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 
 pub use error::{Incompatibility, RequirementError};
 pub use requirement::Requirement;
+pub use sorted_values::Values;
 pub use term::RequirementTerm;
 
 use crate::api::labels;
@@ -174,6 +176,13 @@ impl Requirements {
     pub fn is_compatible(&self, other: &Requirements, allow_undefined: &AllowUndefined) -> bool {
         self.first_undefined(other, allow_undefined).is_none()
             && self.first_disjoint(other).is_none()
+    }
+
+    /// [`Self::intersects`] without building the error. The error copies both requirements, and a claim's
+    /// instance-type requirement lists hundreds of values: filtering a catalog by it must not copy them for
+    /// every type left out.
+    pub fn has_intersection(&self, other: &Requirements) -> bool {
+        self.first_disjoint(other).is_none()
     }
 
     /// Whether every key both sides define has a value both admit. Keys only one side defines are fine. Two

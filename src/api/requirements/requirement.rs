@@ -2,12 +2,12 @@
 //! `{key, operator, values}` terms.
 
 use std::borrow::Cow;
-use std::collections::BTreeSet;
 use std::fmt;
 
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 
 use super::error::RequirementError;
+use super::sorted_values::Values;
 use super::values::{IntRange, Predicate, ValueSet};
 use super::RequirementTerm;
 use crate::api::labels;
@@ -159,7 +159,7 @@ impl Requirement {
     }
 
     /// The admitted values, when they are a finite set (`In`, `DoesNotExist`).
-    pub fn values(&self) -> Option<&BTreeSet<String>> {
+    pub fn values(&self) -> Option<&Values> {
         match &self.values {
             ValueSet::Only(values) => Some(values),
             ValueSet::AllBut { .. } => None,
@@ -269,7 +269,7 @@ fn normalized(key: String) -> String {
     }
 }
 
-fn collect<I, S>(values: I) -> BTreeSet<String>
+fn collect<I, S>(values: I) -> Values
 where
     I: IntoIterator<Item = S>,
     S: Into<String>,

@@ -419,8 +419,10 @@ fn intersects_lets_labels_that_may_be_absent_meet() {
     let nodepool = reqs(&[("example.com/gpu", DoesNotExist, &[])]);
     let pod = reqs(&[("example.com/gpu", NotIn, &["a100"])]);
     assert_eq!(nodepool.intersects(&pod), Ok(()));
+    assert!(nodepool.has_intersection(&pod));
     assert_eq!(nodepool.intersects(&nodepool), Ok(()));
     let pod = reqs(&[("example.com/gpu", In, &["a100"])]);
+    assert!(!nodepool.has_intersection(&pod));
     let err = nodepool.intersects(&pod).unwrap_err();
     assert_eq!(
         err.to_string(),

@@ -2,8 +2,9 @@
 //! of integers. Every operator maps onto it, so intersection is one match on two shapes instead of 8 × 8 cases.
 
 use std::borrow::Cow;
-use std::collections::BTreeSet;
 use std::fmt;
+
+use super::sorted_values::Values;
 
 /// How many values a message lists before it summarises the rest: instance-type lists run into the hundreds.
 const LISTED_VALUES: usize = 5;
@@ -52,23 +53,23 @@ impl IntRange {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) enum ValueSet {
     /// Exactly these values (`In`); none at all is `DoesNotExist`.
-    Only(BTreeSet<String>),
+    Only(Values),
     /// Every value but `excluded` (`NotIn`, `Exists`), limited to integers in `range` when it is set (`Gt`,
     /// `Lt`, `Gte`, `Lte`).
     AllBut {
-        excluded: BTreeSet<String>,
+        excluded: Values,
         range: Option<IntRange>,
     },
 }
 
 impl ValueSet {
     pub(super) fn nothing() -> Self {
-        ValueSet::Only(BTreeSet::new())
+        ValueSet::Only(Values::new())
     }
 
     pub(super) fn everything() -> Self {
         ValueSet::AllBut {
-            excluded: BTreeSet::new(),
+            excluded: Values::new(),
             range: None,
         }
     }
@@ -78,7 +79,7 @@ impl ValueSet {
     pub(super) fn integers(min: Option<i64>, max: Option<i64>) -> Self {
         match min.zip(max).and_then(|(min, max)| IntRange::new(min, max)) {
             Some(range) => ValueSet::AllBut {
-                excluded: BTreeSet::new(),
+                excluded: Values::new(),
                 range: Some(range),
             },
             None => ValueSet::nothing(),
@@ -86,7 +87,7 @@ impl ValueSet {
     }
 
     /// A complement, dropping exclusions the range already rules out (keeps the representation canonical).
-    fn all_but(mut excluded: BTreeSet<String>, range: Option<IntRange>) -> Self {
+    fn all_but(mut excluded: Values, range: Option<IntRange>) -> Self {
         if let Some(range) = range {
             excluded.retain(|value| range.admits(value));
         }
@@ -122,7 +123,7 @@ impl ValueSet {
                 ValueSet::Only(
                     small
                         .iter()
-                        .filter(|v| large.contains(*v))
+                        .filter(|v| large.contains(v))
                         .cloned()
                         .collect(),
                 )
@@ -141,7 +142,7 @@ impl ValueSet {
                     range: range_b,
                 },
             ) => match intersect_ranges(*range_a, *range_b) {
-                Some(range) => ValueSet::all_but(a.union(b).cloned().collect(), range),
+                Some(range) => ValueSet::all_but(a.union(b), range),
                 None => ValueSet::nothing(),
             },
         }
@@ -191,7 +192,7 @@ fn intersect_ranges(a: Option<IntRange>, b: Option<IntRange>) -> Option<Option<I
 
 /// An integer spelling in `range` that `excluded` does not name. Among `excluded.len() + 1` consecutive
 /// integers one is free; when the range is too narrow for that, a zero-padded spelling of its first integer is.
-fn unexcluded_integer(excluded: &BTreeSet<String>, range: IntRange) -> String {
+fn unexcluded_integer(excluded: &Values, range: IntRange) -> String {
     let start = 0_i64.clamp(range.min, range.max);
     let span = i64::try_from(excluded.len()).unwrap_or(i64::MAX);
     let end = start.saturating_add(span).min(range.max);

@@ -37,6 +37,16 @@ pub fn adoptable<'a>(instances: &'a [Instance], name: &str) -> Option<&'a Instan
         .min_by_key(|i| (i.launch_time, i.id.clone()))
 }
 
+/// Whether the launch first looks for an instance an earlier attempt launched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Adoption {
+    /// An earlier attempt, of this process or of one before it, may have launched an instance: list them.
+    Look,
+    /// This process created the claim and has not tried to launch it: no instance can carry its name, so the
+    /// listing (every instance of the cluster) is skipped.
+    Skip,
+}
+
 /// Adopts the claim's instance or launches one: from `types` (the class's instance types) the claim's request,
 /// then `create`. [`CloudError::InsufficientCapacity`] when no offering had capacity.
 pub async fn launch<C: CloudProvider>(
@@ -44,24 +54,27 @@ pub async fn launch<C: CloudProvider>(
     claim: &NodeClaim,
     node_class: NodeClass,
     types: &[InstanceType],
+    adoption: Adoption,
     now: SystemTime,
 ) -> Result<Launched, CloudError> {
     let name = claim.metadata.name.as_deref().unwrap_or_default();
     let node_class_hash = ec2nodeclass_hash(&node_class.spec);
-    let existing = cloud.list().await?;
     let find_type = |instance: &Instance| {
         types
             .iter()
             .find(|t| t.name == instance.instance_type)
             .cloned()
     };
-    if let Some(instance) = adoptable(&existing, name) {
-        return Ok(Launched {
-            instance_type: find_type(instance),
-            instance: instance.clone(),
-            node_class_hash,
-            adopted: true,
-        });
+    if adoption == Adoption::Look {
+        let existing = cloud.list().await?;
+        if let Some(instance) = adoptable(&existing, name) {
+            return Ok(Launched {
+                instance_type: find_type(instance),
+                instance: instance.clone(),
+                node_class_hash,
+                adopted: true,
+            });
+        }
     }
     let request = LaunchRequest::from_node_claim(claim, node_class, types)?;
     let instance = cloud.create(&request, now).await?;

@@ -6,6 +6,7 @@
 
 pub mod calls;
 pub mod conditions;
+pub mod created_here;
 pub mod launch;
 pub mod liveness;
 pub mod registration;
@@ -25,10 +26,11 @@ use ::kube::runtime::reflector::{ObjectRef, Store};
 use ::kube::runtime::watcher;
 use calls::{ReconcileError, TERMINATION_FINALIZER};
 use conditions::{INITIALIZED, LAUNCHED, REGISTERED};
+use created_here::FirstLaunch;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
-use launch::Launched;
+use launch::{Adoption, Launched};
 use liveness::Liveness;
 use serde_json::json;
 use std::sync::Arc;
@@ -38,6 +40,8 @@ use std::time::Duration;
 const STEADY_RECHECK: Duration = Duration::from_secs(5 * 60);
 /// While waiting on the EC2NodeClass, or on a Node between watch events.
 const WAIT_RECHECK: Duration = Duration::from_secs(10);
+/// While this process's create call for the claim has not returned (the watch can be faster).
+const CREATE_CALL_RECHECK: Duration = Duration::from_millis(10);
 
 pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(), Error> {
     let claims: Api<NodeClaim> = Api::all(ctx.client.clone());
@@ -95,6 +99,7 @@ async fn reconcile<C: CloudProvider>(
     ctx: Arc<Context<C>>,
 ) -> Result<Action, ReconcileError> {
     if claim.metadata.deletion_timestamp.is_some() {
+        ctx.created_here.forget(&calls::name(claim.as_ref())?);
         return Ok(Action::await_change());
     }
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
@@ -188,6 +193,7 @@ async fn launch_with_class<C: CloudProvider>(
     ctx: &Context<C>,
     claim: &NodeClaim,
     class: &EC2NodeClass,
+    adoption: Adoption,
 ) -> Result<Launched, CloudError> {
     let now = ctx.clock.now();
     let catalog = ctx.catalogs.get(&ctx.cloud, class, now).await;
@@ -206,7 +212,8 @@ async fn launch_with_class<C: CloudProvider>(
             )
         }
     };
-    launch::launch(&ctx.cloud, claim, node_class, &types.instance_types, now).await
+    let types = &types.instance_types;
+    launch::launch(&ctx.cloud, claim, node_class, types, adoption, now).await
 }
 
 async fn launch_step<C: CloudProvider>(
@@ -215,13 +222,24 @@ async fn launch_step<C: CloudProvider>(
     claim: &NodeClaim,
     now: Timestamp,
 ) -> Result<Action, ReconcileError> {
-    // The store can lag our own last write: a reconcile woken by the launch's label patch may still see the
-    // claim unlaunched. Ask the apiserver before launching, so one claim never gets two instances.
     let name = calls::name(claim)?;
-    let fresh = calls::timed("reading the nodeclaim", api.get_opt(&name)).await?;
-    if fresh.is_none_or(|c| c.status.and_then(|s| s.provider_id).is_some()) {
-        return Ok(Action::requeue(Duration::from_secs(1)));
-    }
+    let uid = claim.metadata.uid.as_deref().unwrap_or_default();
+    let first_launch = ctx.created_here.first_launch(&name, uid);
+    tracing::debug!(?first_launch, "launch step");
+    let adoption = match first_launch {
+        FirstLaunch::Yes => Adoption::Skip,
+        FirstLaunch::Wait => return Ok(Action::requeue(CREATE_CALL_RECHECK)),
+        FirstLaunch::No => {
+            // The store can lag our own last write: a reconcile woken by the launch's label patch may still
+            // see the claim unlaunched. Ask the apiserver before launching, so one claim never gets two
+            // instances.
+            let fresh = calls::timed("reading the nodeclaim", api.get_opt(&name)).await?;
+            if fresh.is_none_or(|c| c.status.and_then(|s| s.provider_id).is_some()) {
+                return Ok(Action::requeue(Duration::from_secs(1)));
+            }
+            Adoption::Look
+        }
+    };
     let class_name = &claim.spec.node_class_ref.name;
     let class = ctx
         .state
@@ -233,7 +251,7 @@ async fn launch_step<C: CloudProvider>(
             name: class_name.clone(),
             reason: "it does not exist or is being deleted".into(),
         }),
-        Some(class) => launch_with_class(ctx, claim, &class).await,
+        Some(class) => launch_with_class(ctx, claim, &class, adoption).await,
     };
     let failure = |reason: &str| {
         ctx.metrics

@@ -2,7 +2,7 @@
 //! an out-of-capacity type is skipped by the next claim's launch, and what a launch writes on the claim.
 //! Its fixtures (`cloud`, `claim`, `t0`) serve the other controllers' tests against the in-memory cloud too.
 
-use super::launch::{adoptable, launched_labels, launched_status, Launched};
+use super::launch::{adoptable, launched_labels, launched_status, Adoption, Launched};
 use crate::api::ec2nodeclass::{SecurityGroup, Subnet};
 use crate::api::nodeclaim::NodeClaim;
 use crate::catalog::{CapacityType, Catalog, CatalogSettings, Pricing};
@@ -26,7 +26,7 @@ pub(crate) async fn launch(
     now: SystemTime,
 ) -> Result<Launched, CloudError> {
     let types = cloud.instance_types(&class, now).await?;
-    super::launch::launch(cloud, claim, class, &types, now).await
+    super::launch::launch(cloud, claim, class, &types, Adoption::Look, now).await
 }
 
 pub(crate) fn t0() -> SystemTime {
@@ -214,6 +214,29 @@ async fn cloud_errors_come_back_unchanged_and_launch_nothing() {
     let failed = launch(&cloud, &claim("a"), class, t0()).await;
     assert_eq!(failed.err(), Some(error));
     assert_eq!(live_instances(&cloud), 0);
+}
+
+#[tokio::test]
+async fn a_claim_never_tried_launches_without_listing_instances() {
+    let cloud = cloud();
+    let class = node_class(&cloud).await;
+    let types = cloud.instance_types(&class, t0()).await.expect("types");
+    let error = CloudError::Api {
+        operation: "DescribeInstances",
+        code: "RequestLimitExceeded".into(),
+        message: "slow down".into(),
+    };
+    cloud.inject_api_error(Operation::List, error.clone(), 1);
+    let launch = |name: &str, adoption| {
+        let claim = claim(name);
+        let (cloud, class, types) = (&cloud, class.clone(), &types);
+        async move { super::launch::launch(cloud, &claim, class, types, adoption, t0()).await }
+    };
+    let skipped = launch("a", Adoption::Skip).await;
+    assert!(!skipped.expect("launched without a listing").adopted);
+    // The injected error is still queued: only the launch that looks for an earlier instance lists.
+    assert_eq!(launch("b", Adoption::Look).await.err(), Some(error));
+    assert_eq!(live_instances(&cloud), 1);
 }
 
 #[tokio::test]

@@ -119,7 +119,7 @@ async fn provision<C: CloudProvider>(
         node_classes: owned(state.node_classes.state()),
         pods: Vec::new(),
     };
-    snapshot.pods = owned(state.pods.state());
+    snapshot.pods = state.pods.state();
     let class_catalogs =
         class_catalogs(ctx, catalogs, &snapshot.node_pools, &snapshot.node_classes).await;
     let started = Instant::now();
@@ -127,7 +127,7 @@ async fn provision<C: CloudProvider>(
     let now = timestamp(ctx.clock.now());
     let solved = tokio::task::spawn_blocking(move || {
         let leaving = snapshot.leaving();
-        let to_solve = ToSolve::of(&snapshot.pods, &leaving, now);
+        let to_solve = ToSolve::of(snapshot.pods.iter().map(AsRef::as_ref), &leaving, now);
         let pods: Vec<&Pod> = to_solve.all().collect();
         let batch = Batch {
             pods: pods.iter().map(|p| plan::pod_key(p)).collect(),
@@ -237,8 +237,18 @@ pub(crate) async fn create_claims<C>(
             let api = api.clone();
             async move {
                 let params = PostParams::default();
+                let name = new.node_claim.metadata.name.as_deref().unwrap_or_default();
+                ctx.created_here.creating(name);
                 let create = api.create(&params, &new.node_claim);
-                let result = match tokio::time::timeout(CALL_TIMEOUT, create).await {
+                let outcome = tokio::time::timeout(CALL_TIMEOUT, create).await;
+                match &outcome {
+                    Ok(Ok(created)) => ctx
+                        .created_here
+                        .created(name, created.metadata.uid.as_deref().unwrap_or_default()),
+                    // An existing claim of that name, or an unknown outcome: its launch must look first.
+                    _ => ctx.created_here.forget(name),
+                }
+                let result = match outcome {
                     Ok(Ok(_)) => Ok(()),
                     // Same pods, same name: a claim made before a restart, already counted in flight —
                     // unless it is on its way out (its pods are planned again, under a new name or once it
@@ -336,7 +346,7 @@ async fn report<C>(
     let pods: HashMap<String, &Pod> = snapshot
         .pods
         .iter()
-        .map(|p| (plan::pod_key(p), p))
+        .map(|p| (plan::pod_key(p), p.as_ref()))
         .collect();
     let mut pod_events: Vec<(&Pod, bool, String)> = Vec::new();
     let mut decide = |key: &str, warning: bool, note: String| {

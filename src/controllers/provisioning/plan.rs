@@ -29,7 +29,8 @@ pub struct Snapshot {
     pub nodes: Vec<Node>,
     pub node_claims: Vec<NodeClaim>,
     pub daemon_sets: Vec<DaemonSet>,
-    pub pods: Vec<Pod>,
+    /// Shared with the watch cache, not copied: there may be thousands.
+    pub pods: Vec<Arc<Pod>>,
     pub node_pools: Vec<NodePool>,
     pub node_classes: Vec<EC2NodeClass>,
 }

@@ -61,13 +61,13 @@ fn snapshot(pools: Vec<NodePool>, claims: Vec<NodeClaim>, pods: usize) -> Snapsh
     Snapshot {
         node_claims: claims,
         node_pools: pools,
-        pods: (0..pods).map(pending_pod).collect(),
+        pods: (0..pods).map(|i| Arc::new(pending_pod(i))).collect(),
         ..Snapshot::default()
     }
 }
 
 fn run(snapshot: &Snapshot, catalogs: &BTreeMap<String, Arc<Catalog>>) -> Decisions {
-    let pending: Vec<&Pod> = snapshot.pods.iter().collect();
+    let pending: Vec<&Pod> = snapshot.pods.iter().map(AsRef::as_ref).collect();
     decide(snapshot, &pending, catalogs).expect("a decision")
 }
 
@@ -163,12 +163,12 @@ fn a_pool_already_over_its_limit_creates_nothing() {
     .expect("a valid NodeClaim");
     // A single pod that fits nowhere on the full claim (a 9-CPU pod).
     let mut snap = snapshot(vec![pool(json!({"cpu": "4"}), amd64())], vec![launched], 1);
-    snap.pods[0] = serde_json::from_value(json!({
+    snap.pods[0] = Arc::new(serde_json::from_value(json!({
         "metadata": {"name": "big", "namespace": "default", "uid": "uid-big"},
         "spec": {"containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "9"}}}]},
         "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
     }))
-    .expect("a valid pod");
+    .expect("a valid pod"));
     let decisions = run(&snap, &default_catalogs());
     assert!(decisions.claims.is_empty());
     assert_eq!(decisions.unschedulable.len(), 1);
@@ -291,7 +291,7 @@ fn running_pod(i: usize, node: &str) -> Pod {
 /// Decides as the provisioning loop does: for the pending pods and those of nodes being deleted.
 fn solve(snapshot: &Snapshot) -> Decisions {
     let leaving = snapshot.leaving();
-    let to_solve = ToSolve::of(&snapshot.pods, &leaving, now());
+    let to_solve = ToSolve::of(snapshot.pods.iter().map(AsRef::as_ref), &leaving, now());
     let pods: Vec<&Pod> = to_solve.all().collect();
     decide(snapshot, &pods, &default_catalogs()).expect("a decision")
 }
@@ -301,8 +301,8 @@ fn solve(snapshot: &Snapshot) -> Decisions {
 fn draining(old_claim_deleting: bool, claims: Vec<NodeClaim>) -> Snapshot {
     let mut node_claims = vec![claim_of("old", old_claim_deleting), claim_of("kept", false)];
     node_claims.extend(claims);
-    let mut pods: Vec<Pod> = (0..3).map(|i| running_pod(i, "old")).collect();
-    pods.extend((3..6).map(|i| running_pod(i, "kept")));
+    let mut pods: Vec<Arc<Pod>> = (0..3).map(|i| Arc::new(running_pod(i, "old"))).collect();
+    pods.extend((3..6).map(|i| Arc::new(running_pod(i, "kept"))));
     Snapshot {
         nodes: vec![node("old"), node("kept")],
         node_claims,
@@ -319,15 +319,15 @@ fn pod_names(pods: &[&Pod]) -> Vec<String> {
 #[test]
 fn the_pods_of_a_node_whose_claim_is_deleting_are_solved_for_and_others_are_not() {
     let mut snapshot = draining(true, Vec::new());
-    snapshot.pods.push(pending_pod(9));
+    snapshot.pods.push(Arc::new(pending_pod(9)));
     let mut daemon = running_pod(8, "old");
     daemon.metadata.owner_references = serde_json::from_value(json!([
         {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "d1"}
     ]))
     .expect("owner references");
-    snapshot.pods.push(daemon);
+    snapshot.pods.push(Arc::new(daemon));
     let leaving = snapshot.leaving();
-    let to_solve = ToSolve::of(&snapshot.pods, &leaving, now());
+    let to_solve = ToSolve::of(snapshot.pods.iter().map(AsRef::as_ref), &leaving, now());
     assert_eq!(pod_names(&to_solve.pending), ["default/inflate-9"]);
     assert_eq!(
         pod_names(&to_solve.reschedulable),
@@ -341,7 +341,7 @@ fn the_pods_of_a_node_whose_claim_is_deleting_are_solved_for_and_others_are_not(
 
     let healthy = draining(false, Vec::new());
     let leaving = healthy.leaving();
-    let to_solve = ToSolve::of(&healthy.pods, &leaving, now());
+    let to_solve = ToSolve::of(healthy.pods.iter().map(AsRef::as_ref), &leaving, now());
     assert_eq!(to_solve.all().count(), 0);
 }
 
@@ -442,12 +442,12 @@ fn the_replacement_is_not_named_like_the_claim_it_replaces() {
             .collect()
     };
     // The pods were pending once, and got a claim named after their UIDs.
-    let pending: Vec<Pod> = (0..3)
+    let pending: Vec<Arc<Pod>> = (0..3)
         .map(|i| {
             let mut pod = running_pod(i, "old");
             pod.spec.as_mut().expect("a spec").node_name = None;
             pod.status = pending_pod(i).status;
-            pod
+            Arc::new(pod)
         })
         .collect();
     let first = solve(&Snapshot {
@@ -464,7 +464,7 @@ fn the_replacement_is_not_named_like_the_claim_it_replaces() {
         nodes: vec![node("old")],
         node_claims: vec![old_claim],
         node_pools: vec![pool(json!(null), amd64())],
-        pods: (0..3).map(|i| running_pod(i, "old")).collect(),
+        pods: (0..3).map(|i| Arc::new(running_pod(i, "old"))).collect(),
         ..Snapshot::default()
     });
     let replacements = names(&replaced);
