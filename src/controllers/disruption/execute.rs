@@ -150,7 +150,8 @@ async fn launch<C>(
         });
     }
     let reason = command.reason.to_string().to_lowercase();
-    let created = create_claims(ctx, &new_claims, &reason).await;
+    // Replacements launch through the lifecycle controller's watch: they are waited for as a whole anyway.
+    let created = create_claims(ctx, &new_claims, &reason, &|_| {}).await;
     let created: Vec<String> = created.into_iter().collect();
     if created.len() < new_claims.len() {
         let failed = new_claims.len() - created.len();

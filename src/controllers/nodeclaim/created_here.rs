@@ -10,22 +10,30 @@
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
-/// What a launch may skip.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FirstLaunch {
-    /// Created by this process, never tried: nothing to adopt.
-    Yes,
-    /// This process's create call for the name has not returned yet: ask again shortly.
-    Wait,
+/// While this process's create call for the claim has not returned (the watch can be faster).
+const CREATE_CALL_RECHECK: Duration = Duration::from_millis(10);
+/// While this process is launching the claim elsewhere (the provisioner launches what it creates).
+const LAUNCHING_RECHECK: Duration = Duration::from_secs(1);
+
+/// What a launch of a claim may skip.
+#[derive(Debug)]
+pub enum FirstLaunch<'a> {
+    /// Created by this process, never tried: nothing to adopt. Others asking meanwhile are told to wait, until
+    /// the guard is dropped.
+    Yes(Launching<'a>),
+    /// The create call has not returned, or another task of this process is launching it: ask again then.
+    Wait(Duration),
     /// Anything else: look for an instance first.
     No,
 }
 
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 enum Entry {
     Creating,
     Created { uid: String },
+    Launching { uid: String },
 }
 
 /// Entries by claim name.
@@ -51,22 +59,46 @@ impl CreatedHere {
         self.lock().remove(name);
     }
 
-    /// Whether the claim `name` with `uid` is launched for the first time; from then on it is not.
-    pub fn first_launch(&self, name: &str, uid: &str) -> FirstLaunch {
+    /// Whether the claim `name` with `uid` is launched for the first time. After that launch (the guard
+    /// dropped, whatever its outcome) it is not.
+    pub fn first_launch<'a>(&'a self, name: &str, uid: &str) -> FirstLaunch<'a> {
         let mut claims = self.lock();
-        match claims.get(name) {
-            Some(Entry::Creating) => FirstLaunch::Wait,
-            Some(Entry::Created { uid: created }) if created == uid => {
-                claims.remove(name);
-                FirstLaunch::Yes
+        let Some(entry) = claims.get_mut(name) else {
+            return FirstLaunch::No;
+        };
+        match entry {
+            Entry::Creating => FirstLaunch::Wait(CREATE_CALL_RECHECK),
+            Entry::Launching { uid: launching } if launching == uid => {
+                FirstLaunch::Wait(LAUNCHING_RECHECK)
             }
-            Some(Entry::Created { .. }) | None => FirstLaunch::No,
+            Entry::Created { uid: created } if created == uid => {
+                let uid = std::mem::take(created);
+                *entry = Entry::Launching { uid };
+                FirstLaunch::Yes(Launching {
+                    created: self,
+                    name: name.to_owned(),
+                })
+            }
+            Entry::Created { .. } | Entry::Launching { .. } => FirstLaunch::No,
         }
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
-        // Every update is a single insert or remove: a panic elsewhere leaves the map whole.
+        // Every update is a single insert, replace or remove: a panic elsewhere leaves the map whole.
         self.claims.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A first launch in progress; dropping it ends it.
+#[derive(Debug)]
+pub struct Launching<'a> {
+    created: &'a CreatedHere,
+    name: String,
+}
+
+impl Drop for Launching<'_> {
+    fn drop(&mut self) {
+        self.created.forget(&self.name);
     }
 }
 
@@ -74,16 +106,32 @@ impl CreatedHere {
 mod tests {
     use super::{CreatedHere, FirstLaunch};
 
+    fn is_yes(launch: &FirstLaunch<'_>) -> bool {
+        matches!(launch, FirstLaunch::Yes(_))
+    }
+
+    fn is_wait(launch: &FirstLaunch<'_>) -> bool {
+        matches!(launch, FirstLaunch::Wait(_))
+    }
+
     #[test]
-    fn a_claim_created_here_skips_the_check_once() {
+    fn a_claim_created_here_skips_the_check_once_and_others_wait_for_that_launch() {
         let created = CreatedHere::default();
         created.creating("a");
-        assert_eq!(created.first_launch("a", "uid-1"), FirstLaunch::Wait);
+        assert!(
+            is_wait(&created.first_launch("a", "uid-1")),
+            "create call out"
+        );
         created.created("a", "uid-1");
-        assert_eq!(created.first_launch("a", "uid-1"), FirstLaunch::Yes);
-        assert_eq!(
-            created.first_launch("a", "uid-1"),
-            FirstLaunch::No,
+        let first = created.first_launch("a", "uid-1");
+        assert!(is_yes(&first));
+        assert!(
+            is_wait(&created.first_launch("a", "uid-1")),
+            "launching in another task"
+        );
+        drop(first);
+        assert!(
+            matches!(created.first_launch("a", "uid-1"), FirstLaunch::No),
             "a retry must look for an instance"
         );
     }
@@ -91,16 +139,21 @@ mod tests {
     #[test]
     fn other_claims_of_the_name_and_failed_creates_are_checked() {
         let created = CreatedHere::default();
-        assert_eq!(created.first_launch("a", "uid-1"), FirstLaunch::No);
+        assert!(matches!(
+            created.first_launch("a", "uid-1"),
+            FirstLaunch::No
+        ));
         created.creating("a");
         created.created("a", "uid-2");
-        assert_eq!(
-            created.first_launch("a", "uid-1"),
-            FirstLaunch::No,
+        assert!(
+            matches!(created.first_launch("a", "uid-1"), FirstLaunch::No),
             "a claim of the same name from before a restart"
         );
         created.creating("b");
         created.forget("b");
-        assert_eq!(created.first_launch("b", "uid-3"), FirstLaunch::No);
+        assert!(matches!(
+            created.first_launch("b", "uid-3"),
+            FirstLaunch::No
+        ));
     }
 }

@@ -77,6 +77,10 @@ pub async fn launch<C: CloudProvider>(
         }
     }
     let request = LaunchRequest::from_node_claim(claim, node_class, types)?;
+    tracing::debug!(
+        instance_types = request.instance_types.len(),
+        "launch request built"
+    );
     let instance = cloud.create(&request, now).await?;
     Ok(Launched {
         instance_type: find_type(&instance),

@@ -40,8 +40,6 @@ use std::time::Duration;
 const STEADY_RECHECK: Duration = Duration::from_secs(5 * 60);
 /// While waiting on the EC2NodeClass, or on a Node between watch events.
 const WAIT_RECHECK: Duration = Duration::from_secs(10);
-/// While this process's create call for the claim has not returned (the watch can be faster).
-const CREATE_CALL_RECHECK: Duration = Duration::from_millis(10);
 
 pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(), Error> {
     let claims: Api<NodeClaim> = Api::all(ctx.client.clone());
@@ -62,6 +60,20 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
         .for_each(|_| async {})
         .await;
     Ok(())
+}
+
+/// Launches a claim the provisioner has just created, as the object its create call returned, without waiting
+/// for the watch to deliver it: this is the pending pods' path to CreateFleet. The controller's own reconcile of
+/// the claim waits meanwhile ([`FirstLaunch::Wait`]) and retries a launch that failed here.
+pub async fn launch_created<C: CloudProvider>(ctx: Arc<Context<C>>, claim: NodeClaim) {
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let launched = match now(&ctx) {
+        Ok(now) => launch_step(&ctx, &api, &claim, now).await.map(|_| ()),
+        Err(error) => Err(error),
+    };
+    if let Err(error) = launched {
+        tracing::warn!(nodeclaim = ?claim.metadata.name, %error, "launch failed; the lifecycle controller retries it");
+    }
 }
 
 /// The claim a Node that is still coming up belongs to (by provider ID). Initialized Nodes wake nothing:
@@ -226,9 +238,10 @@ async fn launch_step<C: CloudProvider>(
     let uid = claim.metadata.uid.as_deref().unwrap_or_default();
     let first_launch = ctx.created_here.first_launch(&name, uid);
     tracing::debug!(?first_launch, "launch step");
-    let adoption = match first_launch {
-        FirstLaunch::Yes => Adoption::Skip,
-        FirstLaunch::Wait => return Ok(Action::requeue(CREATE_CALL_RECHECK)),
+    // Held until the launch is recorded (or has failed): until then this process launches it nowhere else.
+    let (adoption, _launching) = match first_launch {
+        FirstLaunch::Yes(launching) => (Adoption::Skip, Some(launching)),
+        FirstLaunch::Wait(recheck) => return Ok(Action::requeue(recheck)),
         FirstLaunch::No => {
             // The store can lag our own last write: a reconcile woken by the launch's label patch may still
             // see the claim unlaunched. Ask the apiserver before launching, so one claim never gets two
@@ -237,7 +250,7 @@ async fn launch_step<C: CloudProvider>(
             if fresh.is_none_or(|c| c.status.and_then(|s| s.provider_id).is_some()) {
                 return Ok(Action::requeue(Duration::from_secs(1)));
             }
-            Adoption::Look
+            (Adoption::Look, None)
         }
     };
     let class_name = &claim.spec.node_class_ref.name;

@@ -11,7 +11,7 @@ pub mod pending;
 pub mod plan;
 
 use super::metrics::{CreatedLabels, Provisioning};
-use super::{Context, Error};
+use super::{nodeclaim, Context, Error};
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
@@ -104,8 +104,8 @@ struct Reported {
 }
 
 /// One batch: snapshot, solve, create, report. Failures are logged; the next trigger retries.
-async fn provision<C: CloudProvider>(
-    ctx: &Context<C>,
+async fn provision<C: CloudProvider + 'static>(
+    ctx: &Arc<Context<C>>,
     catalogs: &mut Catalogs,
     reported: &mut Reported,
 ) {
@@ -170,7 +170,11 @@ async fn provision<C: CloudProvider>(
         duration_ms = started.elapsed().as_millis() as u64,
         "scheduling simulation done"
     );
-    let created = create_claims(ctx, &decisions.claims, "provisioned").await;
+    // Each claim is launched as soon as it exists, before the Events below are written.
+    let launch = |claim: &NodeClaim| {
+        tokio::spawn(nodeclaim::launch_created(ctx.clone(), claim.clone()));
+    };
+    let created = create_claims(ctx, &decisions.claims, "provisioned", &launch).await;
     report(ctx, &snapshot, &batch, &decisions, &created, reported).await;
 }
 
@@ -224,11 +228,13 @@ pub(crate) async fn class_catalogs<C: CloudProvider>(
 }
 
 /// Creates the claims in parallel, counted as created for `reason` (`provisioned`, or the disruption reason of
-/// a replacement); the names of those that exist now (created, or created before a restart).
+/// a replacement), handing each claim this call created to `created_now` at once; the names of those that
+/// exist now (created, or created before a restart).
 pub(crate) async fn create_claims<C>(
     ctx: &Context<C>,
     claims: &[NewClaim],
     reason: &str,
+    created_now: &(dyn Fn(&NodeClaim) + Sync),
 ) -> HashSet<String> {
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     let writes: Vec<_> = claims
@@ -242,9 +248,11 @@ pub(crate) async fn create_claims<C>(
                 let create = api.create(&params, &new.node_claim);
                 let outcome = tokio::time::timeout(CALL_TIMEOUT, create).await;
                 match &outcome {
-                    Ok(Ok(created)) => ctx
-                        .created_here
-                        .created(name, created.metadata.uid.as_deref().unwrap_or_default()),
+                    Ok(Ok(created)) => {
+                        let uid = created.metadata.uid.as_deref().unwrap_or_default();
+                        ctx.created_here.created(name, uid);
+                        created_now(created);
+                    }
                     // An existing claim of that name, or an unknown outcome: its launch must look first.
                     _ => ctx.created_here.forget(name),
                 }
