@@ -111,7 +111,9 @@ async fn reconcile<C: CloudProvider>(
     ctx: Arc<Context<C>>,
 ) -> Result<Action, ReconcileError> {
     if claim.metadata.deletion_timestamp.is_some() {
-        ctx.created_here.forget(&calls::name(claim.as_ref())?);
+        if let Some(name) = claim.metadata.name.as_deref() {
+            ctx.created_here.forget(name);
+        }
         return Ok(Action::await_change());
     }
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());

@@ -170,7 +170,7 @@ async fn provision<C: CloudProvider + 'static>(
         duration_ms = started.elapsed().as_millis() as u64,
         "scheduling simulation done"
     );
-    // Each claim is launched as soon as it exists, before the Events below are written.
+    // Each claim's launch starts as soon as its create call returns, not after the Events below.
     let launch = |claim: &NodeClaim| {
         tokio::spawn(nodeclaim::launch_created(ctx.clone(), claim.clone()));
     };
