@@ -137,8 +137,17 @@ async fn pending_pods_become_node_claims_once_even_across_a_restart() -> Result<
     let log = std::fs::read_to_string(&first.log)?;
     assert!(log.contains("created nodeclaim"), "{log}");
     assert!(log.lines().all(|l| l.starts_with('{')), "JSON logs: {log}");
-    let nominated = events_with_reason(&cluster, "Nominated").await?;
-    assert!(!nominated.is_empty(), "no Nominated event");
+    // The Events follow the launches.
+    let cluster_ref = &cluster;
+    poll(
+        "a Nominated event",
+        Duration::from_secs(30),
+        || async move {
+            let nominated = events_with_reason(cluster_ref, "Nominated").await?;
+            Ok((!nominated.is_empty()).then_some(()))
+        },
+    )
+    .await?;
     let pools_ref = &pools;
     let expected_nodes = i64::try_from(claims.len())?;
     poll(
@@ -378,18 +387,28 @@ async fn figures_for_1000_pending_pods() -> Result<()> {
     println!("figures: with 1,000 pods decided: {}", Memory::of(pid)?);
     watch.abort();
 
-    let nominated: HashMap<String, String> = events_with_reason(&cluster, "Nominated")
-        .await?
-        .into_iter()
-        .filter(|e| e.involved_object.namespace.as_deref() == Some(namespace.as_str()))
-        .filter_map(|e| {
-            let claim = e
-                .message?
-                .strip_prefix("Pod should schedule on: nodeclaim/")?
-                .to_owned();
-            Some((e.involved_object.name?, claim))
-        })
-        .collect();
+    // The Events follow the launches: wait until every pod has one.
+    let (cluster_ref, namespace_ref) = (&cluster, namespace.as_str());
+    let nominated: HashMap<String, String> = poll(
+        "a Nominated event for every pod",
+        Duration::from_secs(60),
+        || async move {
+            let nominated: HashMap<String, String> = events_with_reason(cluster_ref, "Nominated")
+                .await?
+                .into_iter()
+                .filter(|e| e.involved_object.namespace.as_deref() == Some(namespace_ref))
+                .filter_map(|e| {
+                    let claim = e
+                        .message?
+                        .strip_prefix("Pod should schedule on: nodeclaim/")?
+                        .to_owned();
+                    Some((e.involved_object.name?, claim))
+                })
+                .collect();
+            Ok((nominated.len() >= 1000).then_some(nominated))
+        },
+    )
+    .await?;
     let log = ControllerLog::parse(&std::fs::read_to_string(&controller.log)?);
     anyhow::ensure!(
         log.repeated_fleet_calls.is_empty(),

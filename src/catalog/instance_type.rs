@@ -7,6 +7,7 @@ use super::overhead::{capacity, overhead};
 use super::resources::Resources;
 use super::settings::CatalogSettings;
 use super::well_known::ec2_requirements;
+use crate::api::labels;
 use crate::api::requirements::Requirements;
 
 /// One instance type, ready for scheduling.
@@ -43,6 +44,16 @@ impl InstanceType {
             capacity,
             offerings,
         }
+    }
+
+    /// Whether the type can satisfy `requirements`. The name is checked first, on its own: NodeClaims list
+    /// hundreds of instance types, and passing over a type they leave out then costs one search instead of a
+    /// lookup per shared key. (A type's requirements always pin its instance-type label to its name.)
+    pub fn meets(&self, requirements: &Requirements) -> bool {
+        requirements
+            .get(labels::INSTANCE_TYPE)
+            .is_none_or(|names| names.has(&self.name))
+            && self.requirements.has_intersection(requirements)
     }
 
     /// What pods may use: capacity − overhead, for the resources the node has (overhead on a resource the

@@ -87,7 +87,7 @@ impl<'a> LaunchRequest<'a> {
             .collect();
         let mut compatible: Vec<(Option<f64>, &InstanceType)> = instance_types
             .iter()
-            .filter(|it| it.requirements.has_intersection(&requirements))
+            .filter(|it| it.meets(&requirements))
             .filter_map(|it| {
                 let offerings = it.offerings.iter().filter(|o| allows(&requirements, o));
                 let cheapest = offerings.map(|o| o.price).min_by(|a, b| by_price(*a, *b))?;

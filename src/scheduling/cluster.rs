@@ -9,7 +9,7 @@ use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::{Taint, TaintEffect};
 use crate::api::requirements::{RequirementError, RequirementTerm, Requirements};
-use crate::catalog::{Catalog, CatalogError, Resources};
+use crate::catalog::{Catalog, CatalogError, InstanceType, Resources};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -277,11 +277,13 @@ fn from_nodeclaim(claim: &NodeClaim, catalog: &Catalog) -> Result<ExistingNode, 
         source,
     })?;
     requirements.add_all(&terms);
-    let smallest = catalog
-        .instance_types
-        .iter()
-        .filter(|it| requirements.has_intersection(&it.requirements))
-        .min_by_key(|it| (it.capacity.cpu, it.capacity.memory))
+    // Smallest first, so that the search usually ends at the first type the claim allows (the sort is stable:
+    // among equals the catalog's first still wins).
+    let mut by_size: Vec<&InstanceType> = catalog.instance_types.iter().collect();
+    by_size.sort_by_key(|it| (it.capacity.cpu, it.capacity.memory));
+    let smallest = by_size
+        .into_iter()
+        .find(|it| it.meets(&requirements))
         .ok_or_else(|| ClusterError::UnknownCapacity(name.clone()))?;
     let status = claim.status.as_ref();
     let resources = |resource: &'static str,

@@ -23,7 +23,7 @@ pub use min_values::MinValuesPolicy;
 pub use offerings::allows;
 pub use pod::{HostPort, PodError, PodInfo};
 pub use solve::{
-    solve, solve_cluster, Choice, NodePlacement, Plan, PlannedClaim, PoolFit, PoolOption,
+    solve, solve_cluster, Choice, NodePlacement, Plan, PlannedClaim, PoolFit, PoolOption, Prepared,
     Scheduler, Unschedulable, MAX_INSTANCE_TYPES,
 };
 pub use template::{pool_limits, Limits, Template, NODES};

@@ -62,6 +62,7 @@ const CAPACITY_TYPES: [CapacityType; 3] = [
 /// The available offerings of every catalog type as bits (zone × capacity type), so whether requirements allow
 /// some offering of a type is one AND instead of string comparisons. Built only for catalogs of at most 21
 /// zones (63 bits); larger ones use [`allows`] directly.
+#[derive(Clone, Debug)]
 pub struct OfferingBits {
     zones: Vec<String>,
     /// Per catalog index.
@@ -70,12 +71,14 @@ pub struct OfferingBits {
 
 impl OfferingBits {
     pub fn new(catalog: &Catalog) -> Option<Self> {
+        // Each zone is copied once, not once per offering: a catalog has thousands of offerings.
         let zones: Vec<String> = catalog
             .instance_types
             .iter()
-            .flat_map(|it| it.offerings.iter().map(|o| o.zone.clone()))
+            .flat_map(|it| it.offerings.iter().map(|o| o.zone.as_str()))
             .collect::<BTreeSet<_>>()
             .into_iter()
+            .map(str::to_owned)
             .collect();
         if zones.len() * CAPACITY_TYPES.len() > 63 {
             return None;

@@ -4,7 +4,7 @@
 use super::topology::{constraints, TopologyConstraint};
 use crate::api::requirements::{Requirement, RequirementError, Requirements};
 use crate::catalog::{CatalogError, Resources};
-use k8s_openapi::api::core::v1::{Container, NodeSelectorTerm, Pod, Toleration};
+use k8s_openapi::api::core::v1::{Container, NodeSelectorTerm, Pod, PodSpec, Toleration};
 use std::collections::BTreeMap;
 
 /// A pod that cannot be simulated, with the reason.
@@ -74,7 +74,7 @@ pub fn ports_clash(wanted: &[HostPort], taken: &[HostPort]) -> bool {
 }
 
 /// The host ports of every container and init container of `spec` (port 0 binds nothing).
-fn host_ports(spec: &k8s_openapi::api::core::v1::PodSpec) -> Vec<HostPort> {
+fn host_ports(spec: &PodSpec) -> Vec<HostPort> {
     let mut ports: Vec<HostPort> = spec
         .containers
         .iter()
@@ -106,7 +106,14 @@ impl PodInfo {
             meta.namespace.as_deref().unwrap_or("default"),
             meta.name.as_deref().unwrap_or_default()
         );
-        let spec = pod.spec.clone().unwrap_or_default();
+        let no_spec;
+        let spec = match &pod.spec {
+            Some(spec) => spec,
+            None => {
+                no_spec = PodSpec::default();
+                &no_spec
+            }
+        };
         let requests = effective_requests(
             &spec.containers,
             spec.init_containers.as_deref().unwrap_or_default(),
@@ -116,7 +123,7 @@ impl PodInfo {
             pod: key.clone(),
             source,
         })?;
-        let variants = requirement_variants(&spec).map_err(|source| PodError::Requirements {
+        let variants = requirement_variants(spec).map_err(|source| PodError::Requirements {
             pod: key.clone(),
             source,
         })?;
@@ -125,7 +132,7 @@ impl PodInfo {
             .clone()
             .unwrap_or_else(|| "default".to_owned());
         let labels = meta.labels.clone().unwrap_or_default();
-        let topology = constraints(&spec, &namespace, &labels);
+        let topology = constraints(spec, &namespace, &labels);
         let required_terms = spec
             .affinity
             .as_ref()
@@ -136,7 +143,7 @@ impl PodInfo {
             })
             .map_or(1, |r| r.node_selector_terms.len().max(1))
             .min(variants.len());
-        let host_ports = host_ports(&spec);
+        let host_ports = host_ports(spec);
         Ok(PodInfo {
             host_ports,
             required_terms,
@@ -152,7 +159,7 @@ impl PodInfo {
             key,
             requests,
             variants,
-            tolerations: spec.tolerations.unwrap_or_default(),
+            tolerations: spec.tolerations.clone().unwrap_or_default(),
         })
     }
 }
@@ -208,9 +215,7 @@ fn effective_requests(
 }
 
 /// The pod's requirement sets, strictest first.
-fn requirement_variants(
-    spec: &k8s_openapi::api::core::v1::PodSpec,
-) -> Result<Vec<Requirements>, RequirementError> {
+fn requirement_variants(spec: &PodSpec) -> Result<Vec<Requirements>, RequirementError> {
     let mut base = Requirements::new();
     for (key, value) in spec.node_selector.iter().flatten() {
         base.add(Requirement::one_of(key.clone(), [value.clone()]));

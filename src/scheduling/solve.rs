@@ -16,6 +16,7 @@ use crate::api::labels;
 use crate::api::nodepool::{NodePool, TaintEffect};
 use crate::api::requirements::{AllowUndefined, Requirement, Requirements};
 use crate::catalog::{CapacityType, Catalog, InstanceType, Resources};
+use std::borrow::Cow;
 use std::cmp::Reverse;
 
 /// Karpenter writes at most this many instance types into a NodeClaim.
@@ -139,6 +140,15 @@ impl Floor {
 /// NodePools prepared against a catalog: built once, then used for any number of solves and pod advice.
 pub struct Scheduler<'a> {
     catalog: &'a Catalog,
+    prepared: Cow<'a, Prepared>,
+    min_values: MinValuesPolicy,
+}
+
+/// What a [`Scheduler`] derives from its NodePools, catalog and DaemonSets before any pod: kept apart so that a
+/// caller solving again with the same three (the provisioner, batch after batch) prepares them once. It holds
+/// catalog indices, so it is only valid with the catalog it was prepared against.
+#[derive(Clone, Debug)]
+pub struct Prepared {
     templates: Vec<Template>,
     /// Per template: the zones and the capacity types its instance types offer (topology domains).
     domains: Vec<[Vec<String>; 2]>,
@@ -147,7 +157,6 @@ pub struct Scheduler<'a> {
     daemonsets: Vec<DaemonSetPod>,
     /// Per template: its instance types grouped by DaemonSet overhead.
     daemons: Vec<DaemonGroups>,
-    min_values: MinValuesPolicy,
     /// The catalog's offerings as bits, when it has few enough zones.
     offering_bits: Option<OfferingBits>,
     /// The catalog's type names, by catalog index, shared by the planned claims that list them.
@@ -168,19 +177,10 @@ pub struct PoolFit {
     pub cheapest: Option<Choice>,
 }
 
-impl<'a> Scheduler<'a> {
-    /// Prepares `nodepools` (static and deleting pools dropped, weight order) over `catalog`, with no
-    /// DaemonSets.
-    pub fn new(nodepools: &[NodePool], catalog: &'a Catalog) -> Self {
-        Self::with_daemonsets(nodepools, catalog, &[])
-    }
-
-    /// Prepares `nodepools` over `catalog`; every node runs the `daemonsets` that tolerate and match it.
-    pub fn with_daemonsets(
-        nodepools: &[NodePool],
-        catalog: &'a Catalog,
-        daemonsets: &[DaemonSetPod],
-    ) -> Self {
+impl Prepared {
+    /// Prepares `nodepools` (static and deleting pools dropped, weight order) over `catalog`; every node runs
+    /// the `daemonsets` that tolerate and match it.
+    pub fn new(nodepools: &[NodePool], catalog: &Catalog, daemonsets: &[DaemonSetPod]) -> Self {
         let allocatable: Vec<Resources> = catalog
             .instance_types
             .iter()
@@ -209,14 +209,14 @@ impl<'a> Scheduler<'a> {
                 for i in &t.instance_types {
                     for o in &catalog.instance_types[*i].offerings {
                         if allows(&t.requirements, o) {
-                            zones.insert(o.zone.clone());
-                            capacity_types.insert(o.capacity_type.as_str().to_owned());
+                            zones.insert(o.zone.as_str());
+                            capacity_types.insert(o.capacity_type.as_str());
                         }
                     }
                 }
                 [
-                    zones.into_iter().collect(),
-                    capacity_types.into_iter().collect(),
+                    zones.into_iter().map(str::to_owned).collect(),
+                    capacity_types.into_iter().map(str::to_owned).collect(),
                 ]
             })
             .collect();
@@ -229,20 +229,48 @@ impl<'a> Scheduler<'a> {
             .iter()
             .map(|t| DaemonGroups::new(t, daemonsets, catalog, &allocatable))
             .collect();
-        Scheduler {
-            catalog,
+        Prepared {
             templates,
             domains,
             soft_taints,
             daemonsets: daemonsets.to_vec(),
             daemons,
-            min_values: MinValuesPolicy::default(),
             offering_bits: OfferingBits::new(catalog),
             names: catalog
                 .instance_types
                 .iter()
                 .map(|it| TypeName::new(&it.name))
                 .collect(),
+        }
+    }
+}
+
+impl<'a> Scheduler<'a> {
+    /// Prepares `nodepools` (static and deleting pools dropped, weight order) over `catalog`, with no
+    /// DaemonSets.
+    pub fn new(nodepools: &[NodePool], catalog: &'a Catalog) -> Self {
+        Self::with_daemonsets(nodepools, catalog, &[])
+    }
+
+    /// Prepares `nodepools` over `catalog`; every node runs the `daemonsets` that tolerate and match it.
+    pub fn with_daemonsets(
+        nodepools: &[NodePool],
+        catalog: &'a Catalog,
+        daemonsets: &[DaemonSetPod],
+    ) -> Self {
+        Scheduler {
+            catalog,
+            prepared: Cow::Owned(Prepared::new(nodepools, catalog, daemonsets)),
+            min_values: MinValuesPolicy::default(),
+        }
+    }
+
+    /// A scheduler over `catalog` with the NodePools and DaemonSets `prepared` against that same catalog.
+    pub fn prepared(catalog: &'a Catalog, prepared: &'a Prepared) -> Self {
+        Scheduler {
+            catalog,
+            prepared: Cow::Borrowed(prepared),
+            min_values: MinValuesPolicy::default(),
         }
     }
 
@@ -254,7 +282,7 @@ impl<'a> Scheduler<'a> {
 
     /// The prepared NodePools, in the order they are tried.
     pub fn templates(&self) -> &[Template] {
-        &self.templates
+        &self.prepared.templates
     }
 
     /// Plans NodeClaims for `pods` in an empty cluster.
@@ -280,7 +308,7 @@ impl<'a> Scheduler<'a> {
                 })
             })
             .collect();
-        let mut templates = self.templates.clone();
+        let mut templates = self.prepared.templates.clone();
         for template in &mut templates {
             if let Some(left) = template.remaining.as_mut() {
                 for state in nodes
@@ -294,6 +322,7 @@ impl<'a> Scheduler<'a> {
         let mut node_domains = [Vec::new(), Vec::new()];
         for (key, k) in VALUE_KEYS {
             let mut values: std::collections::BTreeSet<&str> = self
+                .prepared
                 .domains
                 .iter()
                 .flat_map(|d| d[k].iter().map(String::as_str))
@@ -385,7 +414,7 @@ impl<'a> Scheduler<'a> {
         } else {
             &DEFINED_ONLY
         };
-        let missing = self.daemonsets.iter().filter(|d| {
+        let missing = self.prepared.daemonsets.iter().filter(|d| {
             !node
                 .pods
                 .iter()
@@ -419,7 +448,8 @@ impl<'a> Scheduler<'a> {
         let Some(requirements) = pod.variants.last() else {
             return Vec::new();
         };
-        self.templates
+        self.prepared
+            .templates
             .iter()
             .enumerate()
             .map(|(t, template)| {
@@ -457,7 +487,7 @@ impl<'a> Scheduler<'a> {
         extra: &[Requirement],
         soft: bool,
     ) -> Result<Claim, String> {
-        let template = &self.templates[t];
+        let template = &self.prepared.templates[t];
         if let Some(why) = &template.unusable {
             return Err(why.clone());
         }
@@ -492,13 +522,15 @@ impl<'a> Scheduler<'a> {
     fn domain_bits(&self, t: usize, requirements: &Requirements) -> [u64; 2] {
         VALUE_KEYS.map(|(key, k)| {
             let theirs = requirements.get(key.label());
-            domain_bits(&self.domains[t][k], |d| theirs.is_none_or(|r| r.has(d)))
+            domain_bits(&self.prepared.domains[t][k], |d| {
+                theirs.is_none_or(|r| r.has(d))
+            })
         })
     }
 
     /// The least room among `types` on template `t`.
     fn floor(&self, t: usize, types: &[usize]) -> Floor {
-        Floor::of(types.iter().map(|i| &self.daemons[t].room[*i]))
+        Floor::of(types.iter().map(|i| &self.prepared.daemons[t].room[*i]))
     }
 
     /// The claim's requirements and instance types with the pod and the topology narrowing `extra` added (each
@@ -543,20 +575,20 @@ impl<'a> Scheduler<'a> {
                 .filter(|key| {
                     let offering_key = *key == labels::ZONE || *key == labels::CAPACITY_TYPE;
                     offers_touched |= offering_key;
-                    !(offering_key && self.offering_bits.is_some())
+                    !(offering_key && self.prepared.offering_bits.is_some())
                 })
                 .filter_map(|key| merged.get(key).cloned())
                 .collect()
         });
         let offers = match &merged {
-            Some(merged) if offers_touched => Some(match &self.offering_bits {
+            Some(merged) if offers_touched => Some(match &self.prepared.offering_bits {
                 Some(bits) => Offers::Bits(bits, bits.allowed(merged)),
                 None => Offers::Slow(merged),
             }),
             _ => None,
         };
         let total = claim.requests.clone() + &pod.requests;
-        let daemons = &self.daemons[claim.template];
+        let daemons = &self.prepared.daemons[claim.template];
         let types: Vec<usize> = claim
             .instance_types
             .iter()
@@ -584,7 +616,9 @@ impl<'a> Scheduler<'a> {
                 merged.as_ref().unwrap_or(&claim.requirements)
             ));
         }
-        if self.templates[claim.template].min_values && self.min_values == MinValuesPolicy::Strict {
+        if self.prepared.templates[claim.template].min_values
+            && self.min_values == MinValuesPolicy::Strict
+        {
             let requirements = merged.as_ref().unwrap_or(&claim.requirements);
             min_values::shortest_prefix(self.catalog, requirements, &types)
                 .map_err(|unmet| unmet.to_string())?;
@@ -747,7 +781,7 @@ impl<'s> Solver<'s, '_> {
             relaxed.schedule_anyway = k;
             attempts.push((last, relaxed, true));
         }
-        if self.scheduler.soft_taints {
+        if self.scheduler.prepared.soft_taints {
             attempts.push((last, relaxed, false));
         }
         let mut reason = String::new();
@@ -770,14 +804,16 @@ impl<'s> Solver<'s, '_> {
         relaxed: Relaxed,
     ) -> Result<Vec<Narrowing<'s>>, String> {
         let scheduler: &'s Scheduler<'_> = self.scheduler;
-        self.narrowings_over(p, &scheduler.domains[t], requirements, relaxed)
+        self.narrowings_over(p, &scheduler.prepared.domains[t], requirements, relaxed)
     }
 
     /// The domains of template `t` that `narrowings` allow, as [`domain_bits`] per key (all for a key they
     /// leave alone).
     fn narrowing_bits(&self, t: usize, narrowings: &[Narrowing]) -> [u64; 2] {
         VALUE_KEYS.map(|(key, k)| match narrowings.iter().find(|n| n.key == key) {
-            Some(n) => domain_bits(&self.scheduler.domains[t][k], |d| n.allowed.contains(&d)),
+            Some(n) => domain_bits(&self.scheduler.prepared.domains[t][k], |d| {
+                n.allowed.contains(&d)
+            }),
             None => u64::MAX,
         })
     }
@@ -989,7 +1025,7 @@ impl<'s> Solver<'s, '_> {
     /// Counts pod `p`, just placed on claim `c`, in the topology groups.
     fn record(&mut self, p: usize, c: usize) {
         let claim = &self.claims[c];
-        let domains = &self.scheduler.domains[claim.template];
+        let domains = &self.scheduler.prepared.domains[claim.template];
         let requirements = &claim.requirements;
         let values = |key: TopologyKey| {
             let k = usize::from(key == TopologyKey::CapacityType);
@@ -1084,7 +1120,7 @@ impl<'s> Solver<'s, '_> {
     ) -> Result<PlannedClaim, String> {
         let scheduler = self.scheduler;
         let template = &self.templates[claim.template];
-        let mut ranked = match &scheduler.offering_bits {
+        let mut ranked = match &scheduler.prepared.offering_bits {
             // Claims of one template that allow the same offerings rank their types alike: rank the template's
             // types once and keep the claim's.
             Some(bits) => {
@@ -1116,7 +1152,7 @@ impl<'s> Solver<'s, '_> {
         ranked.truncate(MAX_INSTANCE_TYPES);
         let mut requests = claim.requests.clone();
         if let Some(daemons) =
-            scheduler.daemons[claim.template].smallest(ranked.iter().map(|(i, _)| *i))
+            scheduler.prepared.daemons[claim.template].smallest(ranked.iter().map(|(i, _)| *i))
         {
             requests += &daemons.overhead;
         }
@@ -1125,7 +1161,7 @@ impl<'s> Solver<'s, '_> {
             requirements: claim.requirements.clone(),
             instance_types: ranked
                 .iter()
-                .map(|(i, _)| scheduler.names[*i].clone())
+                .map(|(i, _)| scheduler.prepared.names[*i].clone())
                 .collect(),
             pods: claim.pods.iter().map(|p| pods[*p].key.clone()).collect(),
             requests,

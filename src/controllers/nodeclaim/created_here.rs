@@ -90,10 +90,16 @@ impl CreatedHere {
 }
 
 /// A first launch in progress; dropping it ends it.
-#[derive(Debug)]
 pub struct Launching<'a> {
     created: &'a CreatedHere,
     name: String,
+}
+
+/// The claim's name only: the log of a launch step shows this, not every claim the process created.
+impl std::fmt::Debug for Launching<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Launching").field(&self.name).finish()
+    }
 }
 
 impl Drop for Launching<'_> {

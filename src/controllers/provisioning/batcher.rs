@@ -52,7 +52,9 @@ impl Batcher {
             last_new: now,
             seen: HashSet::new(),
         });
-        if window.seen.insert(uid.to_owned()) {
+        // Looked up before it is copied: the loop observes every pending pod on every watch event.
+        if !window.seen.contains(uid) {
+            window.seen.insert(uid.to_owned());
             window.last_new = now;
         }
     }

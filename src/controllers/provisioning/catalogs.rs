@@ -102,7 +102,13 @@ impl Cache {
         node_class: NodeClass,
         catalog: Catalog,
     ) -> Arc<Catalog> {
-        let catalog = Arc::new(catalog);
+        // A refresh that found the same types keeps the copy already shared: a solve reuses what it prepared
+        // from a catalog only while it is that very copy (`plan::Preparations`), and two equal copies would
+        // both stay in memory while any solve or launch holds the old one.
+        let catalog = match self.cached.get(&name) {
+            Some(cached) if *cached.catalog == catalog => cached.catalog.clone(),
+            _ => Arc::new(catalog),
+        };
         self.cached.insert(
             name,
             Cached {
@@ -233,6 +239,41 @@ mod tests {
         assert!(catalogs.get(&cloud, &class(1), at(29)).await.is_some());
         // …but is once the class changed.
         assert!(catalogs.get(&cloud, &class(2), at(29)).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_refresh_that_finds_the_same_types_keeps_the_shared_copy() {
+        let cloud = cloud();
+        let catalogs = Catalogs::default();
+        let ttl = CATALOG_TTL.as_secs();
+        let first = catalogs
+            .get(&cloud, &class(1), at(0))
+            .await
+            .expect("resolves");
+        let refreshed = catalogs
+            .get(&cloud, &class(1), at(ttl))
+            .await
+            .expect("resolves");
+        assert!(Arc::ptr_eq(&first, &refreshed));
+        // A subnet in another zone gives the type offerings there: a different catalog, a new copy.
+        cloud.add_subnet(SimSubnet {
+            subnet: Subnet {
+                id: "subnet-b".into(),
+                zone: "us-west-2b".into(),
+                zone_id: Some("usw2-az2".into()),
+            },
+            available_ips: 100,
+            tags: BTreeMap::from([("discovery".to_owned(), "test".to_owned())]),
+        });
+        let changed = catalogs
+            .get(&cloud, &class(1), at(2 * ttl))
+            .await
+            .expect("resolves");
+        assert!(!Arc::ptr_eq(&first, &changed));
+        assert_eq!(
+            changed.instance_types[0].offerings.len(),
+            2 * first.instance_types[0].offerings.len()
+        );
     }
 
     #[tokio::test]

@@ -24,13 +24,14 @@ use ::kube::Api;
 use batcher::{Batcher, RETRIGGER};
 use catalogs::Catalogs;
 use deleting::Leaving;
-use futures::{stream, StreamExt};
+use futures::{future, stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use plan::{Decisions, NewClaim, Snapshot, ToSolve};
+use plan::{Decisions, NewClaim, Preparations, Snapshot, ToSolve};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::task::JoinHandle;
 
 /// How many apiserver writes (claims, Events) one decision has in flight at once.
 pub(crate) const PARALLEL_WRITES: usize = 16;
@@ -41,6 +42,7 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
     let mut batcher = Batcher::new(ctx.settings.batch_idle, ctx.settings.batch_max, RETRIGGER);
     let mut catalogs = ctx.catalogs.clone();
     let mut reported = Reported::default();
+    let mut preparations = Preparations::default();
     warm(&ctx, &mut catalogs).await;
     loop {
         let now = ctx.clock.now();
@@ -59,7 +61,7 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
         if batcher.ready(now) {
             batcher.close(now, to_solve.all().map(uid));
             tracing::debug!(pods = to_solve.all().count(), "batch window closed");
-            provision(&ctx, &mut catalogs, &mut reported).await;
+            provision(&ctx, &mut catalogs, &mut reported, &mut preparations).await;
             continue;
         }
         if batcher.deadline().is_some() {
@@ -97,6 +99,9 @@ fn timestamp(now: SystemTime) -> Timestamp {
 /// same thing on every retrigger.
 #[derive(Default)]
 struct Reported {
+    /// The task writing the last batch's pod Events: the next batch's wait for it, so a pod's Events keep
+    /// their order.
+    writing: Option<JoinHandle<()>>,
     /// The last decision Event text per pod key.
     pods: HashMap<String, String>,
     /// Pool warnings already published: `(pool, message)`.
@@ -108,6 +113,7 @@ async fn provision<C: CloudProvider + 'static>(
     ctx: &Arc<Context<C>>,
     catalogs: &mut Catalogs,
     reported: &mut Reported,
+    preparations: &mut Preparations,
 ) {
     let state = &ctx.state;
     // Nodes and claims before pods (§1.2): a pod bound meanwhile is then pending here, never missing.
@@ -125,6 +131,7 @@ async fn provision<C: CloudProvider + 'static>(
     let started = Instant::now();
     let metrics = &ctx.metrics.provisioning;
     let now = timestamp(ctx.clock.now());
+    let mut kept = std::mem::take(preparations);
     let solved = tokio::task::spawn_blocking(move || {
         let leaving = snapshot.leaving();
         let to_solve = ToSolve::of(snapshot.pods.iter().map(AsRef::as_ref), &leaving, now);
@@ -137,13 +144,17 @@ async fn provision<C: CloudProvider + 'static>(
                 .map(|p| plan::pod_key(p))
                 .collect(),
         };
-        let decisions = plan::decide(&snapshot, &pods, &class_catalogs);
-        (snapshot, batch, decisions)
+        let decisions = plan::decide(&snapshot, &pods, &class_catalogs, &mut kept);
+        (snapshot, batch, decisions, kept)
     })
     .await;
     let (snapshot, batch, decisions) = match solved {
-        Ok((snapshot, batch, Ok(decisions))) => (snapshot, batch, decisions),
-        Ok((_, _, Err(error))) => {
+        Ok((snapshot, batch, Ok(decisions), kept)) => {
+            *preparations = kept;
+            (snapshot, batch, decisions)
+        }
+        Ok((_, _, Err(error), kept)) => {
+            *preparations = kept;
             tracing::error!(%error, "could not build the cluster for the scheduling simulation");
             return;
         }
@@ -170,12 +181,23 @@ async fn provision<C: CloudProvider + 'static>(
         duration_ms = started.elapsed().as_millis() as u64,
         "scheduling simulation done"
     );
-    // Each claim's launch starts as soon as its create call returns, not after the Events below.
+    // Each claim's launch starts as soon as its create call returns; the Events wait for the launches.
+    let launches = std::sync::Mutex::new(Vec::new());
     let launch = |claim: &NodeClaim| {
-        tokio::spawn(nodeclaim::launch_created(ctx.clone(), claim.clone()));
+        let launch = tokio::spawn(nodeclaim::launch_created(ctx.clone(), claim.clone()));
+        launches
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(launch);
     };
     let created = create_claims(ctx, &decisions.claims, "provisioned", &launch).await;
-    report(ctx, &snapshot, &batch, &decisions, &created, reported).await;
+    let launches = launches
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    report(
+        ctx, &snapshot, &batch, &decisions, &created, reported, launches,
+    )
+    .await;
 }
 
 /// The pods one batch solved for, by `namespace/name`.
@@ -343,20 +365,25 @@ fn instance_type_count(claim: &NodeClaim) -> usize {
 /// last report about the same object. A pod still running on a node being deleted is told where its capacity
 /// is coming (as Karpenter does), but it gets no `FailedScheduling` — it is running, not failing to schedule —
 /// so that is a log line; nor does it count in the decision-time metric, which measures pending pods.
-async fn report<C>(
-    ctx: &Context<C>,
+///
+/// The pod Events are written in the background once the batch's `launches` are done (at most
+/// [`EVENTS_AFTER_LAUNCHES`] later): a batch has an Event for each of up to thousands of pods, and written at
+/// once they would compete with the launches for the apiserver and the CPU, and so delay the instances.
+async fn report<C: CloudProvider + 'static>(
+    ctx: &Arc<Context<C>>,
     snapshot: &Snapshot,
     batch: &Batch,
     decisions: &Decisions,
     created: &HashSet<String>,
     reported: &mut Reported,
+    launches: Vec<JoinHandle<()>>,
 ) {
-    let pods: HashMap<String, &Pod> = snapshot
+    let pods: HashMap<String, &Arc<Pod>> = snapshot
         .pods
         .iter()
-        .map(|p| (plan::pod_key(p), p.as_ref()))
+        .map(|p| (plan::pod_key(p), p))
         .collect();
-    let mut pod_events: Vec<(&Pod, bool, String)> = Vec::new();
+    let mut pod_events: Vec<(Arc<Pod>, bool, String)> = Vec::new();
     let mut decide = |key: &str, warning: bool, note: String| {
         let Some(pod) = pods.get(key) else {
             return;
@@ -378,7 +405,7 @@ async fn report<C>(
             tracing::warn!(pod = key, reason = %note, "no capacity for a pod of a node being deleted");
             return;
         }
-        pod_events.push((pod, warning, note));
+        pod_events.push((Arc::clone(pod), warning, note));
     };
     for new in &decisions.claims {
         let name = new.node_claim.metadata.name.as_deref().unwrap_or_default();
@@ -402,20 +429,13 @@ async fn report<C>(
             format!("Failed to schedule pod, {}", unschedulable.reason),
         );
     }
-    let publishes: Vec<_> = pod_events
-        .into_iter()
-        .map(|(pod, warning, note)| async move {
-            if warning {
-                ctx.events.warning(pod, "FailedScheduling", note).await;
-            } else {
-                ctx.events.normal(pod, "Nominated", note).await;
-            }
-        })
-        .collect();
-    stream::iter(publishes)
-        .buffer_unordered(PARALLEL_WRITES)
-        .collect::<Vec<()>>()
-        .await;
+    let earlier = reported.writing.take();
+    reported.writing = Some(tokio::spawn(write_pod_events(
+        ctx.clone(),
+        pod_events,
+        launches,
+        earlier,
+    )));
     // Forget pods this batch did not solve for: one that is solved for again later is reported again.
     reported.pods.retain(|key, _| batch.pods.contains(key));
     for warning in &decisions.pool_warnings {
@@ -445,8 +465,43 @@ async fn report<C>(
     reported.pools.retain(|key| current.contains(key));
 }
 
+/// The longest the pod Events of a batch wait for its launches.
+const EVENTS_AFTER_LAUNCHES: Duration = Duration::from_secs(5);
+
+/// Writes a batch's pod Events (`(pod, warning, note)`) once its `launches` are done (or after
+/// [`EVENTS_AFTER_LAUNCHES`]) and the `earlier` batch's Events are written.
+async fn write_pod_events<C: CloudProvider>(
+    ctx: Arc<Context<C>>,
+    pod_events: Vec<(Arc<Pod>, bool, String)>,
+    launches: Vec<JoinHandle<()>>,
+    earlier: Option<JoinHandle<()>>,
+) {
+    // A launch that outlasts the wait goes on; a failed one has logged its error itself.
+    let _ = tokio::time::timeout(EVENTS_AFTER_LAUNCHES, future::join_all(launches)).await;
+    if let Some(earlier) = earlier {
+        let _ = earlier.await;
+    }
+    let ctx = &ctx;
+    let publishes: Vec<_> = pod_events
+        .into_iter()
+        .map(|(pod, warning, note)| async move {
+            if warning {
+                ctx.events
+                    .warning(pod.as_ref(), "FailedScheduling", note)
+                    .await;
+            } else {
+                ctx.events.normal(pod.as_ref(), "Nominated", note).await;
+            }
+        })
+        .collect();
+    stream::iter(publishes)
+        .buffer_unordered(PARALLEL_WRITES)
+        .collect::<Vec<()>>()
+        .await;
+}
+
 /// How long `pod` has been unschedulable at `now`: since its `PodScheduled` condition last changed.
-fn unschedulable_for(pod: &Pod, now: SystemTime) -> Option<std::time::Duration> {
+fn unschedulable_for(pod: &Pod, now: SystemTime) -> Option<Duration> {
     let since = pod
         .status
         .as_ref()?

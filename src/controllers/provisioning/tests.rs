@@ -1,7 +1,9 @@
 //! The provisioning decision over the embedded catalog: claims, in-flight claims counted, limits, pools that
 //! cannot launch, and replacements for the pods of nodes being deleted.
 
-use super::plan::{self, decide, Decisions, Snapshot, ToSolve, LIMIT_REASON, NO_TYPES_REASON};
+use super::plan::{
+    self, decide, Decisions, Preparations, Snapshot, ToSolve, LIMIT_REASON, NO_TYPES_REASON,
+};
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
 use crate::catalog::{Catalog, CatalogSettings, Pricing};
@@ -68,7 +70,7 @@ fn snapshot(pools: Vec<NodePool>, claims: Vec<NodeClaim>, pods: usize) -> Snapsh
 
 fn run(snapshot: &Snapshot, catalogs: &BTreeMap<String, Arc<Catalog>>) -> Decisions {
     let pending: Vec<&Pod> = snapshot.pods.iter().map(AsRef::as_ref).collect();
-    decide(snapshot, &pending, catalogs).expect("a decision")
+    decide(snapshot, &pending, catalogs, &mut Preparations::default()).expect("a decision")
 }
 
 fn default_catalogs() -> BTreeMap<String, Arc<Catalog>> {
@@ -98,6 +100,72 @@ fn pending_pods_become_claims_with_stable_names() {
             .as_deref()
             .is_some_and(|n| n.starts_with("general-")));
     }
+}
+
+/// The claims a decision makes, as their requirements.
+fn claim_requirements(decisions: &Decisions) -> Vec<serde_json::Value> {
+    decisions
+        .claims
+        .iter()
+        .map(|c| serde_json::to_value(&c.node_claim.spec.requirements).expect("requirements"))
+        .collect()
+}
+
+#[test]
+fn a_kept_preparation_decides_as_a_fresh_one_and_is_redone_when_its_inputs_change() {
+    let pods: Vec<Pod> = (0..3).map(pending_pod).collect();
+    let pending: Vec<&Pod> = pods.iter().collect();
+    let mut kept = Preparations::default();
+    let mut decide_kept = |pools: Vec<NodePool>, catalogs: &BTreeMap<String, Arc<Catalog>>| {
+        let snapshot = snapshot(pools, vec![], 0);
+        decide(&snapshot, &pending, catalogs, &mut kept).expect("a decision")
+    };
+    let fresh = |pools: Vec<NodePool>, catalogs: &BTreeMap<String, Arc<Catalog>>| {
+        let snapshot = snapshot(pools, vec![], 0);
+        decide(&snapshot, &pending, catalogs, &mut Preparations::default()).expect("a decision")
+    };
+    let catalogs = default_catalogs();
+    let first = decide_kept(vec![pool(json!(null), amd64())], &catalogs);
+    let again = decide_kept(vec![pool(json!(null), amd64())], &catalogs);
+    assert_eq!(claim_requirements(&first), claim_requirements(&again));
+
+    // The pool now asks for arm64: the kept preparation (amd64 types only) must not be used.
+    let arm64 = json!([{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}]);
+    let changed = decide_kept(vec![pool(json!(null), arm64.clone())], &catalogs);
+    assert_eq!(
+        claim_requirements(&changed),
+        claim_requirements(&fresh(vec![pool(json!(null), arm64.clone())], &catalogs))
+    );
+    assert!(
+        changed.claims[0]
+            .node_claim
+            .spec
+            .requirements
+            .iter()
+            .any(|r| r.key == "kubernetes.io/arch" && r.values == Some(vec!["arm64".into()])),
+        "{:?}",
+        claim_requirements(&changed)
+    );
+
+    // Another copy of the catalog, with one type only: prepared again over that copy.
+    let one_type = Catalog {
+        instance_types: catalog()
+            .instance_types
+            .iter()
+            .filter(|it| it.name == "m6g.xlarge")
+            .cloned()
+            .collect(),
+    };
+    let small = BTreeMap::from([("default".to_owned(), Arc::new(one_type))]);
+    let recatalogued = decide_kept(vec![pool(json!(null), arm64)], &small);
+    let instance_types: Vec<Option<Vec<String>>> = recatalogued
+        .claims
+        .iter()
+        .flat_map(|c| &c.node_claim.spec.requirements)
+        .filter(|r| r.key == "node.kubernetes.io/instance-type")
+        .map(|r| r.values.clone())
+        .collect();
+    assert_eq!(instance_types, [Some(vec![String::from("m6g.xlarge")])]);
 }
 
 #[test]
@@ -293,7 +361,13 @@ fn solve(snapshot: &Snapshot) -> Decisions {
     let leaving = snapshot.leaving();
     let to_solve = ToSolve::of(snapshot.pods.iter().map(AsRef::as_ref), &leaving, now());
     let pods: Vec<&Pod> = to_solve.all().collect();
-    decide(snapshot, &pods, &default_catalogs()).expect("a decision")
+    decide(
+        snapshot,
+        &pods,
+        &default_catalogs(),
+        &mut Preparations::default(),
+    )
+    .expect("a decision")
 }
 
 /// Three pods on `old` (its claim deleting or not), three on a `kept` node (room for one more), and `claims`
