@@ -27,3 +27,4 @@ bench:
 	cargo bench -p kerf --bench webhook_https
 	cargo bench -p kerf --bench scheduling
 	cargo bench -p kerf --bench pod_advice
+	cargo bench -p kerf --bench provisioning

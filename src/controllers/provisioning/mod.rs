@@ -99,7 +99,7 @@ fn timestamp(now: SystemTime) -> Timestamp {
 /// same thing on every retrigger.
 #[derive(Default)]
 struct Reported {
-    /// The task writing the last batch's pod Events: the next batch's wait for it, so a pod's Events keep
+    /// The task writing the last batch's pod Events: the next batch's task waits for it, so a pod's Events keep
     /// their order.
     writing: Option<JoinHandle<()>>,
     /// The last decision Event text per pod key.
