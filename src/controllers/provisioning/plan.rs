@@ -111,7 +111,11 @@ pub struct Decisions {
 /// the same shared copy and its NodePools and the DaemonSets are unchanged. Preparing goes through the whole
 /// catalog for every pool, about half of a decision's time when nothing else changed.
 #[derive(Default)]
-pub struct Preparations(HashMap<String, Preparation>);
+pub struct Preparations {
+    by_class: HashMap<String, Preparation>,
+    /// How many preparations were made (not reused) so far.
+    made: usize,
+}
 
 struct Preparation {
     catalog: Arc<Catalog>,
@@ -142,8 +146,14 @@ fn daemon_set_key(daemon_set: &DaemonSet) -> DaemonSetKey {
 }
 
 impl Preparations {
+    /// How many preparations were made rather than reused so far.
+    pub fn made(&self) -> usize {
+        self.made
+    }
+
     /// The preparation of `class`'s `pools` over `catalog` with `daemon_sets` (as `daemons`), from the last
-    /// decision when all of them are unchanged, else made now and kept.
+    /// decision when all of them are unchanged, else made now and kept. The watch caches list objects in no
+    /// set order, so pools and DaemonSets are compared by name.
     fn get(
         &mut self,
         class: &str,
@@ -152,36 +162,44 @@ impl Preparations {
         daemon_sets: &[DaemonSet],
         daemons: &[DaemonSetPod],
     ) -> &Prepared {
-        let fresh = self.0.get(class).is_some_and(|p| {
+        let mut pools_now: Vec<&NodePool> = pools.iter().collect();
+        pools_now.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        let mut sets_now: Vec<&DaemonSet> = daemon_sets.iter().collect();
+        sets_now.sort_by(|a, b| {
+            (&a.metadata.namespace, &a.metadata.name)
+                .cmp(&(&b.metadata.namespace, &b.metadata.name))
+        });
+        let fresh = self.by_class.get(class).is_some_and(|p| {
             Arc::ptr_eq(&p.catalog, catalog)
-                && p.pools.len() == pools.len()
-                && p.pools.iter().zip(pools).all(|(key, pool)| {
+                && p.pools.len() == pools_now.len()
+                && p.pools.iter().zip(&pools_now).all(|(key, pool)| {
                     key.0 == pool.metadata.name
                         && key.1 == pool.metadata.deletion_timestamp.is_some()
                         && key.2 == pool.spec
                 })
-                && p.daemon_sets.len() == daemon_sets.len()
-                && p.daemon_sets.iter().zip(daemon_sets).all(|(key, ds)| {
+                && p.daemon_sets.len() == sets_now.len()
+                && p.daemon_sets.iter().zip(&sets_now).all(|(key, ds)| {
                     key.0 == ds.metadata.namespace && key.1 == ds.metadata.name && key.2 == ds.spec
                 })
         });
         if !fresh {
-            self.0.insert(
+            self.made += 1;
+            self.by_class.insert(
                 class.to_owned(),
                 Preparation {
                     catalog: catalog.clone(),
-                    pools: pools.iter().map(pool_key).collect(),
-                    daemon_sets: daemon_sets.iter().map(daemon_set_key).collect(),
+                    pools: pools_now.into_iter().map(pool_key).collect(),
+                    daemon_sets: sets_now.into_iter().map(daemon_set_key).collect(),
                     prepared: Prepared::new(pools, catalog, daemons),
                 },
             );
         }
-        &self.0[class].prepared
+        &self.by_class[class].prepared
     }
 
     /// Forgets the classes not in `classes` (their catalogs go with them).
     fn retain(&mut self, classes: &BTreeMap<String, Arc<Catalog>>) {
-        self.0.retain(|class, _| classes.contains_key(class));
+        self.by_class.retain(|class, _| classes.contains_key(class));
     }
 }
 

@@ -118,20 +118,36 @@ fn a_kept_preparation_decides_as_a_fresh_one_and_is_redone_when_its_inputs_chang
     let mut kept = Preparations::default();
     let mut decide_kept = |pools: Vec<NodePool>, catalogs: &BTreeMap<String, Arc<Catalog>>| {
         let snapshot = snapshot(pools, vec![], 0);
-        decide(&snapshot, &pending, catalogs, &mut kept).expect("a decision")
+        let decisions = decide(&snapshot, &pending, catalogs, &mut kept).expect("a decision");
+        (decisions, kept.made())
     };
     let fresh = |pools: Vec<NodePool>, catalogs: &BTreeMap<String, Arc<Catalog>>| {
         let snapshot = snapshot(pools, vec![], 0);
         decide(&snapshot, &pending, catalogs, &mut Preparations::default()).expect("a decision")
     };
     let catalogs = default_catalogs();
-    let first = decide_kept(vec![pool(json!(null), amd64())], &catalogs);
-    let again = decide_kept(vec![pool(json!(null), amd64())], &catalogs);
+    let (first, made) = decide_kept(vec![pool(json!(null), amd64())], &catalogs);
+    assert_eq!(made, 1);
+    let (again, made) = decide_kept(vec![pool(json!(null), amd64())], &catalogs);
+    assert_eq!(made, 1, "the same pool and catalog are prepared once");
     assert_eq!(claim_requirements(&first), claim_requirements(&again));
+    assert_eq!(
+        claim_requirements(&again),
+        claim_requirements(&fresh(vec![pool(json!(null), amd64())], &catalogs))
+    );
+    // The same pools listed in another order (as a watch cache may) are the same preparation.
+    let named = |name: &str| {
+        let mut p = pool(json!(null), amd64());
+        p.metadata.name = Some(name.to_owned());
+        p
+    };
+    assert_eq!(decide_kept(vec![named("a"), named("b")], &catalogs).1, 2);
+    assert_eq!(decide_kept(vec![named("b"), named("a")], &catalogs).1, 2);
 
     // The pool now asks for arm64: the kept preparation (amd64 types only) must not be used.
     let arm64 = json!([{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}]);
-    let changed = decide_kept(vec![pool(json!(null), arm64.clone())], &catalogs);
+    let (changed, made) = decide_kept(vec![pool(json!(null), arm64.clone())], &catalogs);
+    assert_eq!(made, 3);
     assert_eq!(
         claim_requirements(&changed),
         claim_requirements(&fresh(vec![pool(json!(null), arm64.clone())], &catalogs))
@@ -157,7 +173,8 @@ fn a_kept_preparation_decides_as_a_fresh_one_and_is_redone_when_its_inputs_chang
             .collect(),
     };
     let small = BTreeMap::from([("default".to_owned(), Arc::new(one_type))]);
-    let recatalogued = decide_kept(vec![pool(json!(null), arm64)], &small);
+    let (recatalogued, made) = decide_kept(vec![pool(json!(null), arm64)], &small);
+    assert_eq!(made, 4);
     let instance_types: Vec<Option<Vec<String>>> = recatalogued
         .claims
         .iter()
