@@ -5,6 +5,8 @@
 //! `-<n>tb` memory tag as in `u-6tb1`, then digits) when a `.` follows somewhere; family and size are the two
 //! halves around the only `.`.
 
+use crate::api::validation::grammar::split_leading;
+
 /// The labelled parts of an instance type name; a part the name does not have is `None`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NameParts<'a> {
@@ -31,24 +33,19 @@ pub fn parse_name(name: &str) -> NameParts<'_> {
 
 /// `letters [-<digits>tb] digits …​.…`: the leading letters and the digits after them.
 fn category_and_generation(name: &str) -> Option<(&str, &str)> {
-    let letters = leading(name, |b| b.is_ascii_lowercase());
-    if letters == 0 {
+    let (category, rest) = split_leading(name, |c| c.is_ascii_lowercase());
+    if category.is_empty() {
         return None;
     }
-    let mut rest = &name[letters..];
-    if let Some(tagged) = rest.strip_prefix('-') {
-        let digits = leading(tagged, |b| b.is_ascii_digit());
-        if digits > 0 && tagged[digits..].starts_with("tb") {
-            rest = &tagged[digits + 2..];
-        }
-    }
-    let digits = leading(rest, |b| b.is_ascii_digit());
-    (digits > 0 && rest[digits..].contains('.')).then(|| (&name[..letters], &rest[..digits]))
-}
-
-/// How many leading bytes of `text` satisfy `accept`.
-fn leading(text: &str, accept: impl Fn(u8) -> bool) -> usize {
-    text.bytes().take_while(|&b| accept(b)).count()
+    // Skip a memory tag such as `-6tb` (`u-6tb1.metal`); anything else after a `-` is not one.
+    let untagged = rest
+        .strip_prefix('-')
+        .map(|tagged| split_leading(tagged, |c| c.is_ascii_digit()))
+        .filter(|(size, _)| !size.is_empty())
+        .and_then(|(_, after)| after.strip_prefix("tb"))
+        .unwrap_or(rest);
+    let (generation, after) = split_leading(untagged, |c| c.is_ascii_digit());
+    (!generation.is_empty() && after.contains('.')).then_some((category, generation))
 }
 
 #[cfg(test)]
@@ -110,5 +107,21 @@ mod tests {
             }
         );
         assert_eq!(parse_name("u-6tb"), NameParts::default());
+    }
+
+    #[test]
+    fn multi_byte_names_split_at_character_boundaries() {
+        assert_eq!(
+            parse_name("mé5.large"),
+            NameParts {
+                family: Some("mé5"),
+                size: Some("large"),
+                ..NameParts::default()
+            }
+        );
+        assert_eq!(parse_name("m5é.🦀").category, Some("m"));
+        assert_eq!(parse_name("u-6é1.metal").generation, None);
+        assert_eq!(parse_name("u-6t\u{301}b1.x").generation, None);
+        assert_eq!(parse_name("é"), NameParts::default());
     }
 }

@@ -8,6 +8,8 @@
 
 use thiserror::Error;
 
+use crate::api::validation::grammar::split_leading;
+
 /// Why a string is not a Kubernetes quantity.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum QuantityError {
@@ -30,16 +32,11 @@ pub fn parse_quantity(text: &str) -> Result<i64, QuantityError> {
     if text.is_empty() {
         return Err(QuantityError::Empty);
     }
-    let (negative, unsigned) = match text.as_bytes()[0] {
-        b'-' => (true, &text[1..]),
-        b'+' => (false, &text[1..]),
-        _ => (false, text),
+    let (negative, unsigned) = match text.strip_prefix('-') {
+        Some(unsigned) => (true, unsigned),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
     };
-    let number_end = unsigned
-        .bytes()
-        .position(|b| !(b.is_ascii_digit() || b == b'.'))
-        .unwrap_or(unsigned.len());
-    let (number, suffix) = unsigned.split_at(number_end);
+    let (number, suffix) = split_leading(unsigned, |c| c.is_ascii_digit() || c == '.');
     let (integer, fraction) = number.split_once('.').unwrap_or((number, ""));
     if (integer.is_empty() && fraction.is_empty()) || fraction.contains('.') {
         return Err(QuantityError::Number);
@@ -57,7 +54,11 @@ pub fn parse_quantity(text: &str) -> Result<i64, QuantityError> {
         Some(digits) => scale_small(digits, scale.binary_shift, exponent)?,
         None => scale_big(integer, fraction, scale.binary_shift, exponent)?,
     };
-    Ok(if negative { -magnitude } else { magnitude })
+    // The sign goes on before the range check, so that `i64::MIN` milli-units (whose magnitude is one more
+    // than `i64::MAX`) parses back from its own rendering.
+    let magnitude = i128::try_from(magnitude).map_err(|_| QuantityError::TooLarge)?;
+    i64::try_from(if negative { -magnitude } else { magnitude })
+        .map_err(|_| QuantityError::TooLarge)
 }
 
 /// Parses a quantity and rounds it up (away from zero) to whole units: what `Quantity.Value()` returns, and
@@ -175,7 +176,7 @@ fn small_digits(integer: &str, fraction: &str) -> Option<u64> {
 }
 
 /// `ceil(digits × 2^shift × 10^exponent)` for a digit count that fits in a `u64`.
-fn scale_small(digits: u64, binary_shift: u32, exponent: i64) -> Result<i64, QuantityError> {
+fn scale_small(digits: u64, binary_shift: u32, exponent: i64) -> Result<u128, QuantityError> {
     if digits == 0 {
         return Ok(0);
     }
@@ -197,7 +198,7 @@ fn scale_small(digits: u64, binary_shift: u32, exponent: i64) -> Result<i64, Qua
             None => u128::from(value != 0),
         }
     };
-    i64::try_from(scaled).map_err(|_| QuantityError::TooLarge)
+    Ok(scaled)
 }
 
 /// The exact path for long numbers: multiply the decimal digit string by `2^shift`, then move the decimal
@@ -207,7 +208,7 @@ fn scale_big(
     fraction: &str,
     binary_shift: u32,
     exponent: i64,
-) -> Result<i64, QuantityError> {
+) -> Result<u128, QuantityError> {
     let mut digits: Vec<u8> = integer
         .bytes()
         .chain(fraction.bytes())
@@ -227,23 +228,24 @@ fn scale_big(
     let len = i64::try_from(digits.len()).map_err(|_| QuantityError::TooLarge)?;
     // Digits at index < whole_len are whole milli-units; the rest are below one and round up.
     let whole_len = len.saturating_add(exponent).clamp(0, len) as usize;
-    let round_up = digits[whole_len..].iter().any(|&d| d != 0);
+    let (whole, below) = digits.split_at(whole_len);
+    let round_up = below.iter().any(|&d| d != 0);
     let trailing_zeros = u32::try_from(exponent.max(0)).map_err(|_| QuantityError::TooLarge)?;
-    let mut value: i64 = 0;
-    for &digit in &digits[..whole_len] {
+    let mut value: u128 = 0;
+    for &digit in whole {
         value = value
             .checked_mul(10)
-            .and_then(|v| v.checked_add(i64::from(digit)))
+            .and_then(|v| v.checked_add(u128::from(digit)))
             .ok_or(QuantityError::TooLarge)?;
     }
     if value != 0 {
-        value = 10i64
+        value = 10u128
             .checked_pow(trailing_zeros)
             .and_then(|p| value.checked_mul(p))
             .ok_or(QuantityError::TooLarge)?;
     }
     value
-        .checked_add(i64::from(round_up))
+        .checked_add(u128::from(round_up))
         .ok_or(QuantityError::TooLarge)
 }
 
@@ -313,8 +315,30 @@ mod tests {
     #[test]
     fn rejects_malformed_quantities() {
         for text in [
-            "", "m", ".", "1..2", "1.2.3", "1K", "1Kib", "1e", "1e1.5", "1ee3", "abc", "1 Gi",
-            " 1", "--1", "1mi", "0x10",
+            "",
+            "m",
+            ".",
+            "1..2",
+            "1.2.3",
+            "1K",
+            "1Kib",
+            "1e",
+            "1e1.5",
+            "1ee3",
+            "abc",
+            "1 Gi",
+            " 1",
+            "--1",
+            "1mi",
+            "0x10",
+            "é",
+            "1é",
+            "-é",
+            "1Gié",
+            "1e🦀",
+            "1eé3",
+            "1.5\u{301}",
+            "+-1",
         ] {
             assert!(parse_quantity(text).is_err(), "{text:?} should not parse");
         }
@@ -325,6 +349,18 @@ mod tests {
         assert_eq!(parse_quantity("10E"), Err(QuantityError::TooLarge));
         assert_eq!(parse_quantity("1e400"), Err(QuantityError::TooLarge));
         assert_eq!(parse_quantity("8Ei"), Err(QuantityError::TooLarge));
+        assert_eq!(parse_quantity("1é"), Err(QuantityError::Suffix("é".into())));
+    }
+
+    #[test]
+    fn the_whole_i64_range_parses_back_from_its_rendering() {
+        for milli in [i64::MIN, i64::MIN + 1, -1, 0, 1, i64::MAX] {
+            assert_eq!(parse_quantity(&format_milli(milli)), Ok(milli), "{milli}");
+        }
+        assert_eq!(
+            parse_quantity("-9223372036854775809m"),
+            Err(QuantityError::TooLarge)
+        );
     }
 
     #[test]

@@ -73,8 +73,9 @@ pub fn instance_id(provider_id: &str) -> Result<&str, CloudError> {
     };
     let rest = provider_id.strip_prefix("aws:///").ok_or_else(invalid)?;
     let (_zone, id) = rest.rsplit_once('/').ok_or_else(invalid)?;
-    let well_formed =
-        id.len() > 2 && id.starts_with("i-") && id[2..].bytes().all(|b| b.is_ascii_hexdigit());
+    let well_formed = id
+        .strip_prefix("i-")
+        .is_some_and(|hex| !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()));
     if well_formed {
         Ok(id)
     } else {
@@ -105,6 +106,10 @@ mod tests {
             "aws:///us-west-2a/i-",
             "aws:///us-west-2a/i-xyz",
             "aws:///us-west-2a/vol-0abc",
+            "aws:///us-west-2a/i-0abcé",
+            "aws:///us-west-2a/ié0abc",
+            "aws:///é/é",
+            "aws:///🦀",
         ] {
             assert!(
                 matches!(instance_id(bad), Err(CloudError::InvalidRequest(_))),

@@ -4,12 +4,17 @@
 
 use k8s_openapi::jiff::SignedDuration;
 
+use crate::api::validation::grammar::split_leading;
+
+/// Fraction digits kept, as Go keeps the leading ones that fit its 64-bit accumulator: 18 digits resolve a
+/// nanosecond even of an hour (1 ns is 2.8e-13 h), and keep `fraction × unit` far inside an `i128`.
+const FRACTION_DIGITS: usize = 18;
+
 /// Parses `text` as Go does; `None` when Go would return an error.
 pub fn parse_go_duration(text: &str) -> Option<SignedDuration> {
-    let (negative, mut rest) = match text.as_bytes().first() {
-        Some(b'-') => (true, &text[1..]),
-        Some(b'+') => (false, &text[1..]),
-        _ => (false, text),
+    let (negative, mut rest) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
     };
     if rest == "0" {
         return Some(SignedDuration::ZERO);
@@ -17,22 +22,15 @@ pub fn parse_go_duration(text: &str) -> Option<SignedDuration> {
     if rest.is_empty() {
         return None;
     }
+    let numeric = |c: char| c.is_ascii_digit() || c == '.';
     let mut total: i128 = 0;
     while !rest.is_empty() {
-        let number_len = rest
-            .bytes()
-            .take_while(|b| b.is_ascii_digit() || *b == b'.')
-            .count();
-        let (number, after) = rest.split_at(number_len);
+        let (number, after) = split_leading(rest, numeric);
         let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
         if (whole.is_empty() && fraction.is_empty()) || fraction.contains('.') {
             return None;
         }
-        let unit_len = after
-            .char_indices()
-            .find(|(_, c)| c.is_ascii_digit() || *c == '.')
-            .map_or(after.len(), |(i, _)| i);
-        let (unit, next) = after.split_at(unit_len);
+        let (unit, next) = split_leading(after, |c| !numeric(c));
         let unit_nanos: i128 = match unit {
             "ns" => 1,
             "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
@@ -48,15 +46,14 @@ pub fn parse_go_duration(text: &str) -> Option<SignedDuration> {
             whole.parse().ok()?
         };
         // Go keeps the fraction's leading digits that matter and truncates the rest.
-        let mut fraction_nanos: i128 = 0;
-        let mut scale: i128 = 1;
-        for digit in fraction.bytes().take(30) {
+        let (mut fraction_nanos, mut scale): (i128, i128) = (0, 1);
+        for digit in fraction.bytes().take(FRACTION_DIGITS) {
             fraction_nanos = fraction_nanos * 10 + i128::from(digit - b'0');
             scale *= 10;
         }
         total = whole
             .checked_mul(unit_nanos)?
-            .checked_add(fraction_nanos * unit_nanos / scale)?
+            .checked_add(fraction_nanos.checked_mul(unit_nanos)? / scale)?
             .checked_add(total)?;
         if total > i128::from(i64::MAX) {
             return None;
@@ -94,6 +91,15 @@ mod tests {
             parse_go_duration("2562047h47m16.854775807s"),
             Some(SignedDuration::from_nanos(i64::MAX))
         );
+        // 30 fraction digits of an hour once overflowed `fraction × unit` (a panic in debug builds).
+        assert_eq!(
+            parse_go_duration(&format!("0.{}h", "9".repeat(30))),
+            Some(SignedDuration::from_nanos(3_599_999_999_999))
+        );
+        assert_eq!(
+            parse_go_duration(&format!("1.{}s", "0".repeat(1000))),
+            secs(1)
+        );
     }
 
     #[test]
@@ -110,6 +116,12 @@ mod tests {
             "1h 30m",
             "2562047h47m16.854775808s",
             "99999999999999999999h",
+            "1é",
+            "é1s",
+            "1sé",
+            "1🦀",
+            "-é",
+            "1s\u{b5}",
         ] {
             assert_eq!(parse_go_duration(bad), None, "{bad}");
         }

@@ -55,11 +55,11 @@ pub fn matches_qualified_name_pattern(s: &str) -> bool {
 
 /// Kubernetes' `IsQualifiedName`: the problems with `s` as a label key, in Kubernetes' words (empty when valid).
 pub fn qualified_name_problems(s: &str) -> Vec<String> {
-    let parts: Vec<&str> = s.split('/').collect();
-    let (prefix, name) = match parts.as_slice() {
-        [name] => (None, *name),
-        [prefix, name] => (Some(*prefix), *name),
-        _ => {
+    // At most one `/`; found without collecting the parts, so a key of many slashes costs nothing extra.
+    let (prefix, name) = match s.split_once('/') {
+        None => (None, s),
+        Some((prefix, name)) if !name.contains('/') => (Some(prefix), name),
+        Some(_) => {
             return vec![format!(
                 "a qualified name {QUALIFIED_NAME_FMT} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
             )]
@@ -129,16 +129,24 @@ pub fn is_quantity(s: &str) -> bool {
 
 /// Splits a leading decimal number (`5`, `5.`, `5.5`, `.5`) off `s`; the number is empty when there is none.
 fn split_decimal(s: &str) -> (&str, &str) {
-    let int_len = s.bytes().take_while(u8::is_ascii_digit).count();
-    let rest = &s[int_len..];
+    let (integer, rest) = split_leading(s, |c| c.is_ascii_digit());
     let Some(after_dot) = rest.strip_prefix('.') else {
-        return s.split_at(int_len);
+        return (integer, rest);
     };
-    let frac_len = after_dot.bytes().take_while(u8::is_ascii_digit).count();
-    if int_len == 0 && frac_len == 0 {
+    let (fraction, after) = split_leading(after_dot, |c| c.is_ascii_digit());
+    if integer.is_empty() && fraction.is_empty() {
         return ("", s);
     }
-    s.split_at(int_len + 1 + frac_len)
+    // `after` is a suffix of `s`, so stripping it cannot fail; the fallback only keeps this function total.
+    s.strip_suffix(after)
+        .map_or(("", s), |number| (number, after))
+}
+
+/// Splits `s` after its longest prefix of characters that `accept`; the split is at a char boundary by
+/// construction, so every parser of user text here and in `catalog` and `disruption` cuts with it instead of
+/// slicing at a byte count.
+pub fn split_leading(s: &str, accept: impl Fn(char) -> bool) -> (&str, &str) {
+    s.split_at(s.find(|c: char| !accept(c)).unwrap_or(s.len()))
 }
 
 /// Largest duration Go's `time.Duration` holds: 2^63-1 ns, i.e. 2562047h47m16.854775807s.
@@ -167,25 +175,21 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, DurationError> {
     let mut total: u128 = 0;
     let mut rest = s;
     while !rest.is_empty() {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return Err(DurationError::Malformed);
-        }
-        let unit_nanos: u128 = match rest.as_bytes().get(digits) {
-            Some(b's') => 1_000_000_000,
-            Some(b'm') => 60_000_000_000,
-            Some(b'h') => 3_600_000_000_000,
+        let (digits, after) = split_leading(rest, |c| c.is_ascii_digit());
+        let mut unit = after.chars();
+        let unit_nanos: u128 = match (digits.is_empty(), unit.next()) {
+            (false, Some('s')) => 1_000_000_000,
+            (false, Some('m')) => 60_000_000_000,
+            (false, Some('h')) => 3_600_000_000_000,
             _ => return Err(DurationError::Malformed),
         };
         // A run of digits too long for u128 overflows any duration anyway.
-        let value: u128 = rest[..digits]
-            .parse()
-            .map_err(|_| DurationError::Overflow)?;
+        let value: u128 = digits.parse().map_err(|_| DurationError::Overflow)?;
         total = value
             .checked_mul(unit_nanos)
             .and_then(|nanos| total.checked_add(nanos))
             .ok_or(DurationError::Overflow)?;
-        rest = &rest[digits + 1..];
+        rest = unit.as_str();
     }
     if total > MAX_DURATION_NANOS {
         return Err(DurationError::Overflow);
@@ -220,6 +224,10 @@ mod tests {
             "x/",
             "spaces are not allowed",
             "a..b/c",
+            "é",
+            "aé/b",
+            "a/bé",
+            "a/b/c/d/e",
         ] {
             assert!(!matches_qualified_name_pattern(bad), "{bad}");
             assert!(!qualified_name_problems(bad).is_empty(), "{bad}");
@@ -235,6 +243,16 @@ mod tests {
             qualified_name_problems(&long_prefix),
             vec!["prefix part must be no more than 253 characters"]
         );
+    }
+
+    #[test]
+    fn split_leading_cuts_at_character_boundaries() {
+        let digit = |c: char| c.is_ascii_digit();
+        assert_eq!(split_leading("12é3", digit), ("12", "é3"));
+        assert_eq!(split_leading("é12", digit), ("", "é12"));
+        assert_eq!(split_leading("123", digit), ("123", ""));
+        assert_eq!(split_leading("", digit), ("", ""));
+        assert_eq!(split_leading("ééa", |c| c == 'é'), ("éé", "a"));
     }
 
     #[test]
@@ -259,7 +277,8 @@ mod tests {
             assert!(is_quantity(ok), "{ok}");
         }
         for bad in [
-            "", ".", "1GB", "Gi", "1 Gi", "1e", "1e1.5.", "--1", "1ki", "e3",
+            "", ".", "1GB", "Gi", "1 Gi", "1e", "1e1.5.", "--1", "1ki", "e3", "1é", "1.é", "é1",
+            "1e🦀", "1eé5", "+é",
         ] {
             assert!(!is_quantity(bad), "{bad}");
         }
@@ -280,6 +299,10 @@ mod tests {
             assert_eq!(parse_duration(bad), Err(DurationError::Malformed), "{bad}");
         }
         assert_eq!(parse_duration("2562048h"), Err(DurationError::Overflow));
+        // Multi-byte characters where a unit or digit belongs: refused, never cut inside a character.
+        for bad in ["1é", "1hé", "é1h", "1🦀", "1µs", "1h\u{301}"] {
+            assert_eq!(parse_duration(bad), Err(DurationError::Malformed), "{bad}");
+        }
         assert_eq!(
             parse_duration("99999999999999999999999999999999999999999h"),
             Err(DurationError::Overflow)
