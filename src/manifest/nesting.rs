@@ -182,9 +182,10 @@ impl Scanner<'_> {
                 if self.flow == 0 {
                     self.key_column.get_or_insert(self.column);
                 }
-                while !self.blank_or_end(0)
-                    && !(self.flow > 0 && self.peek(0).is_some_and(is_flow_indicator))
-                {
+                let ends = |s: &Self| {
+                    s.blank_or_end(0) || (s.flow > 0 && s.peek(0).is_some_and(is_flow_indicator))
+                };
+                while !ends(self) {
                     self.advance();
                 }
             }
