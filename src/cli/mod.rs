@@ -1,6 +1,7 @@
 //! The `kerf` command line.
 
 pub mod controller;
+pub mod input;
 pub mod simulate;
 pub mod validate;
 pub mod webhook;

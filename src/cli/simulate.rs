@@ -1,7 +1,12 @@
 //! `kerf simulate SCENARIO`: run the admission and scheduling engine on a scenario and report.
 
+use super::input::InputArgs;
 use super::validate::CatalogArgs;
-use crate::simulate::{load, Report, Simulation, TimelineRun};
+use crate::disruption::parse_go_duration;
+use crate::simulate::{
+    from_documents, Report, ScenarioError, ScenarioLimits, Simulation, TimelineRun,
+};
+use k8s_openapi::jiff::SignedDuration;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -15,6 +20,40 @@ pub struct SimulateArgs {
     pub output: Format,
     #[command(flatten)]
     pub catalog: CatalogArgs,
+    #[command(flatten)]
+    pub input: InputArgs,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+/// How big a scenario may be (docs/limits-cli.md).
+#[derive(clap::Args, Debug, Clone)]
+pub struct LimitArgs {
+    /// Refuse scenarios with more pods than this, counting workloads' replicas and scale events.
+    #[arg(long, default_value_t = ScenarioLimits::default().max_pods)]
+    pub max_pods: u64,
+    /// Refuse timelines longer than this (a Go duration such as 744h).
+    #[arg(long, default_value = "744h", value_parser = positive_duration)]
+    pub max_duration: SignedDuration,
+    /// Refuse timelines with more events than this.
+    #[arg(long, default_value_t = ScenarioLimits::default().max_events)]
+    pub max_events: usize,
+}
+
+fn positive_duration(text: &str) -> Result<SignedDuration, String> {
+    parse_go_duration(text)
+        .filter(|d| d.is_positive())
+        .ok_or_else(|| format!("{text:?} is not a duration such as 744h"))
+}
+
+impl LimitArgs {
+    fn limits(&self) -> ScenarioLimits {
+        ScenarioLimits {
+            max_pods: self.max_pods,
+            max_duration: self.max_duration,
+            max_events: self.max_events,
+        }
+    }
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,7 +66,13 @@ pub enum Format {
 /// so a long run is visibly working (20,000 pods take about a third of a second).
 const PROGRESS_PODS: usize = 1_000;
 
-/// Runs the simulation; returns the exit code (0, 1 for an invalid scenario, 2 for unreadable input).
+/// Exit codes, as `kerf validate`'s: a report, an invalid scenario (a rejected object, a limit of
+/// [`LimitArgs`]), unreadable input (not YAML, a key given twice, beyond the input limits, a catalog file).
+pub const REPORTED: u8 = 0;
+pub const INVALID: u8 = 1;
+pub const UNREADABLE: u8 = 2;
+
+/// Runs the simulation; returns the exit code.
 pub fn run(args: &SimulateArgs, stdout: &mut impl Write, stderr: &mut impl Write) -> u8 {
     match simulate(args, stderr) {
         Ok(report) => {
@@ -39,7 +84,11 @@ pub fn run(args: &SimulateArgs, stdout: &mut impl Write, stderr: &mut impl Write
                     serde_json::to_string_pretty(&report).unwrap_or_default()
                 ),
             };
-            u8::from(printed.is_err()) * 2
+            if printed.is_ok() {
+                REPORTED
+            } else {
+                UNREADABLE
+            }
         }
         Err((code, message)) => {
             let _ = writeln!(stderr, "error: {message}");
@@ -50,8 +99,18 @@ pub fn run(args: &SimulateArgs, stdout: &mut impl Write, stderr: &mut impl Write
 
 fn simulate(args: &SimulateArgs, stderr: &mut impl Write) -> Result<Report, (u8, String)> {
     let name = args.scenario.display();
-    let text = std::fs::read_to_string(&args.scenario).map_err(|e| (2, format!("{name}: {e}")))?;
-    let scenario = load(&text).map_err(|e| (1, format!("{name}: {e}")))?;
+    let documents = args
+        .input
+        .reader()
+        .documents(&args.scenario)
+        .map_err(|e| (UNREADABLE, format!("{name}: {e}")))?;
+    let scenario = from_documents(documents, &args.limits.limits()).map_err(|e| {
+        let code = match e {
+            ScenarioError::Manifest(_) => UNREADABLE,
+            _ => INVALID,
+        };
+        (code, format!("{name}: {e}"))
+    })?;
     for ignored in &scenario.ignored {
         let _ = writeln!(
             stderr,
@@ -76,9 +135,9 @@ fn simulate(args: &SimulateArgs, stderr: &mut impl Write) -> Result<Report, (u8,
             .map(|p| base.join(p))
             .or_else(|| args.catalog.instance_types.clone()),
     };
-    let catalog = catalog_args.load().map_err(|e| (2, e))?;
+    let catalog = catalog_args.load().map_err(|e| (UNREADABLE, e))?;
     let simulation =
-        Simulation::new(&scenario, &catalog).map_err(|e| (1, format!("{name}: {e}")))?;
+        Simulation::new(&scenario, &catalog).map_err(|e| (INVALID, format!("{name}: {e}")))?;
     let pending = simulation.pending_pods();
     let progress = pending >= PROGRESS_PODS;
     if progress {
@@ -94,7 +153,7 @@ fn simulate(args: &SimulateArgs, stderr: &mut impl Write) -> Result<Report, (u8,
     if let Some(timeline) = &scenario.timeline {
         let run = TimelineRun::new(&scenario, timeline, &catalog)
             .and_then(TimelineRun::run)
-            .map_err(|e| (1, format!("{name}: {e}")))?;
+            .map_err(|e| (INVALID, format!("{name}: {e}")))?;
         // A timeline report is reproducible byte for byte; the solve's wall-clock time would spoil that.
         report.summary.solve_seconds = None;
         report.timeline = Some(run);

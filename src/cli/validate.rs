@@ -1,15 +1,16 @@
 //! `kerf validate`: offline admission, the same defaulting and validation as the webhooks.
 
+use super::input::InputArgs;
 use crate::admission;
 use crate::admission::advice::advise;
 use crate::admission::spot::catalog_warnings;
 use crate::api::nodepool::NodePool;
 use crate::catalog::{Catalog, CatalogSettings, Pricing};
-use crate::manifest::{group_kind, parse_documents};
+use crate::manifest::{group_kind, Identities};
 use crate::scheduling::{PodInfo, Scheduler};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{json, Value};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
@@ -22,6 +23,8 @@ pub struct ValidateArgs {
     pub output: Output,
     #[command(flatten)]
     pub catalog: CatalogArgs,
+    #[command(flatten)]
+    pub input: InputArgs,
 }
 
 /// Where the instance types and prices for pod advice come from.
@@ -65,7 +68,9 @@ pub enum Output {
     Json,
 }
 
-/// Exit codes: every object accepted, some rejected, input unreadable.
+/// Exit codes: every object accepted, some rejected (by the webhooks' rules, or by the apiserver's own checks
+/// of names and of two objects with one name), input unreadable (not YAML, a key given twice, or beyond the
+/// input limits).
 pub const ACCEPTED: u8 = 0;
 pub const REJECTED: u8 = 1;
 pub const UNREADABLE: u8 = 2;
@@ -81,19 +86,25 @@ pub fn run(args: &ValidateArgs, stdout: &mut impl Write, stderr: &mut impl Write
     };
     let mut accepted = Vec::new();
     let mut code = ACCEPTED;
+    let mut reader = args.input.reader();
+    let mut identities = Identities::default();
     for file in &args.files {
         let name = file.display().to_string();
-        let objects = match read(file)
-            .map_err(|e| e.to_string())
-            .and_then(|t| parse_documents(&t).map_err(|e| e.to_string()))
-        {
-            Ok(objects) => objects,
+        let documents = match reader.documents(file) {
+            Ok(documents) => documents,
             Err(err) => {
                 let _ = writeln!(stderr, "error: {name}: {err}");
                 return UNREADABLE;
             }
         };
-        for object in objects {
+        for document in documents {
+            let at = format!("{name}: document {}", document.index);
+            if let Err(err) = identities.admit(&document) {
+                let _ = writeln!(stderr, "error: {at}: {err}");
+                code = REJECTED;
+                continue;
+            }
+            let object = document.object;
             let (group, kind) = group_kind(&object);
             let Some(kind) = admission::for_kind(group, kind) else {
                 accepted.push(object);
@@ -101,16 +112,16 @@ pub fn run(args: &ValidateArgs, stdout: &mut impl Write, stderr: &mut impl Write
             };
             let admitted = kind.admit(&object, None);
             for warning in &admitted.warnings {
-                let _ = writeln!(stderr, "Warning: {name}: {warning}");
+                let _ = writeln!(stderr, "Warning: {at}: {warning}");
             }
             if admitted.errors.is_empty() {
                 for warning in catalog_warnings(&admitted.object, &catalog) {
-                    let _ = writeln!(stderr, "Warning: {name}: {warning}");
+                    let _ = writeln!(stderr, "Warning: {at}: {warning}");
                 }
             }
             match admitted.rejection(kind) {
                 Some(invalid) => {
-                    let _ = writeln!(stderr, "error: {name}: {invalid}");
+                    let _ = writeln!(stderr, "error: {at}: {invalid}");
                     code = REJECTED;
                 }
                 None => accepted.push(admitted.object),
@@ -157,16 +168,6 @@ fn annotate_pods(objects: &mut [Value], catalog: &Catalog) -> Result<(), String>
         }
     }
     Ok(())
-}
-
-fn read(file: &PathBuf) -> std::io::Result<String> {
-    if file.as_os_str() == "-" {
-        let mut text = String::new();
-        std::io::stdin().read_to_string(&mut text)?;
-        Ok(text)
-    } else {
-        std::fs::read_to_string(file)
-    }
 }
 
 fn print(

@@ -2,6 +2,8 @@
 //! so that a mistake is reported with the field it is in rather than halfway through a run.
 
 use super::scenario::{admit, SimulationSettings};
+use super::sizes::ScenarioLimits;
+use super::timeline_report::Entry;
 use crate::admission;
 use crate::api::nodepool::NodePool;
 use crate::disruption::parse_go_duration;
@@ -101,7 +103,10 @@ fn duration(field: &str, text: &str) -> Result<SignedDuration, TimelineError> {
 
 impl Timeline {
     /// The timeline of `settings`; `None` when there is no `duration` (and so nothing else either).
-    pub fn from_settings(settings: &SimulationSettings) -> Result<Option<Timeline>, TimelineError> {
+    pub fn from_settings(
+        settings: &SimulationSettings,
+        limits: &ScenarioLimits,
+    ) -> Result<Option<Timeline>, TimelineError> {
         let Some(length) = &settings.duration else {
             if !settings.events.is_empty() {
                 return Err(error("events", "events need spec.duration"));
@@ -114,6 +119,26 @@ impl Timeline {
         let length = duration("duration", length)?;
         if length.is_zero() {
             return Err(error("duration", "must be longer than 0s"));
+        }
+        if length > limits.max_duration {
+            return Err(error(
+                "duration",
+                format!(
+                    "{} is longer than the limit of {} (raise it with --max-duration)",
+                    settings.duration.as_deref().unwrap_or_default(),
+                    Entry::offset(limits.max_duration)
+                ),
+            ));
+        }
+        if settings.events.len() > limits.max_events {
+            return Err(error(
+                "events",
+                format!(
+                    "{} events, more than the limit of {} (raise it with --max-events)",
+                    settings.events.len(),
+                    limits.max_events
+                ),
+            ));
         }
         let start = settings.start.as_deref().unwrap_or(DEFAULT_START);
         let start: Timestamp = start.parse().map_err(|e| {

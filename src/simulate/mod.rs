@@ -6,12 +6,14 @@ mod events;
 mod report;
 mod run;
 mod scenario;
+mod sizes;
 mod timeline;
 mod timeline_report;
 
 pub use events::{Action, Event, Interruption, Timeline, TimelineError, DEFAULT_START};
 pub use report::{ClaimReport, NodeReport, Report, Summary, UnschedulableReport};
 pub use run::Simulation;
-pub use scenario::{load, Scenario, ScenarioError, SimulationSettings};
+pub use scenario::{from_documents, load, Scenario, ScenarioError, SimulationSettings};
+pub use sizes::ScenarioLimits;
 pub use timeline::{TimelineRun, READY_AFTER};
 pub use timeline_report::{CostHour, Entry, TimelineReport, Totals};

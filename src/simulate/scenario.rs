@@ -2,18 +2,20 @@
 //! Nodes, NodeClaims, DaemonSets, PodDisruptionBudgets) plus an optional `kerf.sh/v1alpha1 Simulation` document
 //! with settings. Loading is pure: the caller reads the files.
 
-use super::events::Timeline;
+use super::events::{Action, Timeline};
+use super::sizes::{negative_quantities, ScenarioLimits};
 use crate::admission::{self, Admitted};
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
-use crate::api::validation::Invalid;
-use crate::manifest::{group_kind, parse_documents, ManifestError};
+use crate::api::validation::{ErrorKind, FieldError, FieldPath, Invalid};
+use crate::manifest::{group_kind, parse_documents, Document, Identities, Limits, ManifestError};
 use crate::scheduling::{ClusterError, PodError};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 
 /// Settings from the `Simulation` document; paths are relative to the scenario file.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -64,8 +66,20 @@ pub struct Scenario {
 pub enum ScenarioError {
     #[error(transparent)]
     Manifest(#[from] ManifestError),
-    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
-    Invalid(Vec<Invalid>),
+    /// Every object the scenario cannot hold, one line each.
+    #[error("{}", .0.join("\n"))]
+    Invalid(Vec<String>),
+    /// More pods than the limit, found before any is made.
+    #[error("document {document}: {kind} {name:?}: {field}: {wanted} pods would make {total} in the scenario, more than the limit of {limit} (raise it with --max-pods)")]
+    TooManyPods {
+        document: usize,
+        kind: String,
+        name: String,
+        field: String,
+        wanted: u64,
+        total: u64,
+        limit: u64,
+    },
     #[error(transparent)]
     Cluster(#[from] ClusterError),
     #[error(transparent)]
@@ -81,11 +95,31 @@ pub enum ScenarioError {
     },
 }
 
-/// Parses, defaults and validates a scenario, and expands workloads into their pods.
+/// Parses, defaults and validates a scenario, and expands workloads into their pods, within the default limits.
 pub fn load(text: &str) -> Result<Scenario, ScenarioError> {
+    from_documents(
+        parse_documents(text, &Limits::default())?,
+        &ScenarioLimits::default(),
+    )
+}
+
+/// Defaults and validates the objects of a scenario, and expands workloads into their pods, within `limits`.
+pub fn from_documents(
+    documents: Vec<Document>,
+    limits: &ScenarioLimits,
+) -> Result<Scenario, ScenarioError> {
     let mut scenario = Scenario::default();
     let mut invalid = Vec::new();
-    for object in parse_documents(text)? {
+    let mut identities = Identities::default();
+    // Pods of the scenario once every workload is expanded; checked before each expansion.
+    let mut pods: u64 = 0;
+    let mut replicas_of = BTreeMap::new();
+    for document in documents {
+        if let Err(err) = identities.admit(&document) {
+            invalid.push(format!("document {}: {err}", document.index));
+            continue;
+        }
+        let Document { index, object } = document;
         let (group, kind) = group_kind(&object);
         let name = object
             .pointer("/metadata/name")
@@ -97,6 +131,22 @@ pub fn load(text: &str) -> Result<Scenario, ScenarioError> {
             name: name.clone(),
             source,
         };
+        let refuse = |errors: Vec<FieldError>| {
+            format!(
+                "document {index}: {}",
+                Invalid {
+                    kind: kind.to_owned(),
+                    group: group.to_owned(),
+                    name: name.clone(),
+                    errors,
+                }
+            )
+        };
+        let negative = negative_quantities(kind, &object);
+        if !negative.is_empty() {
+            invalid.push(refuse(negative));
+            continue;
+        }
         match (group, kind) {
             ("kerf.sh", "Simulation") => {
                 let spec = object.get("spec").cloned().unwrap_or_else(|| json!({}));
@@ -109,7 +159,7 @@ pub fn load(text: &str) -> Result<Scenario, ScenarioError> {
                 let Admitted { object, .. } = match admit(admission, &object) {
                     Ok(admitted) => admitted,
                     Err(rejection) => {
-                        invalid.push(rejection);
+                        invalid.push(format!("document {index}: {rejection}"));
                         continue;
                     }
                 };
@@ -121,7 +171,10 @@ pub fn load(text: &str) -> Result<Scenario, ScenarioError> {
                     _ => {}
                 }
             }
-            ("", "Pod") => scenario.pods.push(Pod::deserialize(&object).map_err(bad)?),
+            ("", "Pod") => {
+                pods += 1;
+                scenario.pods.push(Pod::deserialize(&object).map_err(bad)?);
+            }
             ("", "Node") => scenario
                 .nodes
                 .push(Node::deserialize(&object).map_err(bad)?),
@@ -135,22 +188,84 @@ pub fn load(text: &str) -> Result<Scenario, ScenarioError> {
                 .disruption_budgets
                 .push(PodDisruptionBudget::deserialize(&object).map_err(bad)?),
             ("apps", "Deployment" | "ReplicaSet" | "StatefulSet") | ("batch", "Job") => {
-                let count = replicas(&object, kind);
+                let (field, count) = match replicas(&object, kind) {
+                    Ok(replicas) => replicas,
+                    Err(error) => {
+                        invalid.push(refuse(vec![error]));
+                        continue;
+                    }
+                };
+                let total = pods.saturating_add(count);
+                if total > limits.max_pods {
+                    return Err(ScenarioError::TooManyPods {
+                        document: index,
+                        kind: kind.to_owned(),
+                        name,
+                        field: format!("spec.{field}"),
+                        wanted: count,
+                        total,
+                        limit: limits.max_pods,
+                    });
+                }
+                pods = total;
                 scenario
                     .pods
                     .extend(expand(&object, 0..count).map_err(bad)?);
+                replicas_of.insert(workload_key(&object), count);
                 scenario.workloads.push(object);
             }
             _ => scenario.ignored.push(format!("{kind}/{name}")),
         }
     }
-    if invalid.is_empty() {
-        scenario.timeline = Timeline::from_settings(&scenario.settings)
-            .map_err(|e| ScenarioError::Timeline(e.to_string()))?;
-        Ok(scenario)
-    } else {
-        Err(ScenarioError::Invalid(invalid))
+    if !invalid.is_empty() {
+        return Err(ScenarioError::Invalid(invalid));
     }
+    scenario.timeline = Timeline::from_settings(&scenario.settings, limits)
+        .map_err(|e| ScenarioError::Timeline(e.to_string()))?;
+    if let Some(timeline) = &scenario.timeline {
+        check_scaled_pods(timeline, pods, replicas_of, limits)?;
+    }
+    Ok(scenario)
+}
+
+/// `namespace/name` of a workload, as scale events name it.
+fn workload_key(workload: &Value) -> String {
+    let text = |pointer| workload.pointer(pointer).and_then(Value::as_str);
+    format!(
+        "{}/{}",
+        text("/metadata/namespace").unwrap_or("default"),
+        text("/metadata/name").unwrap_or_default()
+    )
+}
+
+/// Refuses a timeline whose scale events would, at some point, make more pods than the limit.
+fn check_scaled_pods(
+    timeline: &Timeline,
+    mut pods: u64,
+    mut replicas_of: BTreeMap<String, u64>,
+    limits: &ScenarioLimits,
+) -> Result<(), ScenarioError> {
+    for event in &timeline.events {
+        let Action::Scale {
+            namespace,
+            workload,
+            replicas,
+        } = &event.action
+        else {
+            continue;
+        };
+        let before = replicas_of
+            .insert(format!("{namespace}/{workload}"), *replicas)
+            .unwrap_or(0);
+        pods = pods.saturating_sub(before).saturating_add(*replicas);
+        if pods > limits.max_pods {
+            return Err(ScenarioError::Timeline(format!(
+                "spec.events: scaling {namespace}/{workload} to {replicas} replicas makes {pods} pods, more than the limit of {} (raise it with --max-pods)",
+                limits.max_pods
+            )));
+        }
+    }
+    Ok(())
 }
 
 pub(super) fn admit(
@@ -164,17 +279,44 @@ pub(super) fn admit(
     }
 }
 
-/// How many pods a workload runs: `replicas` (Jobs: `parallelism`), 1 when unset.
-fn replicas(workload: &Value, kind: &str) -> u64 {
-    let count_field = if kind == "Job" {
-        "/spec/parallelism"
+/// How many pods a workload runs: `replicas` (Jobs: `parallelism`), 1 when unset, with the field it is in;
+/// the apiserver's error for a count that is negative or not a whole number.
+fn replicas(workload: &Value, kind: &str) -> Result<(&'static str, u64), FieldError> {
+    let field = if kind == "Job" {
+        "parallelism"
     } else {
-        "/spec/replicas"
+        "replicas"
     };
-    workload
-        .pointer(count_field)
-        .and_then(Value::as_u64)
-        .unwrap_or(1)
+    let path = FieldPath::new("spec").child(field);
+    let count = match workload.get("spec").and_then(|spec| spec.get(field)) {
+        None | Some(Value::Null) => 1,
+        Some(Value::Number(n)) => match (n.as_u64(), n.as_i64()) {
+            (Some(count), _) => count,
+            (None, Some(negative)) => {
+                return Err(FieldError {
+                    path,
+                    kind: ErrorKind::Invalid {
+                        value: negative.to_string(),
+                        quoted: false,
+                        detail: "must be greater than or equal to 0".to_owned(),
+                    },
+                    ratchets: true,
+                })
+            }
+            (None, None) => return Err(not_an_integer(&path, &n.to_string())),
+        },
+        Some(other) => return Err(not_an_integer(&path, &other.to_string())),
+    };
+    Ok((field, count))
+}
+
+/// The apiserver's type error for a count that is not a whole number.
+fn not_an_integer(path: &FieldPath, value: &str) -> FieldError {
+    FieldError::invalid(
+        path,
+        value,
+        format!("{path} in body must be of type integer: {value:?}"),
+    )
 }
 
 /// The pods `indices` of a workload: copies of its template named `<name>-<i>`, with the UID
