@@ -85,14 +85,15 @@ impl Budget {
 }
 
 /// What a review read from `body` costs in memory until its hook is done: the body, its
-/// strings again once parsed, and [`VALUE_COST`] per value. One linear pass over the bytes.
+/// strings again once parsed and once more in the copy a hook makes (defaulting returns a
+/// changed object), and [`VALUE_COST`] per value. One linear pass over the bytes.
 pub(crate) fn parsed_cost(body: &[u8]) -> usize {
     let values = body
         .iter()
         .filter(|byte| matches!(byte, b',' | b':' | b'[' | b'{'))
         .count();
     body.len()
-        .saturating_mul(2)
+        .saturating_mul(3)
         .saturating_add(values.saturating_mul(VALUE_COST))
 }
 
@@ -139,8 +140,8 @@ mod tests {
 
     #[test]
     fn parsed_cost_counts_values() {
-        assert_eq!(parsed_cost(b"\"abc\""), 10);
-        assert_eq!(parsed_cost(b"[1,2]"), 10 + 2 * VALUE_COST);
-        assert_eq!(parsed_cost(br#"{"a":[]}"#), 16 + 3 * VALUE_COST);
+        assert_eq!(parsed_cost(b"\"abc\""), 15);
+        assert_eq!(parsed_cost(b"[1,2]"), 15 + 2 * VALUE_COST);
+        assert_eq!(parsed_cost(br#"{"a":[]}"#), 24 + 3 * VALUE_COST);
     }
 }

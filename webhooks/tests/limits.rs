@@ -197,9 +197,8 @@ async fn healthz_answers_within_a_second_while_idle_connections_exceed_the_cap()
     let mut open = 0;
     for stream in &mut idle {
         let mut byte = [0u8; 1];
-        if let Err(_) =
-            tokio::time::timeout(Duration::from_millis(20), stream.read(&mut byte)).await
-        {
+        let read = tokio::time::timeout(Duration::from_millis(20), stream.read(&mut byte));
+        if read.await.is_err() {
             open += 1;
         }
     }
