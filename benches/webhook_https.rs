@@ -13,6 +13,11 @@
 //! The server runs on its own runtime (2 worker threads) and the load on another (2 threads).
 //! Both share the machine's cores, so the figures are conservative for a dedicated server.
 //!
+//! 3. hostile-load figures: the first response on fresh TLS connections (p50/p99, handshake
+//!    included: a new client per request), and the process's memory (VmHWM, the peak RSS; the
+//!    load side holds one shared copy of the body) while 150 clients each send a 3 MB NodePool
+//!    review at once, with how many were answered and how many shed (429 + Retry-After).
+//!
 //! `cargo bench -p kerf --bench webhook_https`; `KERF_BENCH_SECONDS` sets the length of each
 //! load phase (default 10; 0 skips them), `KERF_BENCH_RATE` the paced phase's reviews/s
 //! (default 5000; 0 skips it). Under `cargo test` the load phases are a short smoke run.
@@ -24,7 +29,7 @@ use std::{
 
 use criterion::{Criterion, Throughput};
 use kerf_certs::{server_config, ReloadingCertResolver, SelfSigned, DEFAULT_VALIDITY};
-use kerf_webhooks::Server;
+use kerf_webhooks::{ConnectionLimits, Server};
 use reqwest::{Certificate, Client, StatusCode};
 use serde_json::{json, Value};
 use tokio::{runtime::Runtime, sync::oneshot};
@@ -78,9 +83,15 @@ async fn start() -> Fixture {
     .expect("embedded catalog");
     let router =
         kerf::cli::webhook::router(Duration::from_secs(10), Some(std::sync::Arc::new(catalog)));
-    let server = Server::start(router, "127.0.0.1:0".parse().expect("addr"), tls, shutdown)
-        .await
-        .expect("start server");
+    let server = Server::start(
+        router,
+        "127.0.0.1:0".parse().expect("addr"),
+        tls,
+        ConnectionLimits::default(),
+        shutdown,
+    )
+    .await
+    .expect("start server");
     let url = format!("https://127.0.0.1:{}/validate", server.local_addr().port());
     let ca = Certificate::from_pem(certs.ca_cert_pem.as_bytes()).expect("ca");
     Fixture {
@@ -367,6 +378,118 @@ async fn connection(
     (latencies, failures, first_failure)
 }
 
+/// Sends `body` once on each of `connections` fresh TLS connections (a new client each) and
+/// prints the time to the whole answer, handshake included.
+fn fresh_connections(load: &Runtime, fixture: &Fixture, body: &'static [u8], connections: usize) {
+    let mut latencies: Vec<Duration> = load.block_on(async {
+        let mut latencies = Vec::with_capacity(connections);
+        for _ in 0..connections {
+            let client = client(&fixture.ca);
+            let sent = Instant::now();
+            post(&client, &fixture.url, body, true)
+                .await
+                .expect("review on a fresh connection");
+            latencies.push(sent.elapsed());
+        }
+        latencies
+    });
+    latencies.sort_unstable();
+    let at = |p: f64| {
+        latencies
+            [((p / 100.0 * latencies.len() as f64).ceil() as usize).clamp(1, latencies.len()) - 1]
+    };
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "fresh TLS connection, handshake + first review: {connections} connections, p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+        ms(at(50.0)),
+        ms(at(99.0)),
+        ms(at(100.0)),
+    );
+}
+
+/// A process figure from `/proc/self/status` in MiB (`VmRSS`, `VmHWM`), when there is one.
+fn proc_status_mib(field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with(field))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// A review of about 3 MB: the example NodePool with a long annotation.
+fn large_review() -> &'static [u8] {
+    let mut nodepool = example_nodepool();
+    nodepool["metadata"]["annotations"]["example.com/padding"] = json!("x".repeat(3_000_000));
+    review(nodepool)
+}
+
+/// `clients` tasks each send `body` at once on its own connection; prints the answers by
+/// status and the process's peak RSS before and after.
+fn concurrent_bodies(load: &Runtime, fixture: &Fixture, body: &'static [u8], clients: usize) {
+    let before = proc_status_mib("VmHWM:");
+    let statuses = load.block_on(async {
+        let tasks: Vec<_> = (0..clients)
+            .map(|_| {
+                let client = client(&fixture.ca);
+                let url = fixture.url.clone();
+                tokio::spawn(async move {
+                    let response = client
+                        .post(url)
+                        .header("content-type", "application/json")
+                        .body(body)
+                        .send()
+                        .await;
+                    match response {
+                        Ok(response) => {
+                            let status = response.status();
+                            let retry = response.headers().contains_key("retry-after");
+                            let _ = response.bytes().await;
+                            Ok((status, retry))
+                        }
+                        Err(error) => Err(error.to_string()),
+                    }
+                })
+            })
+            .collect();
+        let mut statuses = Vec::with_capacity(clients);
+        for task in tasks {
+            statuses.push(task.await.expect("task"));
+        }
+        statuses
+    });
+    let ok = statuses
+        .iter()
+        .filter(|s| matches!(s, Ok((StatusCode::OK, _))))
+        .count();
+    let shed = statuses
+        .iter()
+        .filter(|s| matches!(s, Ok((StatusCode::TOO_MANY_REQUESTS, true))))
+        .count();
+    let other: Vec<_> = statuses
+        .iter()
+        .filter(|s| {
+            !matches!(
+                s,
+                Ok((StatusCode::OK, _)) | Ok((StatusCode::TOO_MANY_REQUESTS, true))
+            )
+        })
+        .take(3)
+        .collect();
+    let mib = |v: Option<f64>| v.map_or_else(|| "?".to_owned(), |v| format!("{v:.0} MiB"));
+    println!(
+        "{clients} concurrent {:.1} MB reviews: {ok} answered, {shed} shed with 429 + Retry-After, {} other {other:?}; \
+         peak RSS (VmHWM) {} before, {} after; RSS now {}",
+        body.len() as f64 / 1e6,
+        clients - ok - shed,
+        mib(before),
+        mib(proc_status_mib("VmHWM:")),
+        mib(proc_status_mib("VmRSS:")),
+    );
+    assert!(
+        other.is_empty(),
+        "answers other than 200 and 429 + Retry-After"
+    );
+}
+
 fn runtime(name: &str) -> Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -448,6 +571,14 @@ fn main() {
             }
             assert!(!failed, "the load phase saw failed reviews");
         }
+    }
+
+    if !has("--list") {
+        let (fresh, clients) = if benchmarking { (500, 150) } else { (20, 16) };
+        println!("\nhostile load:");
+        fresh_connections(&load_runtime, &fixture, valid, fresh);
+        concurrent_bodies(&load_runtime, &fixture, large_review(), clients);
+        fresh_connections(&load_runtime, &fixture, valid, fresh);
     }
 
     let Fixture { server, stop, .. } = fixture;

@@ -46,6 +46,17 @@ pub enum CertError {
     /// rotation has replaced one file and not yet the other.
     #[error("the private key in {} does not match the certificate in {}", key.display(), cert.display())]
     KeyMismatch { cert: PathBuf, key: PathBuf },
+    /// The leaf certificate is expired or not yet valid: the apiserver would refuse every handshake.
+    #[error("the certificate in {} is valid from {not_before} to {not_after}, not at {now}", path.display())]
+    NotValidNow {
+        path: PathBuf,
+        /// RFC 3339.
+        not_before: String,
+        /// RFC 3339.
+        not_after: String,
+        /// RFC 3339.
+        now: String,
+    },
     /// rustls refused the protocol versions of the server configuration.
     #[error("cannot build the TLS server configuration")]
     Config(#[source] rustls::Error),

@@ -3,13 +3,15 @@
 use std::{
     path::{Path, PathBuf},
     sync::Arc,
-    time::SystemTime,
 };
 
 use rustls::{crypto::aws_lc_rs, sign::CertifiedKey, InconsistentKeys};
 use rustls_pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer};
 
-use crate::{validity, CertError};
+use crate::{
+    validity::{self, Validity},
+    CertError,
+};
 
 /// Loads the certificate chain (leaf first) and the private key that signs for it.
 ///
@@ -47,11 +49,11 @@ impl PemFile {
     }
 }
 
-/// A usable key with the leaf's expiry, read once at load so metrics need not re-parse.
+/// A usable key with the leaf's validity, read once at load so checks and metrics need not re-parse.
 #[derive(Debug)]
 pub(crate) struct Loaded {
     pub(crate) key: Arc<CertifiedKey>,
-    pub(crate) not_after: SystemTime,
+    pub(crate) validity: Validity,
 }
 
 /// Parses and cross-checks a certificate file and a key file.
@@ -65,7 +67,7 @@ pub(crate) fn parse(cert: &PemFile, key: &PemFile) -> Result<Loaded, CertError> 
     let leaf = chain.first().ok_or_else(|| CertError::NoCertificate {
         path: cert.path.clone(),
     })?;
-    let not_after = validity::not_after(leaf).map_err(|source| CertError::InvalidCertificate {
+    let validity = validity::validity(leaf).map_err(|source| CertError::InvalidCertificate {
         path: cert.path.clone(),
         source: Box::new(source),
     })?;
@@ -106,7 +108,7 @@ pub(crate) fn parse(cert: &PemFile, key: &PemFile) -> Result<Loaded, CertError> 
     }
     Ok(Loaded {
         key: Arc::new(certified),
-        not_after,
+        validity,
     })
 }
 

@@ -29,6 +29,11 @@ use crate::{
 /// A pair that does not load (half rotated, garbage) is logged once per change and the
 /// previous key keeps being served; the next change of either file is tried again. Files
 /// that cannot be read at all are logged every tick.
+///
+/// A pair whose certificate is expired or not yet valid is refused too: at start with an error
+/// naming both dates, on rotation by keeping the previous pair (logged and counted once per
+/// change). A pair that is not valid *yet* is tried again every tick, silently, and served
+/// from its `notBefore` on.
 #[derive(Debug)]
 pub struct ReloadingCertResolver {
     current: ArcSwap<Loaded>,
@@ -48,8 +53,10 @@ impl ReloadingCertResolver {
     ) -> Result<(Arc<Self>, JoinHandle<()>), CertError> {
         let (cert_path, key_path) = (cert_path.into(), key_path.into());
         let files = read_pair(&cert_path, &key_path)?;
+        let loaded = pem::parse(&files.0, &files.1)?;
+        loaded.validity.check(&cert_path, SystemTime::now())?;
         let resolver = Arc::new(Self {
-            current: ArcSwap::from_pointee(pem::parse(&files.0, &files.1)?),
+            current: ArcSwap::from_pointee(loaded),
             reloads: AtomicU64::new(0),
             failed_reloads: AtomicU64::new(0),
         });
@@ -70,7 +77,7 @@ impl ReloadingCertResolver {
 
     /// When the served leaf certificate expires; worth exporting as a metric.
     pub fn not_after(&self) -> SystemTime {
-        self.current.load().not_after
+        self.current.load().validity.not_after
     }
 
     /// How many times a rotated pair has been swapped in since [`Self::watch`].
@@ -78,8 +85,9 @@ impl ReloadingCertResolver {
         self.reloads.load(Ordering::Relaxed)
     }
 
-    /// How many re-reads found files that could not be read or loaded; a growing count means
-    /// rotation is broken and the served certificate will eventually expire.
+    /// How many re-reads found files that could not be read or loaded, or whose certificate was
+    /// expired or not yet valid; a growing count means rotation is broken and the served
+    /// certificate will eventually expire.
     pub fn failed_reloads(&self) -> u64 {
         self.failed_reloads.load(Ordering::Relaxed)
     }
@@ -105,6 +113,8 @@ async fn poll(
     let mut ticker = tokio::time::interval(poll_interval);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
     ticker.tick().await; // the first tick is immediate; the files were just read
+                         // Set while the files on disk hold a good pair whose certificate is not valid yet.
+    let mut not_yet_valid = false;
     loop {
         ticker.tick().await;
         let Some(resolver) = resolver.upgrade() else {
@@ -118,20 +128,29 @@ async fn poll(
                 continue;
             }
         };
-        if files == last_attempt {
+        let changed = files != last_attempt;
+        if !changed && !not_yet_valid {
             continue;
         }
-        match pem::parse(&files.0, &files.1) {
+        let now = SystemTime::now();
+        not_yet_valid = false;
+        let checked = pem::parse(&files.0, &files.1).and_then(|loaded| {
+            not_yet_valid = now < loaded.validity.not_before;
+            loaded.validity.check(&cert_path, now).map(|()| loaded)
+        });
+        match checked {
             Ok(loaded) => {
-                tracing::info!(cert = %cert_path.display(), not_after = ?loaded.not_after, "serving a rotated TLS certificate");
+                tracing::info!(cert = %cert_path.display(), not_after = ?loaded.validity.not_after, "serving a rotated TLS certificate");
                 // Count first: whoever sees the new key through the swap also sees the count.
                 resolver.reloads.fetch_add(1, Ordering::Relaxed);
                 resolver.current.store(Arc::new(loaded));
             }
-            Err(error) => {
+            Err(error) if changed => {
                 tracing::warn!(error = %error_chain(&error), "rotated TLS files do not load; still serving the previous certificate");
                 resolver.failed_reloads.fetch_add(1, Ordering::Relaxed);
             }
+            // The same not-yet-valid pair as last tick: already logged and counted.
+            Err(_) => {}
         }
         last_attempt = files;
     }

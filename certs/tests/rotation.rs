@@ -184,3 +184,73 @@ async fn watch_refuses_files_it_cannot_load() {
         "{error:?}"
     );
 }
+
+const DAY: Duration = Duration::from_secs(24 * 3600);
+
+/// A serving certificate valid for a day from `start` (generated ones start five minutes early).
+fn valid_from(start: SystemTime) -> SelfSigned {
+    SelfSigned::generate(["localhost", "127.0.0.1"], start, DAY).expect("generate")
+}
+
+#[tokio::test]
+async fn expired_or_future_certificates_are_refused_at_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for start in [SystemTime::now() - 2 * DAY, SystemTime::now() + 2 * DAY] {
+        let paths = valid_from(start).write_files(dir.path()).expect("write");
+        let error =
+            ReloadingCertResolver::watch(&paths.cert, &paths.key, POLL).expect_err("refused");
+        let message = error.to_string();
+        assert!(
+            matches!(error, CertError::NotValidNow { .. }) && message.contains(" is valid from 20"),
+            "{message}"
+        );
+        // Both dates, RFC 3339 at whole seconds.
+        assert_eq!(message.matches("Z").count(), 3, "{message}");
+    }
+}
+
+#[tokio::test]
+async fn rotation_to_an_expired_certificate_keeps_the_served_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (first, _) = two_leaves();
+    let expired = valid_from(SystemTime::now() - 2 * DAY);
+    let paths = first.write_files(dir.path()).expect("write first");
+    let (resolver, _task) =
+        ReloadingCertResolver::watch(&paths.cert, &paths.key, POLL).expect("watch");
+    let addr = start_server(resolver.clone()).await;
+    let cas = [&first, &expired];
+
+    let before = resolver.failed_reloads();
+    expired.write_files(dir.path()).expect("write expired");
+    wait_for_rejection(&resolver, before).await;
+    assert_eq!(presented(addr, &cas).await, der(&first.cert_pem));
+    assert_eq!(resolver.reloads(), 0);
+    // Counted once per change, not once per tick.
+    tokio::time::sleep(POLL * 4).await;
+    assert_eq!(resolver.failed_reloads(), before + 1);
+}
+
+#[tokio::test]
+async fn a_certificate_not_valid_yet_is_served_from_its_not_before() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (first, _) = two_leaves();
+    // notBefore two seconds from now (generation starts certificates five minutes early).
+    let soon = valid_from(SystemTime::now() + Duration::from_secs(5 * 60 + 2));
+    let paths = first.write_files(dir.path()).expect("write first");
+    let (resolver, _task) =
+        ReloadingCertResolver::watch(&paths.cert, &paths.key, POLL).expect("watch");
+    let addr = start_server(resolver.clone()).await;
+    let cas = [&first, &soon];
+
+    let before = resolver.failed_reloads();
+    soon.write_files(dir.path()).expect("write soon");
+    wait_for_rejection(&resolver, before).await;
+    assert_eq!(presented(addr, &cas).await, der(&first.cert_pem));
+    // The client checks validity too, so wait for the server to swap before handshaking.
+    eventually("the certificate's notBefore", async || {
+        resolver.reloads() == 1
+    })
+    .await;
+    assert_eq!(presented(addr, &cas).await, der(&soon.cert_pem));
+    assert_eq!(resolver.failed_reloads(), before + 1);
+}

@@ -9,11 +9,15 @@ use crate::kube::self_signed::{self, SecretSettings};
 use anyhow::Context;
 use arc_swap::ArcSwapOption;
 use kerf_certs::{ReloadingCertResolver, SelfSigned};
-use kerf_webhooks::{ReadyFlag, Webhooks};
+use kerf_webhooks::{ConnectionLimits, ReadyFlag, Webhooks};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::{counter::ConstCounter, gauge::ConstGauge};
+use prometheus_client::registry::{Registry, Unit};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 #[derive(clap::Args, Debug)]
 pub struct WebhookArgs {
@@ -34,6 +38,8 @@ pub struct WebhookArgs {
     /// Deadline for one admission request.
     #[arg(long, env = "KERF_WEBHOOK_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub request_timeout: Duration,
+    #[command(flatten)]
+    pub limits: LimitArgs,
     /// Annotate pods with advice (needs the cluster: in-cluster configuration or KUBECONFIG, to watch NodePools
     /// and EC2NodeClasses). `/readyz` says not ready until both have been listed.
     #[arg(long, env = "KERF_POD_ADVICE", default_value_t = true, action = clap::ArgAction::Set)]
@@ -46,6 +52,87 @@ pub struct WebhookArgs {
     /// Boxed so that `Command` stays small.
     #[command(flatten)]
     pub self_signed: Box<SelfSignedArgs>,
+}
+
+/// What the server holds at most: connections, their idle time, and request bytes in flight (docs/limits-server.md).
+#[derive(clap::Args, Debug)]
+pub struct LimitArgs {
+    /// MiB that admission requests may hold at once (bodies being read, reviews being decided). A request that finds
+    /// no room within a second gets 429 with Retry-After: 1 (the apiserver retries). Keep it well under the
+    /// container's memory limit.
+    #[arg(long, env = "KERF_WEBHOOK_MAX_IN_FLIGHT_MIB", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4095))]
+    pub max_in_flight_mib: u32,
+    /// Open connections at most. At the cap a new connection closes the longest-idle one; it is refused only when
+    /// every connection has a request in flight.
+    #[arg(long, env = "KERF_WEBHOOK_MAX_CONNECTIONS", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+    /// Time a new connection has to finish its TLS handshake and send a whole request header.
+    #[arg(long, env = "KERF_WEBHOOK_HEADER_TIMEOUT", default_value = "5s", value_parser = positive_duration)]
+    pub header_timeout: Duration,
+    /// Time a connection may stay open without a request after answering one.
+    #[arg(long, env = "KERF_WEBHOOK_IDLE_TIMEOUT", default_value = "30s", value_parser = positive_duration)]
+    pub idle_timeout: Duration,
+}
+
+impl LimitArgs {
+    fn connections(&self) -> ConnectionLimits {
+        ConnectionLimits {
+            max_connections: self.max_connections as usize,
+            header_timeout: self.header_timeout,
+            idle_timeout: self.idle_timeout,
+        }
+    }
+
+    fn in_flight_bytes(&self) -> usize {
+        self.max_in_flight_mib as usize * 1024 * 1024
+    }
+}
+
+/// A humantime duration above zero: a zero timeout would close every connection at once.
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(duration) if duration.is_zero() => Err("must be longer than 0s".to_owned()),
+        Ok(duration) => Ok(duration),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+/// The serving certificate on `/metrics`, read from the resolver at each scrape.
+#[derive(Debug)]
+struct CertificateMetrics(Arc<ReloadingCertResolver>);
+
+impl Collector for CertificateMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let errors = ConstCounter::new(self.0.failed_reloads());
+        errors.encode(encoder.encode_descriptor(
+            "kerf_webhook_certificate_reload_errors",
+            "Re-reads of the TLS files that could not be served (unreadable, invalid, expired or not yet valid); the previous certificate stays",
+            None,
+            errors.metric_type(),
+        )?)?;
+        let reloads = ConstCounter::new(self.0.reloads());
+        reloads.encode(encoder.encode_descriptor(
+            "kerf_webhook_certificate_reloads",
+            "Rotated certificates swapped in",
+            None,
+            reloads.metric_type(),
+        )?)?;
+        let expiry = self
+            .0
+            .not_after()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |since| {
+                i64::try_from(since.as_secs()).unwrap_or(i64::MAX)
+            });
+        let expiry = ConstGauge::new(expiry);
+        expiry.encode(encoder.encode_descriptor(
+            "kerf_webhook_certificate_expiry_timestamp",
+            "When the served certificate expires (notAfter), in seconds since the epoch",
+            Some(&Unit::Seconds),
+            expiry.metric_type(),
+        )?)?;
+        Ok(())
+    }
 }
 
 /// The self-signed certificate mode, for installs without cert-manager.
@@ -167,10 +254,14 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
         &args.tls_private_key_file,
         args.tls_reload_interval,
     )?;
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(CertificateMetrics(resolver.clone())));
     let tls = Arc::new(kerf_certs::server_config(resolver)?);
     let pod_advice = args.pod_advice && client.is_some();
     let ready = ReadyFlag::new(!pod_advice);
-    let mut webhooks = object_hooks(args.request_timeout, Some(catalog.clone()));
+    let mut webhooks = object_hooks(args.request_timeout, Some(catalog.clone()))
+        .in_flight_bytes(args.limits.in_flight_bytes())
+        .registry(registry);
     if let Some(client) = client.filter(|_| pod_advice) {
         let advisor = Arc::new(ArcSwapOption::empty());
         tokio::spawn(keep_advisor_current(
@@ -187,6 +278,7 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
         webhooks.readiness(ready).into_router(),
         args.bind,
         tls,
+        args.limits.connections(),
         shutdown_signal(),
     )
     .await?;
@@ -336,4 +428,68 @@ pub(crate) async fn shutdown_signal() {
         () = terminate => {}
     }
     tracing::info!("shutting down");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_certificate_is_on_metrics() {
+        let now = SystemTime::now();
+        let certs = SelfSigned::generate(["localhost"], now, kerf_certs::DEFAULT_VALIDITY)
+            .expect("generate");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let paths = certs.write_files(dir.path()).expect("write");
+        let (resolver, _task) =
+            ReloadingCertResolver::watch(&paths.cert, &paths.key, Duration::from_secs(60))
+                .expect("watch");
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(CertificateMetrics(resolver.clone())));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+        let expiry = resolver
+            .not_after()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_secs();
+        for line in [
+            "kerf_webhook_certificate_reload_errors_total 0".to_owned(),
+            "kerf_webhook_certificate_reloads_total 0".to_owned(),
+            format!("kerf_webhook_certificate_expiry_timestamp_seconds {expiry}"),
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn limits_parse_and_refuse_zero() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            limits: LimitArgs,
+        }
+        let cli = Cli::try_parse_from(["kerf", "--max-in-flight-mib=16", "--idle-timeout=1m"])
+            .expect("parse");
+        assert_eq!(cli.limits.in_flight_bytes(), 16 << 20);
+        assert_eq!(
+            cli.limits.connections(),
+            ConnectionLimits {
+                max_connections: 256,
+                header_timeout: Duration::from_secs(5),
+                idle_timeout: Duration::from_secs(60),
+            }
+        );
+        for zero in [
+            "--header-timeout=0s",
+            "--max-connections=0",
+            "--max-in-flight-mib=0",
+        ] {
+            assert!(Cli::try_parse_from(["kerf", zero]).is_err(), "{zero}");
+        }
+    }
 }

@@ -4,19 +4,20 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use axum::{
     body::Body,
-    http::StatusCode,
+    http::{header, StatusCode},
     response::{IntoResponse, Response},
     Json,
 };
 use http_body_util::LengthLimitError;
-use kube_core::admission::Operation;
+use kube_core::{admission::Operation, response::reason};
 use serde_json::Value;
 use tokio::time::{timeout_at, Instant};
 
 use crate::{
+    budget::{parsed_cost, Budget, Reservation},
     metrics::{Metrics, Observation, RequestResult},
     review::{self, ReviewRequest, Verdict},
-    AdmissionHook, Mutated,
+    AdmissionHook, Denial, Mutated,
 };
 
 /// etcd caps an object at 1.5 MiB and an UPDATE review carries two of them (`object` and
@@ -45,6 +46,7 @@ impl Endpoint {
 pub(crate) struct Admission {
     pub(crate) hooks: Hooks,
     pub(crate) timeout: Duration,
+    pub(crate) budget: Budget,
     pub(crate) metrics: Metrics,
 }
 
@@ -55,12 +57,26 @@ struct Outcome {
 }
 
 impl Outcome {
-    /// A plain-text error. A non-200 answer makes the apiserver apply the webhook's failure
-    /// policy, which is what should decide when the webhook itself is at fault.
+    /// A plain-text error, for bodies that are not a review (there is no uid to answer). A
+    /// non-200 answer makes the apiserver apply the webhook's failure policy.
     fn failure(status: StatusCode, message: String) -> Self {
         Self {
             response: (status, message).into_response(),
             result: RequestResult::Error,
+        }
+    }
+
+    /// 429 with `Retry-After`, before the body is read: the apiserver's client waits and
+    /// retries, and nothing was buffered.
+    fn shed(message: String) -> Self {
+        Self {
+            response: (
+                StatusCode::TOO_MANY_REQUESTS,
+                [(header::RETRY_AFTER, RETRY_AFTER_SECONDS.to_string())],
+                message,
+            )
+                .into_response(),
+            result: RequestResult::Shed,
         }
     }
 
@@ -74,13 +90,45 @@ impl Outcome {
                 response: Json(body).into_response(),
                 result,
             },
-            Err(error) => Self::failure(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("cannot encode the JSON Patch: {error}"),
+            Err(error) => Self::server_fault(
+                review,
+                Denial::new(
+                    500,
+                    reason::INTERNAL_ERROR,
+                    format!("cannot encode the JSON Patch: {error}"),
+                ),
             ),
         }
     }
+
+    /// The server's own failure on a review (a hook that panicked or ran out of time) is still
+    /// answered as a review carrying its uid: a refusal saying what went wrong, counted as an
+    /// error.
+    fn server_fault(review: &ReviewRequest, denial: Denial) -> Self {
+        let response = match review::respond(review, Verdict::Deny(denial)) {
+            Ok(body) => Json(body).into_response(),
+            // A refusal has no patch to encode.
+            Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response(),
+        };
+        Self {
+            response,
+            result: RequestResult::Error,
+        }
+    }
 }
+
+/// What a shed request is told to wait before retrying.
+const RETRY_AFTER_SECONDS: u64 = 1;
+
+/// How long a request waits for room in the budget before it is shed (within its deadline).
+const BUDGET_WAIT: Duration = Duration::from_secs(1);
+
+/// Reviews up to this size run an inline hook ([`AdmissionHook::runs_inline`]) on the request's
+/// task; larger ones go to a blocking thread under the deadline like any hook. A hook that is
+/// linear in its input takes well under a millisecond on 16 KiB, and genuine NodePools are a
+/// few KiB; a hostile review, e.g. megabytes of wrongly typed list items, cannot hold the
+/// request's task past the deadline.
+const INLINE_BODY_LIMIT: usize = 16 * 1024;
 
 impl Admission {
     /// Answers one request within [`Admission::timeout`], reading the body included.
@@ -89,10 +137,10 @@ impl Admission {
         let deadline = started + self.timeout;
         let (outcome, kind, operation) = match self.read(body, deadline).await {
             Err(outcome) => (outcome, String::new(), ""),
-            Ok(review) => {
-                let kind = review.kind.kind.clone();
-                let operation = operation_label(&review.operation);
-                (self.run(endpoint, review, deadline).await, kind, operation)
+            Ok(read) => {
+                let kind = read.review.kind.kind.clone();
+                let operation = operation_label(&read.review.operation);
+                (self.run(endpoint, read, deadline).await, kind, operation)
             }
         };
         let observation = Observation {
@@ -114,15 +162,23 @@ impl Admission {
         outcome.response
     }
 
-    async fn read(&self, body: Body, deadline: Instant) -> Result<ReviewRequest, Outcome> {
-        let body = match timeout_at(deadline, axum::body::to_bytes(body, BODY_LIMIT)).await {
+    /// Reserves the request's share of the budget, reads the body and parses it.
+    async fn read(&self, body: Body, deadline: Instant) -> Result<Read, Outcome> {
+        let declared = axum::body::HttpBody::size_hint(&body).exact();
+        if declared.is_some_and(|length| length > BODY_LIMIT as u64) {
+            return Err(too_large());
+        }
+        // Without a Content-Length the body may be as large as the limit.
+        let declared = declared.map_or(BODY_LIMIT, |length| length as usize);
+        let queue_until = deadline.min(Instant::now() + BUDGET_WAIT);
+        let Some(mut reservation) = self.budget.reserve(declared, queue_until).await else {
+            return Err(Outcome::shed(format!(
+                "the webhook is at its in-flight budget; retry in {RETRY_AFTER_SECONDS} s"
+            )));
+        };
+        let body = match timeout_at(deadline, axum::body::to_bytes(body, declared)).await {
             Ok(Ok(body)) => body,
-            Ok(Err(error)) if is_too_large(&error) => {
-                return Err(Outcome::failure(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("the AdmissionReview is larger than {BODY_LIMIT} bytes"),
-                ))
-            }
+            Ok(Err(error)) if is_too_large(&error) => return Err(too_large()),
             Ok(Err(error)) => {
                 return Err(Outcome::failure(
                     StatusCode::BAD_REQUEST,
@@ -136,11 +192,30 @@ impl Admission {
                 ))
             }
         };
-        review::parse(&body)
-            .map_err(|error| Outcome::failure(StatusCode::BAD_REQUEST, error_chain(&error)))
+        if !self
+            .budget
+            .resize(&mut reservation, parsed_cost(&body), queue_until)
+            .await
+        {
+            return Err(Outcome::shed(format!(
+                "the webhook is at its in-flight budget; retry in {RETRY_AFTER_SECONDS} s"
+            )));
+        }
+        let review = review::parse(&body)
+            .map_err(|error| Outcome::failure(StatusCode::BAD_REQUEST, error_chain(&error)))?;
+        Ok(Read {
+            review,
+            size: body.len(),
+            reservation,
+        })
     }
 
-    async fn run(&self, endpoint: Endpoint, review: ReviewRequest, deadline: Instant) -> Outcome {
+    async fn run(&self, endpoint: Endpoint, read: Read, deadline: Instant) -> Outcome {
+        let Read {
+            review,
+            size,
+            reservation,
+        } = read;
         let gvk = &review.kind;
         let kind = gvk.kind.clone();
         let Some(hook) = self.hooks.get(&(gvk.group.clone(), kind.clone())).cloned() else {
@@ -150,7 +225,7 @@ impl Admission {
             };
             return Outcome::verdict(&review, allow);
         };
-        if hook.runs_inline() {
+        if hook.runs_inline() && size <= INLINE_BODY_LIMIT {
             let decided = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 decide(endpoint, hook.as_ref(), &review)
             }));
@@ -158,43 +233,86 @@ impl Admission {
                 Ok(verdict) => Outcome::verdict(&review, verdict),
                 Err(_) => {
                     tracing::error!(%kind, "admission hook panicked");
-                    hook_panicked(&kind)
+                    hook_panicked(&review)
                 }
             };
         }
         // Hooks are synchronous and may be CPU-heavy (pod advice runs the scheduler), so they
         // run on a blocking thread: the runtime stays responsive, the deadline can fire, and a
         // panic comes back as a JoinError instead of unwinding through the server. A hook
-        // still running at the deadline finishes on its own and its answer is dropped.
-        let run = tokio::task::spawn_blocking(move || {
-            let verdict = decide(endpoint, hook.as_ref(), &review);
-            (review, verdict)
+        // still running at the deadline finishes on its own and its answer is dropped; it
+        // keeps its share of the budget until then, since it still holds the memory.
+        let review = Arc::new(review);
+        let allow_on_timeout = hook.allow_on_timeout();
+        let run = tokio::task::spawn_blocking({
+            let review = review.clone();
+            move || {
+                let verdict = decide(endpoint, hook.as_ref(), &review);
+                drop(reservation);
+                verdict
+            }
         });
         match timeout_at(deadline, run).await {
-            Ok(Ok((review, verdict))) => Outcome::verdict(&review, verdict),
+            Ok(Ok(verdict)) => Outcome::verdict(&review, verdict),
             Ok(Err(error)) => {
                 tracing::error!(%kind, %error, "admission hook panicked");
-                hook_panicked(&kind)
+                hook_panicked(&review)
             }
             Err(_) => {
                 tracing::warn!(%kind, timeout = ?self.timeout, "admission hook timed out");
-                Outcome::failure(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!(
-                        "the {kind} admission hook did not answer within {:?}",
-                        self.timeout
-                    ),
-                )
+                let verdict = if allow_on_timeout {
+                    Verdict::Allow {
+                        patch: None,
+                        warnings: vec![format!(
+                            "the {kind} admission hook did not answer within {:?}; admitted unchanged",
+                            self.timeout
+                        )],
+                    }
+                } else {
+                    Verdict::Deny(Denial::new(
+                        504,
+                        reason::TIMEOUT,
+                        format!(
+                            "the {kind} admission hook did not answer within {:?}",
+                            self.timeout
+                        ),
+                    ))
+                };
+                Outcome {
+                    result: RequestResult::Error,
+                    ..Outcome::verdict(&review, verdict)
+                }
             }
         }
     }
 }
 
-/// A panicking hook is the webhook's fault: a 500 lets the failure policy decide.
-fn hook_panicked(kind: &str) -> Outcome {
+/// A review read from a body, with the budget it holds.
+struct Read {
+    review: ReviewRequest,
+    /// The body's length in bytes.
+    size: usize,
+    reservation: Reservation,
+}
+
+fn too_large() -> Outcome {
     Outcome::failure(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        format!("the {kind} admission hook failed; see the webhook's log"),
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("the AdmissionReview is larger than {BODY_LIMIT} bytes"),
+    )
+}
+
+/// A panicking hook is the webhook's fault: refused with 500 `InternalError`, as the apiserver
+/// reports its own failures.
+fn hook_panicked(review: &ReviewRequest) -> Outcome {
+    let kind = &review.kind.kind;
+    Outcome::server_fault(
+        review,
+        Denial::new(
+            500,
+            reason::INTERNAL_ERROR,
+            format!("the {kind} admission hook failed; see the webhook's log"),
+        ),
     )
 }
 

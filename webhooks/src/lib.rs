@@ -2,9 +2,10 @@
 //!
 //! The application implements [`AdmissionHook`] per kind as plain functions of the request and
 //! registers them on [`Webhooks`]; this crate does the rest: routing by `request.kind`, JSON
-//! Patch from "object before / object after", denials with causes, a body limit, a deadline
-//! per request, panic isolation, health and readiness, and Prometheus metrics. It knows
-//! nothing of kerf's kinds.
+//! Patch from "object before / object after", denials with causes, a body limit, a budget of
+//! bytes in flight, a deadline per request, panic isolation, connection limits (a cap, header
+//! and idle timeouts), health and readiness, and Prometheus metrics. It knows nothing of
+//! kerf's kinds.
 //!
 //! ```no_run
 //! # async fn run(tls: std::sync::Arc<rustls::ServerConfig>) -> Result<(), kerf_webhooks::ServeError> {
@@ -19,11 +20,14 @@
 //!
 //! let router = Webhooks::new().hook("example.com", "Widget", Widgets).into_router();
 //! let addr = std::net::SocketAddr::from(([0, 0, 0, 0], 8443));
-//! kerf_webhooks::serve(router, addr, tls, std::future::pending()).await
+//! let limits = kerf_webhooks::ConnectionLimits::default();
+//! kerf_webhooks::serve(router, addr, tls, limits, std::future::pending()).await
 //! # }
 //! ```
 
 mod admit;
+mod budget;
+mod connections;
 mod hook;
 mod metrics;
 mod ready;
@@ -32,6 +36,8 @@ mod router;
 mod serve;
 
 pub use admit::BODY_LIMIT;
+pub use budget::DEFAULT_IN_FLIGHT_BYTES;
+pub use connections::ConnectionLimits;
 pub use hook::{AdmissionHook, Denial, Mutated};
 pub use kube_core::{admission::Operation, response::StatusCause, GroupVersionKind};
 pub use ready::ReadyFlag;

@@ -1,6 +1,6 @@
 //! Prometheus metrics of the admission endpoints.
 
-use std::time::Duration;
+use std::{collections::HashSet, time::Duration};
 
 use prometheus_client::{
     encoding::EncodeLabelSet,
@@ -17,6 +17,8 @@ use prometheus_client::{
 pub(crate) enum RequestResult {
     Allowed,
     Denied,
+    /// Turned away for lack of budget (429 with Retry-After), before the body was read.
+    Shed,
     /// Anything that is not a verdict: bad request, hook panic, timeout.
     Error,
 }
@@ -26,6 +28,7 @@ impl RequestResult {
         match self {
             Self::Allowed => "allowed",
             Self::Denied => "denied",
+            Self::Shed => "shed",
             Self::Error => "error",
         }
     }
@@ -52,12 +55,18 @@ struct KindLabels {
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
+/// The `kind` label of a request whose kind has no hook: the kind comes from the request, and a label taking any
+/// value a client sends would grow a new series per value, for ever.
+pub(crate) const OTHER_KIND: &str = "other";
+
 /// `kerf_webhook_requests_total`, `kerf_webhook_request_duration_seconds` and
 /// `kerf_webhook_denials_total`.
 pub(crate) struct Metrics {
     requests: Family<RequestLabels, Counter>,
     duration: HistogramFamily<DurationLabels>,
     denials: Family<KindLabels, Counter>,
+    /// The kinds with a hook: the only `kind` label values besides `""` (unparsed) and [`OTHER_KIND`].
+    known_kinds: HashSet<String>,
 }
 
 /// One admission request as metrics see it; `kind` and `operation` are empty when the body
@@ -71,7 +80,7 @@ pub(crate) struct Observation<'a> {
 }
 
 impl Metrics {
-    pub(crate) fn register(registry: &mut Registry) -> Self {
+    pub(crate) fn register(registry: &mut Registry, known_kinds: HashSet<String>) -> Self {
         let metrics = Self {
             requests: Family::default(),
             // 1 ms to ~16 s: the apiserver gives a webhook at most 30 s.
@@ -79,6 +88,7 @@ impl Metrics {
                 Histogram::new(exponential_buckets(0.001, 2.0, 15))
             }),
             denials: Family::default(),
+            known_kinds,
         };
         let registry = registry.sub_registry_with_prefix("kerf_webhook");
         registry.register(
@@ -101,7 +111,7 @@ impl Metrics {
     }
 
     pub(crate) fn observe(&self, observation: Observation<'_>) {
-        let kind = observation.kind.to_owned();
+        let kind = self.kind_label(observation.kind).to_owned();
         self.requests
             .get_or_create(&RequestLabels {
                 path: observation.path,
@@ -119,5 +129,54 @@ impl Metrics {
         if observation.result == RequestResult::Denied {
             self.denials.get_or_create(&KindLabels { kind }).inc();
         }
+    }
+
+    /// `kind` when it has a hook or is empty (the body was not a review), [`OTHER_KIND`] otherwise.
+    fn kind_label<'a>(&self, kind: &'a str) -> &'a str {
+        if kind.is_empty() || self.known_kinds.contains(kind) {
+            kind
+        } else {
+            OTHER_KIND
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn observe(metrics: &Metrics, kind: &str, result: RequestResult) {
+        metrics.observe(Observation {
+            path: "/validate",
+            kind,
+            operation: "CREATE",
+            result,
+            elapsed: Duration::from_millis(1),
+        });
+    }
+
+    #[test]
+    fn kinds_without_a_hook_share_one_series() {
+        let mut registry = Registry::default();
+        let metrics = Metrics::register(&mut registry, HashSet::from(["Widget".to_owned()]));
+        for n in 0..1000 {
+            observe(&metrics, &format!("Kind{n}"), RequestResult::Denied);
+        }
+        observe(&metrics, "Widget", RequestResult::Allowed);
+        observe(&metrics, "", RequestResult::Error);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+        let series = |name: &str| text.lines().filter(|l| l.starts_with(name)).count();
+        assert_eq!(series("kerf_webhook_requests_total{"), 3, "{text}");
+        assert_eq!(series("kerf_webhook_denials_total{"), 1, "{text}");
+        assert!(
+            text.contains(r#"kerf_webhook_denials_total{kind="other"} 1000"#),
+            "{text}"
+        );
+        assert_eq!(
+            series("kerf_webhook_request_duration_seconds_count{"),
+            3,
+            "{text}"
+        );
     }
 }

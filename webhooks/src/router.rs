@@ -14,6 +14,7 @@ use prometheus_client::registry::Registry;
 
 use crate::{
     admit::{Admission, Endpoint, Hooks},
+    budget::{Budget, DEFAULT_IN_FLIGHT_BYTES},
     metrics::Metrics,
     AdmissionHook, ReadyFlag,
 };
@@ -30,6 +31,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Webhooks {
     hooks: Hooks,
     timeout: Duration,
+    in_flight_bytes: usize,
     registry: Registry,
     ready: ReadyFlag,
 }
@@ -39,6 +41,7 @@ impl Default for Webhooks {
         Self {
             hooks: Hooks::new(),
             timeout: DEFAULT_TIMEOUT,
+            in_flight_bytes: DEFAULT_IN_FLIGHT_BYTES,
             registry: Registry::default(),
             ready: ReadyFlag::new(true),
         }
@@ -71,6 +74,15 @@ impl Webhooks {
         self
     }
 
+    /// The memory admission requests may hold at once, in bytes: bodies being read and reviews
+    /// being decided. A request that finds no room within a second gets 429 with `Retry-After`
+    /// before its body is read.
+    #[must_use]
+    pub fn in_flight_bytes(mut self, bytes: usize) -> Self {
+        self.in_flight_bytes = bytes;
+        self
+    }
+
     /// The registry `/metrics` serves. The webhook's metrics are added under the
     /// `kerf_webhook` prefix; register the application's own metrics before passing it.
     #[must_use]
@@ -89,11 +101,13 @@ impl Webhooks {
     /// `POST /mutate`, `POST /validate`, `GET /healthz`, `GET /readyz` and `GET /metrics`.
     pub fn into_router(self) -> Router {
         let mut registry = self.registry;
-        let metrics = Metrics::register(&mut registry);
+        let kinds = self.hooks.keys().map(|(_, kind)| kind.clone()).collect();
+        let metrics = Metrics::register(&mut registry, kinds);
         let state = Arc::new(AppState {
             admission: Admission {
                 hooks: self.hooks,
                 timeout: self.timeout,
+                budget: Budget::new(self.in_flight_bytes),
                 metrics,
             },
             registry,

@@ -1,15 +1,32 @@
 //! Serving the router over HTTPS with graceful shutdown.
 
-use std::{future::Future, io, net::SocketAddr, sync::Arc, time::Duration};
+use std::{convert::Infallible, future::Future, io, net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::Router;
-use axum_server::{tls_rustls::RustlsConfig, Handle};
+use axum_server::{
+    tls_rustls::{RustlsAcceptor, RustlsConfig},
+    Handle,
+};
 use tokio::task::{JoinError, JoinHandle};
+
+use crate::connections::{ConnectionLimits, GuardedAcceptor, Tracker};
 
 /// How long in-flight requests may finish after shutdown is asked for. They end within the
 /// request timeout (10 s by default); 15 s covers that and stays under a pod's default 30 s
 /// termination grace period.
 const GRACE_PERIOD: Duration = Duration::from_secs(15);
+
+/// What hyper may buffer per connection before a handler reads it, outside the admission
+/// budget: HTTP/1.1 reads a request header into at most this (a bigger header gets 431), and
+/// HTTP/2 lets a client send this much on a connection before the server reads it. Bodies are
+/// read by the handlers, under the budget; genuine request headers are a few KiB.
+const HTTP1_MAX_BUFFER: usize = 64 * 1024;
+const HTTP2_STREAM_WINDOW: u32 = 64 * 1024;
+const HTTP2_CONNECTION_WINDOW: u32 = 128 * 1024;
+const HTTP2_MAX_HEADER_LIST: u32 = 32 * 1024;
+/// Streams one HTTP/2 connection may have open at once; the apiserver multiplexes its reviews
+/// over few connections.
+const HTTP2_MAX_STREAMS: u32 = 128;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -32,19 +49,34 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds `addr` and serves `router` with `tls` (see `kerf_certs::server_config`) until
-    /// `shutdown` completes, then drains connections for up to 15 s. Returns once listening,
-    /// or with [`ServeError::Bind`] if the address cannot be bound.
+    /// Binds `addr` and serves `router` with `tls` (see `kerf_certs::server_config`) within
+    /// `limits` until `shutdown` completes, then drains connections for up to 15 s. Returns
+    /// once listening, or with [`ServeError::Bind`] if the address cannot be bound.
     pub async fn start(
         router: Router,
         addr: SocketAddr,
         tls: Arc<rustls::ServerConfig>,
+        limits: ConnectionLimits,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<Self, ServeError> {
         let handle = Handle::new();
-        let server = axum_server::bind_rustls(addr, RustlsConfig::from_config(tls))
-            .handle(handle.clone())
-            .serve(router.into_make_service());
+        let tracker = Tracker::new(limits);
+        let acceptor = RustlsAcceptor::new(RustlsConfig::from_config(tls))
+            .handshake_timeout(limits.header_timeout)
+            .acceptor(GuardedAcceptor {
+                tracker: tracker.clone(),
+            });
+        let mut server = axum_server::bind(addr)
+            .acceptor(acceptor)
+            .handle(handle.clone());
+        let http = server.http_builder();
+        http.http1().max_buf_size(HTTP1_MAX_BUFFER);
+        http.http2()
+            .initial_stream_window_size(HTTP2_STREAM_WINDOW)
+            .initial_connection_window_size(HTTP2_CONNECTION_WINDOW)
+            .max_header_list_size(HTTP2_MAX_HEADER_LIST)
+            .max_concurrent_streams(HTTP2_MAX_STREAMS);
+        let server = server.serve(router.into_make_service());
         let mut task = tokio::spawn({
             let handle = handle.clone();
             async move {
@@ -55,6 +87,7 @@ impl Server {
                         handle.graceful_shutdown(Some(GRACE_PERIOD));
                         server.await
                     }
+                    never = reap(&tracker, limits.reap_interval()) => match never {},
                 }
             }
         });
@@ -86,14 +119,28 @@ impl Server {
     }
 }
 
+/// Closes idle connections every `interval`, for as long as the server runs.
+async fn reap(tracker: &Tracker, interval: Duration) -> Infallible {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let closed = tracker.reap();
+        if closed > 0 {
+            tracing::debug!(closed, "closed idle connections");
+        }
+    }
+}
+
 /// [`Server::start`] and [`Server::wait`] in one call, for `main`.
 pub async fn serve(
     router: Router,
     addr: SocketAddr,
     tls: Arc<rustls::ServerConfig>,
+    limits: ConnectionLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    Server::start(router, addr, tls, shutdown)
+    Server::start(router, addr, tls, limits, shutdown)
         .await?
         .wait()
         .await

@@ -9,7 +9,7 @@ use std::{
 
 use common::{review, webhooks, widget, GROUP};
 use kerf_certs::{server_config, ReloadingCertResolver, SelfSigned, DEFAULT_VALIDITY};
-use kerf_webhooks::{ServeError, Server};
+use kerf_webhooks::{ConnectionLimits, ServeError, Server};
 use reqwest::{Certificate, Client, StatusCode};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
@@ -48,9 +48,15 @@ async fn start() -> Running {
         let _ = stopped.await;
     };
     let addr = "127.0.0.1:0".parse().expect("addr");
-    let server = Server::start(webhooks().into_router(), addr, tls, shutdown)
-        .await
-        .expect("start");
+    let server = Server::start(
+        webhooks().into_router(),
+        addr,
+        tls,
+        ConnectionLimits::default(),
+        shutdown,
+    )
+    .await
+    .expect("start");
     let ca = Certificate::from_pem(certs.ca_cert_pem.as_bytes()).expect("ca");
     let client = Client::builder()
         .tls_certs_only([ca])
@@ -137,9 +143,15 @@ async fn a_taken_port_is_a_bind_error() {
     let running = start().await;
     let (tls, _certs, _dir) = tls();
     let taken = running.server.local_addr();
-    let error = Server::start(webhooks().into_router(), taken, tls, std::future::pending())
-        .await
-        .err();
+    let error = Server::start(
+        webhooks().into_router(),
+        taken,
+        tls,
+        ConnectionLimits::default(),
+        std::future::pending(),
+    )
+    .await
+    .err();
     assert!(
         matches!(error, Some(ServeError::Bind { addr, .. }) if addr == taken),
         "{error:?}"

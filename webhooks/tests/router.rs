@@ -241,17 +241,18 @@ impl AdmissionHook for Bomb {
 }
 
 #[tokio::test]
-async fn a_panicking_hook_gets_500_and_the_server_carries_on() {
+async fn a_panicking_hook_is_refused_with_500_and_the_server_carries_on() {
     let router = webhooks()
         .hook(GROUP, "Bomb", Bomb { inline: false })
         .hook(GROUP, "InlineBomb", Bomb { inline: true })
         .into_router();
     for kind in ["Bomb", "InlineBomb", "Bomb", "InlineBomb"] {
-        let body = Body::from(review(GROUP, kind, widget(json!({}))).to_string());
-        let (status, text) = call(&router, Method::POST, "/mutate", body).await;
-        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        let response = admit(&router, "/mutate", &review(GROUP, kind, widget(json!({})))).await;
+        assert_eq!(response["allowed"], false);
+        assert_eq!(response["status"]["code"], 500);
+        assert_eq!(response["status"]["reason"], "InternalError");
         assert_eq!(
-            text,
+            response["status"]["message"],
             format!("the {kind} admission hook failed; see the webhook's log")
         );
     }
@@ -275,16 +276,92 @@ impl AdmissionHook for Sloth {
 }
 
 #[tokio::test]
-async fn a_slow_hook_gets_503_at_the_deadline() {
+async fn a_slow_hook_is_refused_with_504_at_the_deadline() {
     let (_release, receiver) = mpsc::channel::<()>();
     let router = webhooks()
         .hook(GROUP, "Sloth", Sloth(Mutex::new(receiver)))
         .timeout(Duration::from_millis(200))
         .into_router();
-    let body = Body::from(review(GROUP, "Sloth", widget(json!({}))).to_string());
-    let (status, text) = call(&router, Method::POST, "/validate", body).await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(text, "the Sloth admission hook did not answer within 200ms");
+    let response = admit(
+        &router,
+        "/validate",
+        &review(GROUP, "Sloth", widget(json!({}))),
+    )
+    .await;
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 504);
+    assert_eq!(response["status"]["reason"], "Timeout");
+    assert_eq!(
+        response["status"]["message"],
+        "the Sloth admission hook did not answer within 200ms"
+    );
+}
+
+/// Advice that must never block: blocks like [`Sloth`] but is admitted unchanged at the deadline.
+struct SlowAdvice(Mutex<mpsc::Receiver<()>>);
+
+impl AdmissionHook for SlowAdvice {
+    fn mutate(&self, _: &ReviewRequest) -> Result<Mutated, Denial> {
+        let _ = self.0.lock().map(|receiver| receiver.recv());
+        Ok(Mutated::default())
+    }
+
+    fn allow_on_timeout(&self) -> bool {
+        true
+    }
+}
+
+#[tokio::test]
+async fn a_slow_hook_that_allows_on_timeout_admits_unchanged() {
+    let (_release, receiver) = mpsc::channel::<()>();
+    let router = webhooks()
+        .hook(GROUP, "Advice", SlowAdvice(Mutex::new(receiver)))
+        .timeout(Duration::from_millis(200))
+        .into_router();
+    let response = admit(
+        &router,
+        "/mutate",
+        &review(GROUP, "Advice", widget(json!({}))),
+    )
+    .await;
+    assert_eq!(response["allowed"], true);
+    assert!(response.get("patch").is_none(), "{response}");
+    assert_eq!(
+        response["warnings"][0],
+        "the Advice admission hook did not answer within 200ms; admitted unchanged"
+    );
+}
+
+/// Counts its calls and sleeps, inline: the inline path only takes small reviews.
+struct InlineSleeper;
+
+impl AdmissionHook for InlineSleeper {
+    fn validate(&self, _: &ReviewRequest) -> Result<Vec<String>, Denial> {
+        std::thread::sleep(Duration::from_millis(600));
+        Ok(Vec::new())
+    }
+
+    fn runs_inline(&self) -> bool {
+        true
+    }
+}
+
+#[tokio::test]
+async fn a_large_review_does_not_run_inline_past_the_deadline() {
+    let router = webhooks()
+        .hook(GROUP, "Sleeper", InlineSleeper)
+        .timeout(Duration::from_millis(200))
+        .into_router();
+    let mut large = review(GROUP, "Sleeper", widget(json!({})));
+    large["request"]["object"]["spec"]["padding"] = json!("x".repeat(64 * 1024));
+    let started = std::time::Instant::now();
+    let response = admit(&router, "/validate", &large).await;
+    assert_eq!(response["status"]["code"], 504, "{response}");
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]
