@@ -85,9 +85,9 @@ impl KindAdmission {
         let mut bounded = BoundedErrors::new(ErrorCaps::RESPONSE);
         errors.into_iter().for_each(|error| bounded.push(error));
         for (collection, count) in schema_omitted {
-            bounded.omit(collection, count);
+            bounded.omit(&collection, count);
         }
-        bounded.omit(FieldPath::default(), findings.omitted_errors);
+        bounded.omit(&FieldPath::default(), findings.omitted_errors);
         let mut warnings = findings.warnings;
         if findings.omitted_warnings > 0 {
             warnings.push(format!(

@@ -262,8 +262,15 @@ impl CompiledSchema {
                 .push(FieldError::min_items(path, items.len(), min));
         }
         if let Some(item_schema) = &self.items {
+            // The collection this list's item errors count against; once it is full, a wrong-typed item is only
+            // counted, without building its path and message.
+            let collection = path.collection().unwrap_or_else(|| path.clone());
             for (i, item) in items.iter().enumerate() {
-                item_schema.check_at(item, &path.index(i), report);
+                if item_schema.type_mismatch(item).is_some() && report.errors.is_full(&collection) {
+                    report.errors.count_in(&collection);
+                } else {
+                    item_schema.check_at(item, &path.index(i), report);
+                }
             }
         }
     }

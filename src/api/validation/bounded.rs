@@ -57,28 +57,47 @@ impl BoundedErrors {
     /// Keeps `error` unless a cap is reached, else counts it.
     pub fn push(&mut self, error: FieldError) {
         if self.kept.len() >= self.caps.total {
-            return self.omit(FieldPath::default(), 1);
+            return self.omit(&FieldPath::default(), 1);
         }
         if let Some(collection) = error.path.collection() {
             let count = self.per_collection.entry(collection.clone()).or_default();
             if *count >= self.caps.per_collection {
-                return self.omit(collection, 1);
+                return self.omit(&collection, 1);
             }
             *count += 1;
         }
         self.kept.push(error);
     }
 
+    /// Whether an error inside `collection` would only be counted: the caller may then skip building it and
+    /// call [`BoundedErrors::count_in`], which keeps a hostile list's excess items cheap.
+    pub fn is_full(&self, collection: &FieldPath) -> bool {
+        self.kept.len() >= self.caps.total
+            || self
+                .per_collection
+                .get(collection)
+                .is_some_and(|count| *count >= self.caps.per_collection)
+    }
+
+    /// Counts one error inside a `collection` that [`BoundedErrors::is_full`], where [`BoundedErrors::push`] would.
+    pub fn count_in(&mut self, collection: &FieldPath) {
+        if self.kept.len() >= self.caps.total {
+            self.omit(&FieldPath::default(), 1);
+        } else {
+            self.omit(collection, 1);
+        }
+    }
+
     /// Counts `count` errors in `collection` (the empty path for the whole object) as left out.
-    pub fn omit(&mut self, collection: FieldPath, count: usize) {
+    pub fn omit(&mut self, collection: &FieldPath, count: usize) {
         if count == 0 {
             return;
         }
-        match self.omitted.get_mut(&collection) {
+        match self.omitted.get_mut(collection) {
             Some(n) => *n += count,
             None => {
                 self.omitted.insert(collection.clone(), count);
-                self.omitted_order.push(collection);
+                self.omitted_order.push(collection.clone());
             }
         }
     }
@@ -117,12 +136,6 @@ impl BoundedErrors {
             .filter_map(|path| omitted.remove(&path).map(|count| (path, count)))
             .collect();
         (kept, counts)
-    }
-}
-
-impl Default for BoundedErrors {
-    fn default() -> Self {
-        Self::new(ErrorCaps::RESPONSE)
     }
 }
 

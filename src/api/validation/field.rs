@@ -457,6 +457,42 @@ mod tests {
     use super::*;
 
     #[test]
+    fn long_values_are_elided_on_a_character_boundary() {
+        assert_eq!(elide("abc", 3), "abc");
+        assert_eq!(elide("ééééé", 2), "éé... (3 more characters)");
+        let long = "é".repeat(MAX_VALUE_CHARS + 10);
+        let err = FieldError::invalid(&FieldPath::new("spec"), &long, "bad");
+        let ErrorKind::Invalid { value, .. } = &err.kind else {
+            panic!("an invalid-value error: {err}");
+        };
+        assert!(value.ends_with("... (10 more characters)"), "{value}");
+        let key = FieldPath::new("labels").key(&"k".repeat(MAX_VALUE_CHARS + 1));
+        assert!(key.to_string().ends_with("... (1 more characters)]"));
+        assert_eq!(
+            key.json_pointer().len(),
+            "/labels/".len() + MAX_VALUE_CHARS + 1
+        );
+    }
+
+    #[test]
+    fn reindexing_replaces_list_indexes_in_order() {
+        let path = FieldPath::new("spec")
+            .child("terms")
+            .index(0)
+            .child("values")
+            .index(1);
+        assert_eq!(
+            path.reindexed([3, 7]).to_string(),
+            "spec.terms[3].values[7]"
+        );
+        assert_eq!(
+            path.collection().map(|c| c.to_string()),
+            Some("spec.terms".to_owned())
+        );
+        assert_eq!(FieldPath::new("spec").collection(), None);
+    }
+
+    #[test]
     fn paths_render_like_the_apiserver() {
         let reqs = FieldPath::new("spec").child("template.spec.requirements");
         assert_eq!(
