@@ -332,6 +332,41 @@ fn the_ratchet_does_not_admit_a_new_invalid_item_behind_an_old_wrong_typed_one()
     assert_eq!(NODEPOOL.admit(&old, Some(&old)).errors, vec![]);
 }
 
+const IN_WITHOUT_VALUES: &str = r#"spec.template.spec.requirements: Invalid value: "array": requirements with operator 'In' must have a value defined"#;
+
+#[test]
+fn list_rules_still_see_the_items_next_to_a_wrong_typed_one() {
+    let old = with(
+        nodepool(),
+        REQS,
+        json!([5, {"key": "team", "operator": "Exists"}]),
+    );
+    let new = with(
+        nodepool(),
+        REQS,
+        json!([5, {"key": "team", "operator": "In"}]),
+    );
+    assert_eq!(
+        rendered(&NODEPOOL.admit(&new, None).errors),
+        vec![not_an_object(0), IN_WITHOUT_VALUES.to_owned()]
+    );
+    assert_eq!(
+        rendered(&NODEPOOL.admit(&new, Some(&old)).errors),
+        vec![IN_WITHOUT_VALUES.to_owned()]
+    );
+}
+
+#[test]
+fn a_list_left_empty_by_the_removal_is_not_called_empty() {
+    let nc = with(ec2nodeclass(), "/spec/subnetSelectorTerms", json!([5]));
+    assert_eq!(
+        rendered(&EC2NODECLASS.admit(&nc, None).errors),
+        vec![
+            r#"spec.subnetSelectorTerms[0]: Invalid value: "integer": spec.subnetSelectorTerms[0] in body must be of type object: "integer""#
+        ]
+    );
+}
+
 #[test]
 fn nested_and_other_lists_keep_their_indexes() {
     let np = with(

@@ -104,8 +104,8 @@ impl KindAdmission {
 
     /// The schema's errors followed by the rules' own. The apiserver skips the rules when the schema check failed;
     /// kerf reports every error at once. Values of the wrong type or outside an enum cannot be parsed, so the rules
-    /// run on a copy without them; their errors are mapped back to the object's list indexes, and those on the
-    /// removed values' ancestors (which the removal may have caused) are dropped.
+    /// run on a copy without them; their errors are mapped back to the object's list indexes, and those the
+    /// removal may have caused (above a removed field or a list left empty) are dropped.
     fn rule_errors(
         &self,
         object: &Value,
@@ -134,7 +134,7 @@ impl KindAdmission {
                 error.path = unparsed.original(&error.path);
                 error
             })
-            .filter(|e| !schema_paths.contains(&e.path) && !unparsed.is_above_removed(&e.path))
+            .filter(|e| !schema_paths.contains(&e.path) && !unparsed.may_have_caused(&e.path))
             .collect();
         let mut errors = schema_errors;
         errors.extend(rule_errors);

@@ -30,6 +30,11 @@ struct Node {
     children: HashMap<Key, Node>,
     /// For a list that lost items: the index, in the object, of each item the copy kept.
     kept: Option<Vec<usize>>,
+    /// Whether the removals at or below this value may break a rule that the object itself does not: a field taken
+    /// out of an object (a selector term left without its only field), or a list left empty. Taking a
+    /// wrong-typed item out of a list that keeps others cannot: such an item has no field that a rule could
+    /// find, and a rule broken by "any item" is broken by fewer items only less.
+    misleads: bool,
 }
 
 /// The unparseable values of one object, as a tree of paths.
@@ -81,9 +86,9 @@ impl Unparsed {
         path.reindexed(indexes)
     }
 
-    /// Whether an unparseable value lies below `path` (a path in the object). A rule error there may come from
-    /// the removal (a selector term left without its only field, a list left empty) rather than from the user.
-    pub fn is_above_removed(&self, path: &FieldPath) -> bool {
+    /// Whether a rule error at `path` (a path in the object) may come from the removal rather than from the
+    /// user: `path` lies above a removed field or a list the removal left empty.
+    pub fn may_have_caused(&self, path: &FieldPath) -> bool {
         let mut node = &self.root;
         for step in path.steps() {
             match node.children.get(&Key::from(step)) {
@@ -91,7 +96,7 @@ impl Unparsed {
                 None => return false,
             }
         }
-        !node.children.is_empty()
+        node.misleads
     }
 }
 
@@ -102,9 +107,10 @@ impl Node {
                 for (key, child) in &mut self.children {
                     let Key::Name(name) = key else { continue };
                     if child.removed {
-                        fields.remove(name);
+                        self.misleads |= fields.remove(name).is_some();
                     } else if let Some(field) = fields.get_mut(name) {
                         child.prune(field);
+                        self.misleads |= child.misleads;
                     }
                 }
             }
@@ -116,6 +122,7 @@ impl Node {
                         any_removed = true;
                     } else if let Some(item) = items.get_mut(*i) {
                         child.prune(item);
+                        self.misleads |= child.misleads;
                     }
                 }
                 if any_removed {
@@ -131,6 +138,7 @@ impl Node {
                         i += 1;
                         keep
                     });
+                    self.misleads |= kept.is_empty();
                     self.kept = Some(kept);
                 }
             }
@@ -166,9 +174,30 @@ mod tests {
         assert_eq!(at(0), "spec.requirements[0].key");
         assert_eq!(at(2), "spec.requirements[3].key");
         assert_eq!(at(8), "spec.requirements[11].key");
-        assert!(unparsed.is_above_removed(&reqs()));
-        assert!(unparsed.is_above_removed(&FieldPath::new("spec")));
-        assert!(!unparsed.is_above_removed(&reqs().index(3)));
+        // The list keeps items, so its own rules still speak of the user's items.
+        assert!(!unparsed.may_have_caused(&reqs()));
+        assert!(!unparsed.may_have_caused(&reqs().index(3)));
+    }
+
+    #[test]
+    fn a_removed_field_or_an_emptied_list_may_cause_errors_above_it() {
+        let terms = FieldPath::new("spec").child("terms");
+        let object = json!({"spec": {"terms": [{"id": 5}], "other": [1]}, "more": [{"a": 1}]});
+        let removed = [
+            terms.index(0).child("id"),
+            FieldPath::new("spec").child("other").index(0),
+        ];
+        let mut unparsed = Unparsed::new(&removed);
+        let copy = unparsed.remove_from(&object);
+        assert_eq!(
+            copy,
+            json!({"spec": {"terms": [{}], "other": []}, "more": [{"a": 1}]})
+        );
+        assert!(unparsed.may_have_caused(&terms));
+        assert!(unparsed.may_have_caused(&terms.index(0)));
+        assert!(unparsed.may_have_caused(&FieldPath::new("spec").child("other")));
+        assert!(unparsed.may_have_caused(&FieldPath::new("spec")));
+        assert!(!unparsed.may_have_caused(&FieldPath::new("more")));
     }
 
     #[test]
