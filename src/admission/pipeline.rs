@@ -1,6 +1,6 @@
 //! The admission steps of api-rules.md §1.1, as one pure function per object: prune nulls, default, check the
-//! schema, check the rules on the typed object, ratchet on UPDATE, bound what is reported. The webhooks, `kerf validate` and the status
-//! controllers all call this, so they cannot disagree.
+//! schema, check the rules on the typed object, ratchet on UPDATE, bound what is reported. The webhooks,
+//! `kerf validate` and the status controllers all call this, so they cannot disagree.
 
 use super::unparsed::Unparsed;
 use crate::api::schema::{prune_nulls, CompiledSchema, SchemaError, SchemaReport};

@@ -159,7 +159,13 @@ mod tests {
     #[test]
     fn removes_items_and_maps_the_copys_indexes_back() {
         // Eleven items, [9] and [10] unparseable: sorting paths as text would put [10] before [9].
-        let object = json!({"spec": {"requirements": (0..12).map(|i| if i == 2 || i == 9 || i == 10 { json!(i) } else { json!({"key": i}) }).collect::<Vec<_>>()}});
+        let items: Vec<Value> = (0..12)
+            .map(|i| match i {
+                2 | 9 | 10 => json!(i),
+                _ => json!({"key": i}),
+            })
+            .collect();
+        let object = json!({"spec": {"requirements": items}});
         let removed: Vec<FieldPath> = [2, 9, 10].iter().map(|i| reqs().index(*i)).collect();
         let mut unparsed = Unparsed::new(&removed);
         let copy = unparsed.remove_from(&object);
