@@ -5,6 +5,7 @@ mod hooks;
 mod pipeline;
 pub mod pods;
 pub mod spot;
+mod unparsed;
 
 pub use hooks::ObjectHook;
 

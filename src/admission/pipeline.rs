@@ -1,11 +1,15 @@
 //! The admission steps of api-rules.md §1.1, as one pure function per object: prune nulls, default, check the
-//! schema, check the rules on the typed object, ratchet on UPDATE. The webhooks, `kerf validate` and the status
-//! controllers all call this, so they cannot disagree.
+//! schema, check the rules on the typed object, ratchet on UPDATE, bound what is reported. The webhooks,
+//! `kerf validate` and the status controllers all call this, so they cannot disagree.
 
-use crate::api::schema::{prune_nulls, CompiledSchema, SchemaError};
-use crate::api::validation::{ratchet, ErrorKind, FieldError, FieldPath, Findings, Invalid};
+use super::unparsed::Unparsed;
+use crate::api::schema::{prune_nulls, CompiledSchema, SchemaError, SchemaReport};
+use crate::api::validation::{
+    ratchet, BoundedErrors, ErrorCaps, ErrorKind, FieldError, FieldPath, Findings, Invalid,
+};
 use serde_json::Value;
 use std::borrow::Cow;
+use std::collections::HashSet;
 
 /// What kerf knows about one kind it admits.
 pub struct KindAdmission {
@@ -46,111 +50,111 @@ impl Admitted {
 }
 
 impl KindAdmission {
-    /// Runs every step on `object` (and the stored `old` one on UPDATE).
+    /// Runs every step on `object` (and the stored `old` one on UPDATE). The work is linear in the size of the
+    /// objects, and what is reported is bounded whatever they hold (see `docs/limits-pipeline.md`).
     pub fn admit(&self, object: &Value, old: Option<&Value>) -> Admitted {
         let mut object = object.clone();
         prune_nulls(&mut object);
         (self.default)(&mut object);
+        // Warnings from every step, then the rules' errors: schema errors are kept apart until the rules ran.
         let mut findings = Findings::default();
-        match (self.schema)() {
-            Ok(schema) => {
-                let report = schema.check(&object);
-                findings.errors(report.errors);
-                for field in report.unknown_fields {
-                    findings.warn(format!(
-                        "unknown field \"{field}\": the apiserver will drop it"
-                    ));
-                }
+        let report = match (self.schema)() {
+            Ok(schema) => schema.check(&object),
+            Err(err) => {
+                findings.warn(format!("schema check skipped: {err}"));
+                SchemaReport::default()
             }
-            Err(err) => findings.warn(format!("schema check skipped: {err}")),
+        };
+        for field in &report.unknown_fields {
+            findings.warn(format!(
+                "unknown field \"{field}\": the apiserver will drop it"
+            ));
         }
+        findings.omitted_warnings += report.omitted_unknown_fields;
+        let (schema_errors, schema_omitted) = report.errors.into_parts();
         let old = old.map(|old| {
             let mut old = old.clone();
             prune_nulls(&mut old);
             (self.default)(&mut old);
             old
         });
-        // The apiserver skips the rules when the schema check failed; kerf reports every error at once. Values of
-        // the wrong type or outside an enum cannot be parsed, so the rules run on a copy without them, and rule
-        // errors on those fields or their ancestors (which the removal may have caused) are dropped.
-        let unparseable: Vec<&FieldError> = findings
-            .errors
-            .iter()
-            .filter(|e| blocks_parsing(e))
-            .collect();
-        let checked = if unparseable.is_empty() {
-            Cow::Borrowed(&object)
-        } else {
-            Cow::Owned(without(&object, &unparseable))
-        };
-        let mut rule_findings = Findings::default();
-        if (self.rules)(&checked, old.as_ref(), &mut rule_findings).is_ok() {
-            // A rule error where the schema already reported one says the same thing again.
-            let schema_paths: Vec<String> = findings
-                .errors
+        let mut errors = self.rule_errors(&object, old.as_ref(), schema_errors, &mut findings);
+        if let Some(old) = &old {
+            errors = ratchet(errors, &object, old);
+        }
+        let mut bounded = BoundedErrors::new(ErrorCaps::RESPONSE);
+        errors.into_iter().for_each(|error| bounded.push(error));
+        for (collection, count) in schema_omitted {
+            bounded.omit(&collection, count);
+        }
+        bounded.omit(&FieldPath::default(), findings.omitted_errors);
+        let mut warnings = findings.warnings;
+        if findings.omitted_warnings > 0 {
+            warnings.push(format!(
+                "... and {} more warnings",
+                findings.omitted_warnings
+            ));
+        }
+        Admitted {
+            object,
+            errors: bounded.into_errors(),
+            warnings,
+        }
+    }
+
+    /// The schema's errors followed by the rules' own. The apiserver skips the rules when the schema check failed;
+    /// kerf reports every error at once. Values of the wrong type or outside an enum cannot be parsed, so the rules
+    /// run on a copy without them; their errors are mapped back to the object's list indexes, and those the
+    /// removal may have caused (above a removed field or a list left empty) are dropped.
+    fn rule_errors(
+        &self,
+        object: &Value,
+        old: Option<&Value>,
+        schema_errors: Vec<FieldError>,
+        findings: &mut Findings,
+    ) -> Vec<FieldError> {
+        let mut unparsed = Unparsed::new(
+            schema_errors
                 .iter()
-                .map(|e| e.path.json_pointer())
-                .collect();
-            let removed: Vec<String> = unparseable.iter().map(|e| e.path.json_pointer()).collect();
-            rule_findings.errors.retain(|e| {
-                let at = e.path.json_pointer();
-                !schema_paths.contains(&at)
-                    && !removed.iter().any(|r| r.starts_with(&format!("{at}/")))
-            });
-            findings.errors(rule_findings.errors);
-            findings.warnings.extend(rule_findings.warnings);
+                .filter(|e| blocks_parsing(e))
+                .map(|e| &e.path),
+        );
+        let checked = if unparsed.is_empty() {
+            Cow::Borrowed(object)
         } else {
-            findings.error(FieldError::invalid(
+            Cow::Owned(unparsed.remove_from(object))
+        };
+        let parsed = (self.rules)(&checked, old, findings).is_ok();
+        let rule_errors = std::mem::take(&mut findings.errors);
+        // A rule error where the schema already reported one says the same thing again.
+        let schema_paths: HashSet<&FieldPath> = schema_errors.iter().map(|e| &e.path).collect();
+        let rule_errors: Vec<FieldError> = rule_errors
+            .into_iter()
+            .map(|mut error| {
+                error.path = unparsed.original(&error.path);
+                error
+            })
+            .filter(|e| !schema_paths.contains(&e.path) && !unparsed.may_have_caused(&e.path))
+            .collect();
+        let mut errors = schema_errors;
+        errors.extend(rule_errors);
+        if !parsed {
+            errors.push(FieldError::invalid(
                 &FieldPath::new("<nil>"),
                 "null",
                 "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
             ));
         }
-        let errors = match &old {
-            Some(old) => ratchet(findings.errors, &object, old),
-            None => findings.errors,
-        };
-        Admitted {
-            object,
-            errors,
-            warnings: findings.warnings,
-        }
+        errors
     }
 }
 
 /// Whether a schema error leaves a value that cannot be parsed into the typed object.
 fn blocks_parsing(error: &FieldError) -> bool {
-    match &error.kind {
-        ErrorKind::NotSupported { .. } => true,
-        ErrorKind::Invalid { detail, .. } => detail.contains(" in body must be of type "),
-        _ => false,
-    }
-}
-
-/// `object` without the values at the paths of `errors`.
-fn without(object: &Value, errors: &[&FieldError]) -> Value {
-    let mut copy = object.clone();
-    // Later list items first, so removing one does not shift the index of another.
-    let mut pointers: Vec<String> = errors.iter().map(|e| e.path.json_pointer()).collect();
-    pointers.sort_by(|a, b| b.cmp(a));
-    for pointer in pointers {
-        let Some((parent, last)) = pointer.rsplit_once('/') else {
-            continue;
-        };
-        let last = last.replace("~1", "/").replace("~0", "~");
-        match copy.pointer_mut(parent) {
-            Some(Value::Object(fields)) => {
-                fields.remove(&last);
-            }
-            Some(Value::Array(items)) => {
-                if let Some(i) = last.parse::<usize>().ok().filter(|i| *i < items.len()) {
-                    items.remove(i);
-                }
-            }
-            _ => {}
-        }
-    }
-    copy
+    matches!(
+        error.kind,
+        ErrorKind::NotSupported { .. } | ErrorKind::WrongType { .. }
+    )
 }
 
 /// Helper for [`KindAdmission::rules`]: parses `new` and `old` as `T` and runs `check`.

@@ -7,7 +7,7 @@ use crate::api::cron::CronSchedule;
 use crate::api::labels;
 use crate::api::operator::Operator;
 use crate::api::validation::grammar::{self, DurationError};
-use crate::api::validation::{FieldError, FieldPath, Findings, SchemaType};
+use crate::api::validation::{elide, FieldError, FieldPath, Findings, SchemaType, MAX_VALUE_CHARS};
 use std::collections::{BTreeMap, HashSet};
 
 /// Budgets whose `nodes` is not `"0"` only restrict: users often expect a schedule to allow disruption.
@@ -108,16 +108,18 @@ fn validate_template_labels(
     }
     for (key, value) in labels {
         let entry = path.key(key);
+        // What the details quote of user text is bounded like the values errors carry.
+        let (key_text, value_text) = (shown(key), shown(value));
         let key_problems = grammar::qualified_name_problems(key);
         if !key_problems.is_empty() {
             let detail = format!(
-                "invalid key name {key:?} in labels, {:?}",
+                "invalid key name {key_text:?} in labels, {:?}",
                 key_problems.join("; ")
             );
             findings.error(FieldError::invalid(&entry, key, detail));
         } else if labels::is_runtime_restricted(key) {
             let detail = format!(
-                "invalid key name {key:?} in labels, {}",
+                "invalid key name {key_text:?} in labels, {}",
                 labels::runtime_restriction_message(key)
             );
             findings.error(FieldError::invalid(&entry, key, detail));
@@ -125,7 +127,7 @@ fn validate_template_labels(
         let value_problems = grammar::label_value_problems(value);
         if !value_problems.is_empty() {
             let detail = format!(
-                "invalid value: {value} for label[{key}], {}",
+                "invalid value: {value_text} for label[{key_text}], {}",
                 value_problems.join("; ")
             );
             findings.error(FieldError::invalid(&entry, value, detail));
@@ -170,6 +172,11 @@ fn validate_requirements(
     }
 }
 
+/// User text as an error's detail quotes it: elided like the values errors carry.
+fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    elide(text, MAX_VALUE_CHARS)
+}
+
 fn is_single_non_negative_integer(values: Option<&[String]>) -> bool {
     match values {
         Some([value]) => value.parse::<i64>().is_ok_and(|n| n >= 0),
@@ -197,7 +204,7 @@ fn validate_requirement(
     if !key_problems.is_empty() {
         let detail = format!(
             "key {} is not a qualified name, {}",
-            req.key,
+            shown(&req.key),
             key_problems.join("; ")
         );
         findings.error(FieldError::invalid(&key_path, &req.key, detail));
@@ -207,8 +214,9 @@ fn validate_requirement(
         let problems = grammar::label_value_problems(value);
         if !problems.is_empty() {
             let detail = format!(
-                "invalid value {value} for key {}, {}",
-                req.key,
+                "invalid value {} for key {}, {}",
+                shown(value),
+                shown(&req.key),
                 problems.join("; ")
             );
             findings.error(FieldError::invalid(
@@ -236,13 +244,13 @@ fn validate_known_values(
     };
     let (valid, unknown): (Vec<&String>, Vec<&String>) =
         values.iter().partition(|v| known.contains(&v.as_str()));
-    let all = values.join(" ");
+    let all = elide(&values.join(" "), MAX_VALUE_CHARS).into_owned();
     if valid.is_empty() && !values.is_empty() {
         let unknown: Vec<&str> = unknown.iter().map(|s| s.as_str()).collect();
         let detail = format!(
             "no valid values found in [{all}] for {key}, expected one of: [{}], got: [{}]",
             known.join(" "),
-            unknown.join(" ")
+            shown(&unknown.join(" "))
         );
         findings.error(FieldError::invalid(&path.child("values"), &all, detail));
         return;
@@ -286,7 +294,7 @@ fn validate_taints(tspec: &NodeClaimTemplateSpec, path: &FieldPath, findings: &m
             if !seen.insert((taint.key.clone(), taint.effect)) {
                 let detail = format!(
                     "duplicate taint Key/Effect pair {}={}",
-                    taint.key,
+                    shown(&taint.key),
                     taint.effect.as_str()
                 );
                 findings.error(FieldError::invalid(&item, &taint.key, detail));

@@ -2,7 +2,7 @@
 //! same paths and messages (api-rules.md §1.2). The schema is compiled once (patterns included) from the CRD's
 //! `openAPIV3Schema`, so the CRD kerf installs and the check kerf's webhooks run can never disagree.
 
-use crate::api::validation::{FieldError, FieldPath};
+use crate::api::validation::{BoundedErrors, ErrorCaps, FieldError, FieldPath, MAX_WARNINGS};
 use regex::Regex;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -41,11 +41,33 @@ enum TypeRule {
     IntOrString,
 }
 
-/// The schema step's result: errors, and the fields the apiserver would silently prune.
-#[derive(Debug, Default, PartialEq, Eq)]
+/// The schema step's result: errors, and the fields the apiserver would silently prune. Both are bounded (a
+/// hostile object may hold a wrong value in every item of a long list); what is past a bound is counted.
+#[derive(Debug, PartialEq, Eq)]
 pub struct SchemaReport {
-    pub errors: Vec<FieldError>,
+    pub errors: BoundedErrors,
     pub unknown_fields: Vec<FieldPath>,
+    pub omitted_unknown_fields: usize,
+}
+
+impl Default for SchemaReport {
+    fn default() -> Self {
+        SchemaReport {
+            errors: BoundedErrors::new(ErrorCaps::CHECKING),
+            unknown_fields: Vec::new(),
+            omitted_unknown_fields: 0,
+        }
+    }
+}
+
+impl SchemaReport {
+    fn unknown_field(&mut self, path: FieldPath) {
+        if self.unknown_fields.len() < MAX_WARNINGS {
+            self.unknown_fields.push(path);
+        } else {
+            self.omitted_unknown_fields += 1;
+        }
+    }
 }
 
 /// A schema kerf generated itself could not be compiled: a bug, reported instead of panicking.
@@ -133,9 +155,7 @@ impl CompiledSchema {
                 match self.properties.get(name) {
                     _ if ["apiVersion", "kind", "metadata"].contains(&name.as_str()) => {}
                     Some(child) => child.check_at(value, &FieldPath::new(name), &mut report),
-                    None if !self.preserve_unknown => {
-                        report.unknown_fields.push(FieldPath::new(name))
-                    }
+                    None if !self.preserve_unknown => report.unknown_field(FieldPath::new(name)),
                     None => {}
                 }
             }
@@ -153,10 +173,9 @@ impl CompiledSchema {
     fn check_at(&self, value: &Value, path: &FieldPath, report: &mut SchemaReport) {
         if let Some(expected) = self.type_mismatch(value) {
             let actual = json_type(value);
-            let detail = format!("{path} in body must be of type {expected}: {actual:?}");
             report
                 .errors
-                .push(FieldError::invalid(path, actual, detail));
+                .push(FieldError::wrong_type(path, expected, actual));
             return;
         }
         match value {
@@ -226,7 +245,9 @@ impl CompiledSchema {
             self.minimum.unwrap_or(i64::MIN),
             self.maximum.unwrap_or(i64::MAX),
         );
-        report.errors.extend(FieldError::range(path, n, min, max));
+        if let Some(error) = FieldError::range(path, n, min, max) {
+            report.errors.push(error);
+        }
     }
 
     fn check_array(&self, items: &[Value], path: &FieldPath, report: &mut SchemaReport) {
@@ -241,8 +262,15 @@ impl CompiledSchema {
                 .push(FieldError::min_items(path, items.len(), min));
         }
         if let Some(item_schema) = &self.items {
+            // The collection this list's item errors count against; once it is full, a wrong-typed item is only
+            // counted, without building its path and message.
+            let collection = path.collection().unwrap_or_else(|| path.clone());
             for (i, item) in items.iter().enumerate() {
-                item_schema.check_at(item, &path.index(i), report);
+                if item_schema.type_mismatch(item).is_some() && report.errors.is_full(&collection) {
+                    report.errors.count_in(&collection);
+                } else {
+                    item_schema.check_at(item, &path.index(i), report);
+                }
             }
         }
     }
@@ -264,7 +292,7 @@ impl CompiledSchema {
             } else if let Some(additional) = &self.additional {
                 additional.check_at(value, &path.key(name), report);
             } else if !self.preserve_unknown && self.kind == TypeRule::Object {
-                report.unknown_fields.push(path.child(name));
+                report.unknown_field(path.child(name));
             }
         }
         for name in &self.required {
@@ -306,13 +334,17 @@ fn is_date_time(s: &str) -> bool {
         || strip_utc_offset(s).is_some_and(|base| humantime::parse_rfc3339_weak(base).is_ok())
 }
 
-/// Strips a `+hh:mm` / `-hh:mm` offset, which humantime does not parse, from a date-time.
+/// Strips a `+hh:mm` / `-hh:mm` offset, which humantime does not parse, from a date-time. The offset is six
+/// ASCII bytes; `get` refuses a cut inside a multi-byte character (`aé12345`), so any text is safe here.
 fn strip_utc_offset(s: &str) -> Option<&str> {
-    let (base, offset) = s.split_at(s.len().checked_sub(6)?);
-    let b = offset.as_bytes();
-    let shaped = matches!(b[0], b'+' | b'-')
-        && b[3] == b':'
-        && [1, 2, 4, 5].iter().all(|i| b[*i].is_ascii_digit());
+    let cut = s.len().checked_sub(6)?;
+    let (base, offset) = (s.get(..cut)?, s.get(cut..)?);
+    let shaped = match offset.as_bytes() {
+        [sign, h1, h2, b':', m1, m2] => {
+            matches!(sign, b'+' | b'-') && [h1, h2, m1, m2].iter().all(|d| d.is_ascii_digit())
+        }
+        _ => false,
+    };
     shaped.then_some(base)
 }
 
@@ -361,6 +393,7 @@ mod tests {
         schema()
             .check(&object)
             .errors
+            .into_errors()
             .iter()
             .map(ToString::to_string)
             .collect()
@@ -369,7 +402,7 @@ mod tests {
     #[test]
     fn accepts_a_valid_object_and_reports_unknown_fields() {
         let report = schema().check(&json!({"metadata": {"name": "x"}, "spec": {"name": "ab", "mode": "A", "weight": 5, "items": ["a"], "labels": {"k": "x"}, "limit": 3, "at": "2024-01-02T03:04:05Z", "extra": 1}}));
-        assert_eq!(report.errors, vec![]);
+        assert!(report.errors.is_empty());
         assert_eq!(
             report.unknown_fields,
             vec![FieldPath::new("spec").child("extra")]
@@ -416,6 +449,65 @@ mod tests {
         assert!(is_date_time("2024-01-02T03:04:05Z"));
         assert!(is_date_time("2024-01-02T03:04:05.123+02:00"));
         assert!(!is_date_time("2024-01-02"));
+    }
+
+    #[test]
+    fn date_times_with_multi_byte_characters_are_refused_not_a_panic() {
+        for text in [
+            "aé12345",
+            "é",
+            "2024-01-02T03:04:05é:00",
+            "2024-01-02T03:04:05+0é:00",
+            "+02:0é",
+        ] {
+            assert!(!is_date_time(text), "{text}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: fuzz_cases(), ..Default::default() })]
+
+        /// Every parser is total: no text makes the date-time check panic.
+        #[test]
+        fn date_time_check_is_total(text in "\\PC{0,40}", offset in "[-+é0-9:]{0,7}") {
+            let _ = is_date_time(&text);
+            let _ = is_date_time(&format!("{text}{offset}"));
+            let _ = is_date_time(&format!("2024-01-02T03:04:05{offset}"));
+        }
+    }
+
+    /// Proptest cases per run: a few hundred by default, `KERF_FUZZ_CASES` to run longer by hand.
+    fn fuzz_cases() -> u32 {
+        std::env::var("KERF_FUZZ_CASES")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(256)
+    }
+
+    #[test]
+    fn each_list_reports_a_bounded_number_of_errors() {
+        let items: Vec<Value> = (0..5000).map(|i| json!(i)).collect();
+        let report = schema().check(&json!({"spec": {"name": "ab", "items": items}}));
+        let errors: Vec<String> = report
+            .errors
+            .into_errors()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let cap = ErrorCaps::CHECKING.per_collection;
+        assert_eq!(errors.len(), cap + 2, "{errors:?}");
+        assert_eq!(
+            errors[0],
+            "spec.items: Too many: 5000: must have at most 2 items"
+        );
+        assert_eq!(
+            errors[1],
+            r#"spec.items[0]: Invalid value: "integer": spec.items[0] in body must be of type string: "integer""#
+        );
+        assert_eq!(
+            errors[cap + 1],
+            format!("... and {} more errors in spec.items", 5000 - cap)
+        );
     }
 
     #[test]

@@ -3,18 +3,34 @@
 //! Every rule in `api-rules.md` produces a [`FieldError`] at the path of the node that carries the rule. That
 //! path is also what UPDATE ratcheting compares between the old and the new object (see [`super::ratchet`]).
 
+use std::borrow::Cow;
 use std::fmt;
 
+/// The most characters of a user's value an error quotes; the rest is elided, so that a huge value cannot make a
+/// huge response. A requirement key, the longest value kerf's schema allows, is 316 characters.
+pub const MAX_VALUE_CHARS: usize = 320;
+/// The most characters of an error's detail text. The rules quote at most a few values in it, each elided to
+/// [`MAX_VALUE_CHARS`]; the longest fixed message (the list of well-known labels) is about 1,600 characters.
+pub const MAX_DETAIL_CHARS: usize = 4096;
+
 /// One step of a [`FieldPath`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Segment {
     Field(String),
     Index(usize),
     Key(String),
 }
 
+/// One step of a [`FieldPath`], as seen from outside: a name (a field or a map key, as JSON spells both) or a
+/// list index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step<'a> {
+    Name(&'a str),
+    Index(usize),
+}
+
 /// A path into an object: `spec.template.spec.requirements[3].key`, `spec.template.metadata.labels[app]`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct FieldPath(Vec<Segment>);
 
 impl FieldPath {
@@ -44,6 +60,33 @@ impl FieldPath {
         FieldPath(segments)
     }
 
+    /// The steps of this path, from the root.
+    pub fn steps(&self) -> impl Iterator<Item = Step<'_>> {
+        self.0.iter().map(|segment| match segment {
+            Segment::Field(name) | Segment::Key(name) => Step::Name(name),
+            Segment::Index(i) => Step::Index(*i),
+        })
+    }
+
+    /// This path with its list indexes replaced, in order, by `indexes` (those left over keep their value).
+    pub fn reindexed(&self, indexes: impl IntoIterator<Item = usize>) -> FieldPath {
+        let mut indexes = indexes.into_iter();
+        let segments = self.0.iter().map(|segment| match segment {
+            Segment::Index(i) => Segment::Index(indexes.next().unwrap_or(*i)),
+            other => other.clone(),
+        });
+        FieldPath(segments.collect())
+    }
+
+    /// The outermost list or map this path goes into, if any: errors are counted against it.
+    pub fn collection(&self) -> Option<FieldPath> {
+        let inside = self
+            .0
+            .iter()
+            .position(|s| matches!(s, Segment::Index(_) | Segment::Key(_)))?;
+        Some(FieldPath(self.0[..inside].to_vec()))
+    }
+
     /// The RFC 6901 JSON Pointer of this path, to look the value up in an object's JSON.
     pub fn json_pointer(&self) -> String {
         let mut pointer = String::new();
@@ -67,7 +110,7 @@ impl fmt::Display for FieldPath {
                 Segment::Field(name) if i == 0 => f.write_str(name)?,
                 Segment::Field(name) => write!(f, ".{name}")?,
                 Segment::Index(index) => write!(f, "[{index}]")?,
-                Segment::Key(key) => write!(f, "[{key}]")?,
+                Segment::Key(key) => write!(f, "[{}]", elide(key, MAX_VALUE_CHARS))?,
             }
         }
         Ok(())
@@ -96,6 +139,14 @@ pub enum ErrorKind {
     TooMany { count: usize, max: usize },
     /// `Duplicate value: "<value>"`
     Duplicate { value: String },
+    /// A value of the wrong JSON type, rendered as `Invalid value: "<actual type>": <detail>`: nothing typed can be
+    /// parsed from it, unlike from a value that breaks a pattern or a bound.
+    WrongType {
+        actual: &'static str,
+        detail: String,
+    },
+    /// `... and <count> more errors`: errors left out of a response so that its size stays bounded.
+    Omitted { count: usize },
 }
 
 impl ErrorKind {
@@ -103,11 +154,12 @@ impl ErrorKind {
     pub fn cause_reason(&self) -> &'static str {
         match self {
             ErrorKind::Required => "FieldValueRequired",
-            ErrorKind::Invalid { .. } => "FieldValueInvalid",
+            ErrorKind::Invalid { .. } | ErrorKind::WrongType { .. } => "FieldValueInvalid",
             ErrorKind::NotSupported { .. } => "FieldValueNotSupported",
             ErrorKind::TooLong { .. } => "FieldValueTooLong",
             ErrorKind::TooMany { .. } => "FieldValueTooMany",
             ErrorKind::Duplicate { .. } => "FieldValueDuplicate",
+            ErrorKind::Omitted { .. } => "FieldValueTooMany",
         }
     }
 }
@@ -144,7 +196,31 @@ impl fmt::Display for ErrorKind {
                 write!(f, "Too many: {count}: must have at most {max} items")
             }
             ErrorKind::Duplicate { value } => write!(f, "Duplicate value: {}", quote(value)),
+            ErrorKind::WrongType { actual, detail } => {
+                write!(f, "Invalid value: {}: {detail}", quote(actual))
+            }
+            ErrorKind::Omitted { count } => write!(f, "... and {count} more errors"),
         }
+    }
+}
+
+/// `text` cut to its first `max` characters, saying how many were left out.
+pub fn elide(text: &str, max: usize) -> Cow<'_, str> {
+    match text.char_indices().nth(max) {
+        None => Cow::Borrowed(text),
+        Some((cut, _)) => {
+            let (kept, rest) = text.split_at(cut);
+            let more = rest.chars().count();
+            Cow::Owned(format!("{kept}... ({more} more characters)"))
+        }
+    }
+}
+
+/// [`elide`] for a string the caller owns, which is kept when it is short enough.
+pub fn elide_owned(text: String, max: usize) -> String {
+    match elide(&text, max) {
+        Cow::Borrowed(_) => text,
+        Cow::Owned(cut) => cut,
     }
 }
 
@@ -182,11 +258,28 @@ impl FieldError {
         Self::new(
             path,
             ErrorKind::Invalid {
-                value: value.to_owned(),
+                value: elide(value, MAX_VALUE_CHARS).into_owned(),
                 quoted: true,
-                detail: detail.into(),
+                detail: elide_owned(detail.into(), MAX_DETAIL_CHARS),
             },
         )
+    }
+
+    /// A schema type mismatch: `Invalid value: "<actual>": <path> in body must be of type <expected>: "<actual>"`.
+    pub fn wrong_type(path: &FieldPath, expected: &str, actual: &'static str) -> Self {
+        let detail = format!("{path} in body must be of type {expected}: {actual:?}");
+        Self::new(
+            path,
+            ErrorKind::WrongType {
+                actual,
+                detail: elide_owned(detail, MAX_DETAIL_CHARS),
+            },
+        )
+    }
+
+    /// `count` errors inside `path` (the whole object when it is empty) that were left out.
+    pub fn omitted(path: &FieldPath, count: usize) -> Self {
+        Self::new(path, ErrorKind::Omitted { count })
     }
 
     /// A CEL rule with its message: `Invalid value: "<schema type>": <message>`.
@@ -268,7 +361,7 @@ impl FieldError {
         Self::new(
             path,
             ErrorKind::NotSupported {
-                value: value.to_owned(),
+                value: elide(value, MAX_VALUE_CHARS).into_owned(),
                 supported,
             },
         )
@@ -289,7 +382,7 @@ impl FieldError {
         Self::new(
             path,
             ErrorKind::Duplicate {
-                value: value.to_owned(),
+                value: elide(value, MAX_VALUE_CHARS).into_owned(),
             },
         )
     }
@@ -303,7 +396,11 @@ impl FieldError {
 
 impl fmt::Display for FieldError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path, self.kind)
+        match self.kind {
+            ErrorKind::Omitted { .. } if self.path.0.is_empty() => write!(f, "{}", self.kind),
+            ErrorKind::Omitted { .. } => write!(f, "{} in {}", self.kind, self.path),
+            _ => write!(f, "{}: {}", self.path, self.kind),
+        }
     }
 }
 
@@ -358,6 +455,42 @@ impl std::error::Error for Invalid {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_values_are_elided_on_a_character_boundary() {
+        assert_eq!(elide("abc", 3), "abc");
+        assert_eq!(elide("ééééé", 2), "éé... (3 more characters)");
+        let long = "é".repeat(MAX_VALUE_CHARS + 10);
+        let err = FieldError::invalid(&FieldPath::new("spec"), &long, "bad");
+        let ErrorKind::Invalid { value, .. } = &err.kind else {
+            panic!("an invalid-value error: {err}");
+        };
+        assert!(value.ends_with("... (10 more characters)"), "{value}");
+        let key = FieldPath::new("labels").key(&"k".repeat(MAX_VALUE_CHARS + 1));
+        assert!(key.to_string().ends_with("... (1 more characters)]"));
+        assert_eq!(
+            key.json_pointer().len(),
+            "/labels/".len() + MAX_VALUE_CHARS + 1
+        );
+    }
+
+    #[test]
+    fn reindexing_replaces_list_indexes_in_order() {
+        let path = FieldPath::new("spec")
+            .child("terms")
+            .index(0)
+            .child("values")
+            .index(1);
+        assert_eq!(
+            path.reindexed([3, 7]).to_string(),
+            "spec.terms[3].values[7]"
+        );
+        assert_eq!(
+            path.collection().map(|c| c.to_string()),
+            Some("spec.terms".to_owned())
+        );
+        assert_eq!(FieldPath::new("spec").collection(), None);
+    }
 
     #[test]
     fn paths_render_like_the_apiserver() {

@@ -3,15 +3,24 @@
 
 use super::FieldError;
 use serde_json::Value;
+use std::collections::HashMap;
 
 /// Keeps the errors that the UPDATE from `old` to `new` is responsible for: those at a path whose value
 /// changed, and transition rules, which never ratchet.
+///
+/// Each path is compared once, however many errors it carries, so the work stays linear in the object.
 pub fn ratchet(errors: Vec<FieldError>, new: &Value, old: &Value) -> Vec<FieldError> {
+    let mut changed: HashMap<String, bool> = HashMap::new();
     errors
         .into_iter()
         .filter(|err| {
+            if !err.ratchets {
+                return true;
+            }
             let pointer = err.path.json_pointer();
-            !err.ratchets || new.pointer(&pointer) != old.pointer(&pointer)
+            *changed
+                .entry(pointer)
+                .or_insert_with_key(|pointer| new.pointer(pointer) != old.pointer(pointer))
         })
         .collect()
 }
