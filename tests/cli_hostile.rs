@@ -316,7 +316,6 @@ fn timelines_are_bounded_in_length_events_and_scale() {
 /// A date-time that is not one, with a multi-byte character where a digit belongs, is an invalid value:
 /// never a panic (the date-time parser is the schema checker's).
 #[test]
-#[ignore = "panics until the date-time fix of src/api/schema/check.rs (issue 15, item 6) is merged; then remove this"]
 fn a_broken_date_time_is_an_error_not_a_panic() {
     let input = format!(
         "{}status:\n  conditions:\n    - {{type: Ready, status: \"True\", reason: R, message: m, lastTransitionTime: \"aé12345\"}}\n",

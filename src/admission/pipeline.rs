@@ -51,7 +51,7 @@ impl Admitted {
 
 impl KindAdmission {
     /// Runs every step on `object` (and the stored `old` one on UPDATE). The work is linear in the size of the
-    /// objects, and what is reported is bounded whatever they hold (see `docs/limits-pipeline.md`).
+    /// objects, and what is reported is bounded whatever they hold (see `docs/limits.md`).
     pub fn admit(&self, object: &Value, old: Option<&Value>) -> Admitted {
         let mut object = object.clone();
         prune_nulls(&mut object);

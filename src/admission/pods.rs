@@ -164,6 +164,12 @@ pub struct PodHook {
 }
 
 impl AdmissionHook for PodHook {
+    /// Advice is a courtesy: a pod whose advice misses the deadline is admitted without it (its webhook's failure
+    /// policy is Ignore for the same reason), never refused.
+    fn allow_on_timeout(&self) -> bool {
+        true
+    }
+
     fn mutate(&self, request: &ReviewRequest) -> Result<Mutated, Denial> {
         if request.operation != Operation::Create {
             return Ok(Mutated::default());

@@ -1,4 +1,4 @@
-//! The manifests `kerf validate` and `kerf simulate` read, and the flags that bound them (docs/limits-cli.md).
+//! The manifests `kerf validate` and `kerf simulate` read, and the flags that bound them (docs/limits.md).
 
 use crate::manifest::{parse_documents, read_text, Document, Limits, ManifestError};
 use std::path::Path;

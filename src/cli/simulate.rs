@@ -26,7 +26,7 @@ pub struct SimulateArgs {
     pub limits: LimitArgs,
 }
 
-/// How big a scenario may be (docs/limits-cli.md).
+/// How big a scenario may be (docs/limits.md).
 #[derive(clap::Args, Debug, Clone)]
 pub struct LimitArgs {
     /// Refuse scenarios with more pods than this, counting workloads' replicas and scale events.

@@ -54,7 +54,7 @@ pub struct WebhookArgs {
     pub self_signed: Box<SelfSignedArgs>,
 }
 
-/// What the server holds at most: connections, their idle time, and request bytes in flight (docs/limits-server.md).
+/// What the server holds at most: connections, their idle time, and request bytes in flight (docs/limits.md).
 #[derive(clap::Args, Debug)]
 pub struct LimitArgs {
     /// MiB that admission requests may hold at once (bodies being read, reviews being decided). A request that finds

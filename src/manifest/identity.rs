@@ -2,7 +2,7 @@
 //! its kind does not allow, and a second object of the same kind and name in one input ("already exists").
 
 use super::{group_kind, Document};
-use crate::api::validation::grammar::qualified_name_problems;
+use crate::api::validation::grammar::dns_subdomain_problems;
 use crate::api::validation::{FieldError, FieldPath, Invalid};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -95,19 +95,9 @@ fn name_problems(name: &str, generate_name: Option<&str>) -> Vec<FieldError> {
     } else {
         value
     };
-    subdomain_problems(checked)
+    dns_subdomain_problems(checked)
         .into_iter()
         .map(|detail| FieldError::invalid(&FieldPath::new("metadata").child(field), value, detail))
-        .collect()
-}
-
-/// Kubernetes' `IsDNS1123Subdomain` in its own words. The grammar module checks DNS subdomains as the prefix
-/// of a qualified name (`<subdomain>/<name>`), in the same words after "prefix part "; a `/` is not allowed in
-/// a subdomain either, so it is checked as a character that fails the same way.
-fn subdomain_problems(name: &str) -> Vec<String> {
-    qualified_name_problems(&format!("{}/x", name.replace('/', "_")))
-        .into_iter()
-        .filter_map(|problem| problem.strip_prefix("prefix part ").map(str::to_owned))
         .collect()
 }
 

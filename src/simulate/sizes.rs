@@ -1,4 +1,4 @@
-//! What a scenario may ask for: the sizes `kerf simulate` refuses before building anything (docs/limits-cli.md),
+//! What a scenario may ask for: the sizes `kerf simulate` refuses before building anything (docs/limits.md),
 //! and resource amounts that cannot be meant.
 
 use crate::api::validation::{FieldError, FieldPath};

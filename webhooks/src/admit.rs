@@ -14,7 +14,7 @@ use serde_json::Value;
 use tokio::time::{timeout_at, Instant};
 
 use crate::{
-    budget::{parsed_cost, Budget, Reservation},
+    budget::{json_values, parsed_cost, Budget, Reservation},
     metrics::{Metrics, Observation, RequestResult},
     review::{self, ReviewRequest, Verdict},
     AdmissionHook, Denial, Mutated,
@@ -62,6 +62,19 @@ impl Outcome {
     fn failure(status: StatusCode, message: String) -> Self {
         Self {
             response: (status, message).into_response(),
+            result: RequestResult::Error,
+        }
+    }
+
+    /// A request that cannot be admitted as sent (malformed, too many values) but still carries
+    /// a uid: refused as a review, so the answer names its request like every other verdict.
+    fn refused(uid: &str, denial: Denial) -> Self {
+        let response = match review::refuse_unread(uid, denial) {
+            Ok(body) => Json(body).into_response(),
+            Err(error) => (StatusCode::BAD_REQUEST, error.to_string()).into_response(),
+        };
+        Self {
+            response,
             result: RequestResult::Error,
         }
     }
@@ -122,6 +135,12 @@ const RETRY_AFTER_SECONDS: u64 = 1;
 
 /// How long a request waits for room in the budget before it is shed (within its deadline).
 const BUDGET_WAIT: Duration = Duration::from_secs(1);
+
+/// The most JSON values a review may hold, both objects together. Parsed, each costs
+/// [`crate::budget`]'s estimate many times over its text (a `1,` becomes a 32-byte value and a
+/// slot), so this, not the byte limit, bounds what one review can take: a genuine NodePool or
+/// EC2NodeClass holds hundreds, a large Pod thousands.
+pub const VALUE_LIMIT: usize = 200_000;
 
 /// Reviews up to this size run an inline hook ([`AdmissionHook::runs_inline`]) on the request's
 /// task; larger ones go to a blocking thread under the deadline like any hook. A hook that is
@@ -192,17 +211,33 @@ impl Admission {
                 ))
             }
         };
+        let values = json_values(&body);
+        if values > VALUE_LIMIT {
+            let message = format!(
+                "the AdmissionReview holds about {values} JSON values, more than the limit of {VALUE_LIMIT}"
+            );
+            return Err(match review::uid(&body) {
+                Some(uid) => Outcome::refused(&uid, Denial::too_large(message)),
+                None => Outcome::failure(StatusCode::PAYLOAD_TOO_LARGE, message),
+            });
+        }
         if !self
             .budget
-            .resize(&mut reservation, parsed_cost(&body), queue_until)
+            .resize(
+                &mut reservation,
+                parsed_cost(body.len(), values),
+                queue_until,
+            )
             .await
         {
             return Err(Outcome::shed(format!(
                 "the webhook is at its in-flight budget; retry in {RETRY_AFTER_SECONDS} s"
             )));
         }
-        let review = review::parse(&body)
-            .map_err(|error| Outcome::failure(StatusCode::BAD_REQUEST, error_chain(&error)))?;
+        let review = review::parse(&body).map_err(|error| match error.uid() {
+            Some(uid) => Outcome::refused(uid, Denial::bad_request(error_chain(&error))),
+            None => Outcome::failure(StatusCode::BAD_REQUEST, error_chain(&error)),
+        })?;
         Ok(Read {
             review,
             size: body.len(),

@@ -18,10 +18,11 @@ use tokio::{
 /// buffers and the process itself, it stays well under the chart's 256 MiB memory limit.
 pub const DEFAULT_IN_FLIGHT_BYTES: usize = 64 * 1024 * 1024;
 
-/// What one parsed JSON value costs beyond its text: a `serde_json::Value` is 32 bytes, and the
-/// vector slot or map entry holding it, with its allocation, about as much again. Each `,`, `:`,
-/// `[` and `{` of a body stands for about one value.
-const VALUE_COST: usize = 64;
+/// What one parsed JSON value costs beyond its text, until the hook is done: a
+/// `serde_json::Value` is 32 bytes, the vector slot or map entry holding it with its allocation
+/// about as much again, and a hook works on a copy (defaulting returns a changed object) and
+/// builds its own typed view of it.
+const VALUE_COST: usize = 160;
 
 /// The shared budget, in bytes.
 #[derive(Debug)]
@@ -84,17 +85,38 @@ impl Budget {
     }
 }
 
-/// What a review read from `body` costs in memory until its hook is done: the body, its
-/// strings again once parsed and once more in the copy a hook makes (defaulting returns a
-/// changed object), and [`VALUE_COST`] per value. One linear pass over the bytes.
-pub(crate) fn parsed_cost(body: &[u8]) -> usize {
-    let values = body
-        .iter()
-        .filter(|byte| matches!(byte, b',' | b':' | b'[' | b'{'))
-        .count();
-    body.len()
-        .saturating_mul(3)
+/// What a review of `len` bytes holding `values` JSON values costs in memory until its hook is
+/// done: the body, its strings again once parsed and once more in the copy a hook makes, and
+/// [`VALUE_COST`] per value.
+pub(crate) fn parsed_cost(len: usize, values: usize) -> usize {
+    len.saturating_mul(3)
         .saturating_add(values.saturating_mul(VALUE_COST))
+}
+
+/// How many JSON values `body` holds, about: one per `,` `:` `[` and `{` outside strings. One
+/// linear pass over the bytes, before anything is parsed; a string full of commas counts as
+/// one value.
+pub(crate) fn json_values(body: &[u8]) -> usize {
+    let mut values = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &byte in body {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else {
+            match byte {
+                b'"' => in_string = true,
+                b',' | b':' | b'[' | b'{' => values += 1,
+                _ => {}
+            }
+        }
+    }
+    values
 }
 
 #[cfg(test)]
@@ -139,9 +161,11 @@ mod tests {
     }
 
     #[test]
-    fn parsed_cost_counts_values() {
-        assert_eq!(parsed_cost(b"\"abc\""), 15);
-        assert_eq!(parsed_cost(b"[1,2]"), 15 + 2 * VALUE_COST);
-        assert_eq!(parsed_cost(br#"{"a":[]}"#), 24 + 3 * VALUE_COST);
+    fn values_are_counted_outside_strings() {
+        assert_eq!(json_values(b"\"abc\""), 0);
+        assert_eq!(json_values(b"[1,2]"), 2);
+        assert_eq!(json_values(br#"{"a":[]}"#), 3);
+        assert_eq!(json_values(br#"["a,b:[{", "\",[", 1]"#), 3);
+        assert_eq!(parsed_cost(5, 2), 15 + 2 * VALUE_COST);
     }
 }

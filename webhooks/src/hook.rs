@@ -70,6 +70,16 @@ impl Denial {
         Self::new(422, reason::INVALID, message)
     }
 
+    /// The request itself is malformed: 400 `BadRequest`.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, reason::BAD_REQUEST, message)
+    }
+
+    /// The request is larger than the server takes: 413 `RequestEntityTooLarge`.
+    pub fn too_large(message: impl Into<String>) -> Self {
+        Self::new(413, reason::REQUEST_ENTITY_TOO_LARGE, message)
+    }
+
     /// The operation is not allowed whatever the object: 403 `Forbidden`.
     pub fn forbidden(message: impl Into<String>) -> Self {
         Self::new(403, reason::FORBIDDEN, message)

@@ -35,7 +35,7 @@ mod review;
 mod router;
 mod serve;
 
-pub use admit::BODY_LIMIT;
+pub use admit::{BODY_LIMIT, VALUE_LIMIT};
 pub use budget::DEFAULT_IN_FLIGHT_BYTES;
 pub use connections::ConnectionLimits;
 pub use hook::{AdmissionHook, Denial, Mutated};

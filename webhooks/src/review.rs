@@ -23,7 +23,23 @@ pub(crate) enum ReviewError {
     #[error("the AdmissionReview has no request")]
     MissingRequest,
     #[error("the AdmissionReview request is malformed")]
-    Request(#[source] serde_json::Error),
+    Request {
+        /// The request's uid, when it has one that reads as a string: the answer can then be a
+        /// review the apiserver matches to its request.
+        uid: Option<String>,
+        #[source]
+        error: serde_json::Error,
+    },
+}
+
+impl ReviewError {
+    /// The uid of a malformed request that still carries one.
+    pub(crate) fn uid(&self) -> Option<&str> {
+        match self {
+            Self::Request { uid, .. } => uid.as_deref(),
+            _ => None,
+        }
+    }
 }
 
 /// One admission request as a hook sees it. The objects stay the raw JSON the apiserver sent: no typed round
@@ -83,14 +99,54 @@ fn diagnose(body: &[u8], request_error: Option<serde_json::Error>) -> ReviewErro
     if field("kind") != META_KIND {
         return ReviewError::Kind(field("kind"));
     }
-    match (field("request"), request_error) {
+    let request = field("request");
+    let uid = request
+        .get("uid")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    match (request, request_error) {
         (Value::Null, _) => ReviewError::MissingRequest,
         (request, None) => match serde_json::from_value::<ReviewRequest>(request) {
             Ok(_) => ReviewError::MissingRequest,
-            Err(error) => ReviewError::Request(error),
+            Err(error) => ReviewError::Request { uid, error },
         },
-        (_, Some(error)) => ReviewError::Request(error),
+        (_, Some(error)) => ReviewError::Request { uid, error },
     }
+}
+
+/// The refusal of a request that was not admitted as sent but carries a uid: a review, so that
+/// whoever sent it reads what is wrong in the usual place.
+pub(crate) fn refuse_unread(
+    uid: &str,
+    denial: Denial,
+) -> Result<ReviewResponse, serde_json::Error> {
+    let request = ReviewRequest {
+        uid: uid.to_owned(),
+        kind: GroupVersionKind::gvk("", "", ""),
+        operation: Operation::Create,
+        name: String::new(),
+        namespace: None,
+        dry_run: false,
+        object: None,
+        old_object: None,
+    };
+    respond(&request, Verdict::Deny(denial))
+}
+
+/// The `request.uid` of an AdmissionReview body, read without building its objects (they are
+/// skipped, not parsed into values).
+pub(crate) fn uid(body: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Envelope {
+        request: Uid,
+    }
+    #[derive(Deserialize)]
+    struct Uid {
+        uid: String,
+    }
+    serde_json::from_slice::<Envelope>(body)
+        .ok()
+        .map(|envelope| envelope.request.uid)
 }
 
 /// What the server decided for one request.

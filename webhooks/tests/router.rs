@@ -201,8 +201,15 @@ async fn bad_requests_get_400_naming_the_problem() {
     let cases = [
         ("{not json".to_owned(), "the body is not JSON: "),
         (no_request.to_string(), "the AdmissionReview has no request"),
-        (old_version.to_string(), r#"expected apiVersion "admission.k8s.io/v1", got "admission.k8s.io/v1beta1""#),
-        (r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x"}}"#.to_owned(), "the AdmissionReview request is malformed: missing field"),
+        (
+            old_version.to_string(),
+            r#"expected apiVersion "admission.k8s.io/v1", got "admission.k8s.io/v1beta1""#,
+        ),
+        (
+            r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":3}}"#
+                .to_owned(),
+            "the AdmissionReview request is malformed: invalid type",
+        ),
     ];
     for (body, expected) in cases {
         let (status, text) = call(&router, Method::POST, "/validate", Body::from(body)).await;
@@ -212,6 +219,72 @@ async fn bad_requests_get_400_naming_the_problem() {
             "{text:?} should start with {expected:?}"
         );
     }
+}
+
+/// A malformed request that still carries a uid is refused as a review naming it, so its sender finds the
+/// answer where it looks for every other one.
+#[tokio::test]
+async fn a_malformed_request_with_a_uid_is_refused_as_a_review() {
+    let router = webhooks().into_router();
+    let body = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","kind":7}}"#;
+    let (status, text) = call(&router, Method::POST, "/validate", Body::from(body)).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let answer: Value = serde_json::from_str(&text).expect("a review");
+    assert_eq!(answer["kind"], "AdmissionReview");
+    assert_eq!(answer["response"]["uid"], "x");
+    assert_eq!(answer["response"]["allowed"], false);
+    assert_eq!(answer["response"]["status"]["code"], 400);
+    let message = answer["response"]["status"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.starts_with("the AdmissionReview request is malformed: invalid type"),
+        "{message}"
+    );
+}
+
+/// Megabytes of tiny values cost far more parsed than their bytes: a review over the value limit is refused, as a
+/// review naming its request, before anything is parsed.
+#[tokio::test]
+async fn reviews_over_the_value_limit_are_refused_unparsed() {
+    let router = webhooks().into_router();
+    let mut many = review(GROUP, "Widget", widget(json!({})));
+    many["request"]["object"]["spec"]["items"] =
+        Value::Array(vec![json!(1); kerf_webhooks::VALUE_LIMIT + 1]);
+    let uid = many["request"]["uid"].clone();
+    let (status, text) = call(
+        &router,
+        Method::POST,
+        "/validate",
+        Body::from(many.to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let answer: Value = serde_json::from_str(&text).expect("a review");
+    assert_eq!(answer["response"]["uid"], uid);
+    assert_eq!(answer["response"]["allowed"], false);
+    assert_eq!(answer["response"]["status"]["code"], 413);
+    let message = answer["response"]["status"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("more than the limit of 200000"),
+        "{message}"
+    );
+    // The same values inside one string are one value.
+    let mut one_string = review(GROUP, "Widget", widget(json!({})));
+    one_string["request"]["object"]["spec"]["items"] =
+        json!("1,".repeat(kerf_webhooks::VALUE_LIMIT + 1));
+    let (status, text) = call(
+        &router,
+        Method::POST,
+        "/validate",
+        Body::from(one_string.to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let answer: Value = serde_json::from_str(&text).expect("a review");
+    assert_ne!(answer["response"]["status"]["code"], 413, "{text}");
 }
 
 #[tokio::test]

@@ -53,6 +53,19 @@ pub fn matches_qualified_name_pattern(s: &str) -> bool {
     }
 }
 
+/// Kubernetes' `IsDNS1123Subdomain`: the problems with `s` as a DNS subdomain (an object's name, a label key's
+/// prefix), in Kubernetes' words (empty when valid).
+pub fn dns_subdomain_problems(s: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    if s.len() > 253 {
+        problems.push("must be no more than 253 characters".to_owned());
+    }
+    if !is_dns_subdomain_shape(s) {
+        problems.push(DNS_SUBDOMAIN_FMT.to_owned());
+    }
+    problems
+}
+
 /// Kubernetes' `IsQualifiedName`: the problems with `s` as a label key, in Kubernetes' words (empty when valid).
 pub fn qualified_name_problems(s: &str) -> Vec<String> {
     // At most one `/`; found without collecting the parts, so a key of many slashes costs nothing extra.
@@ -70,12 +83,11 @@ pub fn qualified_name_problems(s: &str) -> Vec<String> {
         if prefix.is_empty() {
             problems.push("prefix part must be non-empty".to_owned());
         } else {
-            if prefix.len() > 253 {
-                problems.push("prefix part must be no more than 253 characters".to_owned());
-            }
-            if !is_dns_subdomain_shape(prefix) {
-                problems.push(format!("prefix part {DNS_SUBDOMAIN_FMT}"));
-            }
+            problems.extend(
+                dns_subdomain_problems(prefix)
+                    .into_iter()
+                    .map(|problem| format!("prefix part {problem}")),
+            );
         }
     }
     if name.is_empty() {
