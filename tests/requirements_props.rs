@@ -15,9 +15,17 @@ const BOUNDS: std::ops::Range<i64> = -2..12;
 const KEYS: [&str; 3] = ["example.com/x", "example.com/y", "example.com/z"];
 
 /// Values that tell any two generated requirements apart: the universe, the outsiders, and every integer a
-/// range could start or end at, plus one beyond on each side.
+/// range could start or end at, plus one beyond on each side, each also zero-padded: `Lte 3` with `NotIn [3]`
+/// still admits `03`, so it is not `Lte 2`.
 fn probes() -> impl Iterator<Item = String> {
-    let integers = (BOUNDS.start - 2..=BOUNDS.end + 1).map(|n| n.to_string());
+    let integers = (BOUNDS.start - 2..=BOUNDS.end + 1).flat_map(|n| {
+        let padded = if n < 0 {
+            format!("-0{}", n.unsigned_abs())
+        } else {
+            format!("0{n}")
+        };
+        [n.to_string(), padded]
+    });
     UNIVERSE
         .into_iter()
         .chain(OUTSIDE)
