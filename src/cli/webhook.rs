@@ -69,6 +69,10 @@ pub struct LimitArgs {
     /// Time a new connection has to finish its TLS handshake and send a whole request header.
     #[arg(long, env = "KERF_WEBHOOK_HEADER_TIMEOUT", default_value = "5s", value_parser = positive_duration)]
     pub header_timeout: Duration,
+    /// Admission hooks that may run at once on their own threads (pod advice, and validation of reviews over 16 KiB);
+    /// other requests wait for one within their deadline. Default: twice the cores available to the process.
+    #[arg(long, env = "KERF_WEBHOOK_HOOK_THREADS", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub hook_threads: Option<u32>,
     /// Time a connection may stay open without a request after answering one.
     #[arg(long, env = "KERF_WEBHOOK_IDLE_TIMEOUT", default_value = "30s", value_parser = positive_duration)]
     pub idle_timeout: Duration,
@@ -262,6 +266,9 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
     let mut webhooks = object_hooks(args.request_timeout, Some(catalog.clone()))
         .in_flight_bytes(args.limits.in_flight_bytes())
         .registry(registry);
+    if let Some(threads) = args.limits.hook_threads {
+        webhooks = webhooks.hook_threads(threads as usize);
+    }
     if let Some(client) = client.filter(|_| pod_advice) {
         let advisor = Arc::new(ArcSwapOption::empty());
         tokio::spawn(keep_advisor_current(
@@ -476,6 +483,9 @@ mod tests {
         let cli = Cli::try_parse_from(["kerf", "--max-in-flight-mib=16", "--idle-timeout=1m"])
             .expect("parse");
         assert_eq!(cli.limits.in_flight_bytes(), 16 << 20);
+        assert_eq!(cli.limits.hook_threads, None, "twice the cores unless set");
+        let threads = Cli::try_parse_from(["kerf", "--hook-threads=3"]).expect("parse");
+        assert_eq!(threads.limits.hook_threads, Some(3));
         assert_eq!(
             cli.limits.connections(),
             ConnectionLimits {
@@ -488,6 +498,7 @@ mod tests {
             "--header-timeout=0s",
             "--max-connections=0",
             "--max-in-flight-mib=0",
+            "--hook-threads=0",
         ] {
             assert!(Cli::try_parse_from(["kerf", zero]).is_err(), "{zero}");
         }

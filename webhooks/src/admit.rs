@@ -11,7 +11,10 @@ use axum::{
 use http_body_util::LengthLimitError;
 use kube_core::{admission::Operation, response::reason};
 use serde_json::Value;
-use tokio::time::{timeout_at, Instant};
+use tokio::{
+    sync::Semaphore,
+    time::{timeout_at, Instant},
+};
 
 use crate::{
     budget::{json_values, parsed_cost, Budget, Reservation},
@@ -47,6 +50,8 @@ pub(crate) struct Admission {
     pub(crate) hooks: Hooks,
     pub(crate) timeout: Duration,
     pub(crate) budget: Budget,
+    /// Blocking threads hooks may run on at once.
+    pub(crate) hook_threads: Arc<Semaphore>,
     pub(crate) metrics: Metrics,
 }
 
@@ -277,13 +282,20 @@ impl Admission {
         // panic comes back as a JoinError instead of unwinding through the server. A hook
         // still running at the deadline finishes on its own and its answer is dropped; it
         // keeps its share of the budget until then, since it still holds the memory.
+        // Waiting for a thread holds no thread, so a burst of slow hooks cannot starve the
+        // runtime (and `/healthz`) of the CPU; a request still waiting at the deadline is
+        // answered like a hook that ran out of time.
+        let Ok(Ok(thread)) = timeout_at(deadline, self.hook_threads.clone().acquire_owned()).await
+        else {
+            return self.timed_out(&review, hook.allow_on_timeout());
+        };
         let review = Arc::new(review);
         let allow_on_timeout = hook.allow_on_timeout();
         let run = tokio::task::spawn_blocking({
             let review = review.clone();
             move || {
                 let verdict = decide(endpoint, hook.as_ref(), &review);
-                drop(reservation);
+                drop((reservation, thread));
                 verdict
             }
         });
@@ -293,31 +305,36 @@ impl Admission {
                 tracing::error!(%kind, %error, "admission hook panicked");
                 hook_panicked(&review)
             }
-            Err(_) => {
-                tracing::warn!(%kind, timeout = ?self.timeout, "admission hook timed out");
-                let verdict = if allow_on_timeout {
-                    Verdict::Allow {
-                        patch: None,
-                        warnings: vec![format!(
-                            "the {kind} admission hook did not answer within {:?}; admitted unchanged",
-                            self.timeout
-                        )],
-                    }
-                } else {
-                    Verdict::Deny(Denial::new(
-                        504,
-                        reason::TIMEOUT,
-                        format!(
-                            "the {kind} admission hook did not answer within {:?}",
-                            self.timeout
-                        ),
-                    ))
-                };
-                Outcome {
-                    result: RequestResult::Error,
-                    ..Outcome::verdict(&review, verdict)
-                }
+            Err(_) => self.timed_out(&review, allow_on_timeout),
+        }
+    }
+
+    /// The answer for a review whose hook did not decide within the deadline: refused with 504
+    /// `Timeout`, or admitted unchanged with a warning for hooks that ask for that.
+    fn timed_out(&self, review: &ReviewRequest, allow_on_timeout: bool) -> Outcome {
+        let kind = &review.kind.kind;
+        tracing::warn!(%kind, timeout = ?self.timeout, "admission hook timed out");
+        let verdict = if allow_on_timeout {
+            Verdict::Allow {
+                patch: None,
+                warnings: vec![format!(
+                    "the {kind} admission hook did not answer within {:?}; admitted unchanged",
+                    self.timeout
+                )],
             }
+        } else {
+            Verdict::Deny(Denial::new(
+                504,
+                reason::TIMEOUT,
+                format!(
+                    "the {kind} admission hook did not answer within {:?}",
+                    self.timeout
+                ),
+            ))
+        };
+        Outcome {
+            result: RequestResult::Error,
+            ..Outcome::verdict(review, verdict)
         }
     }
 }

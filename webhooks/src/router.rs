@@ -11,6 +11,7 @@ use axum::{
     Router,
 };
 use prometheus_client::registry::Registry;
+use tokio::sync::Semaphore;
 
 use crate::{
     admit::{Admission, Endpoint, Hooks},
@@ -32,6 +33,7 @@ pub struct Webhooks {
     hooks: Hooks,
     timeout: Duration,
     in_flight_bytes: usize,
+    hook_threads: usize,
     registry: Registry,
     ready: ReadyFlag,
 }
@@ -42,6 +44,7 @@ impl Default for Webhooks {
             hooks: Hooks::new(),
             timeout: DEFAULT_TIMEOUT,
             in_flight_bytes: DEFAULT_IN_FLIGHT_BYTES,
+            hook_threads: default_hook_threads(),
             registry: Registry::default(),
             ready: ReadyFlag::new(true),
         }
@@ -83,6 +86,16 @@ impl Webhooks {
         self
     }
 
+    /// How many hooks may run at once on blocking threads (every hook but inline ones on small
+    /// reviews); other requests wait for a thread within their deadline, without holding one.
+    /// Hooks are CPU work: more threads than cores only make every request, and `/healthz`,
+    /// slower. Twice the available cores unless set (at least one).
+    #[must_use]
+    pub fn hook_threads(mut self, threads: usize) -> Self {
+        self.hook_threads = threads.max(1);
+        self
+    }
+
     /// The registry `/metrics` serves. The webhook's metrics are added under the
     /// `kerf_webhook` prefix; register the application's own metrics before passing it.
     #[must_use]
@@ -108,6 +121,7 @@ impl Webhooks {
                 hooks: self.hooks,
                 timeout: self.timeout,
                 budget: Budget::new(self.in_flight_bytes),
+                hook_threads: Arc::new(Semaphore::new(self.hook_threads)),
                 metrics,
             },
             registry,
@@ -121,6 +135,12 @@ impl Webhooks {
             .route("/metrics", get(metrics_text))
             .with_state(state)
     }
+}
+
+/// Twice the cores the process may use: a hook waiting on nothing but the CPU gains nothing
+/// from more, and a core's worth stays for the runtime's own tasks.
+fn default_hook_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |cores| cores.get() * 2)
 }
 
 struct AppState {

@@ -493,3 +493,69 @@ async fn metrics_count_requests_denials_and_durations() {
         );
     }
 }
+
+/// Records how many of its calls run at once.
+#[derive(Default)]
+struct Crowd {
+    running: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+}
+
+struct Crowded(std::sync::Arc<Crowd>);
+
+impl AdmissionHook for Crowded {
+    fn validate(&self, _: &ReviewRequest) -> Result<Vec<String>, Denial> {
+        use std::sync::atomic::Ordering;
+        let now = self.0.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.0.most.fetch_max(now, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(50));
+        self.0.running.fetch_sub(1, Ordering::SeqCst);
+        Ok(Vec::new())
+    }
+}
+
+/// Hooks are CPU work: a burst of them runs on at most `hook_threads` blocking threads, and a request that
+/// cannot get one within its deadline is answered as timed out instead of piling up threads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hooks_run_on_a_bounded_number_of_threads() {
+    let crowd = std::sync::Arc::new(Crowd::default());
+    let router = webhooks()
+        .hook(GROUP, "Crowd", Crowded(crowd.clone()))
+        .hook_threads(2)
+        .timeout(Duration::from_millis(400))
+        .into_router();
+    let body = review(GROUP, "Crowd", widget(json!({})));
+    let answers = answers_of(
+        (0..40)
+            .map(|_| {
+                let (router, body) = (router.clone(), body.clone());
+                tokio::spawn(async move { admit(&router, "/validate", &body).await })
+            })
+            .collect(),
+    )
+    .await;
+    assert_eq!(
+        crowd.most.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "at most two hooks at once"
+    );
+    let allowed = answers.iter().filter(|a| a["allowed"] == true).count();
+    let timed_out = answers
+        .iter()
+        .filter(|a| a["status"]["code"] == 504)
+        .count();
+    // 40 calls of 50 ms on two threads take a second; the deadline is 400 ms.
+    assert!(
+        allowed >= 2 && timed_out >= 1,
+        "{allowed} allowed, {timed_out} timed out"
+    );
+    assert_eq!(allowed + timed_out, 40);
+}
+
+async fn answers_of(tasks: Vec<tokio::task::JoinHandle<Value>>) -> Vec<Value> {
+    let mut answers = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        answers.push(task.await.expect("task"));
+    }
+    answers
+}
