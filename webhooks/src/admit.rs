@@ -217,35 +217,52 @@ impl Admission {
             }
         };
         let values = json_values(&body);
-        if values > VALUE_LIMIT {
-            let message = format!(
-                "the AdmissionReview holds about {values} JSON values, more than the limit of {VALUE_LIMIT}"
-            );
-            return Err(match review::uid(&body) {
-                Some(uid) => Outcome::refused(&uid, Denial::too_large(message)),
-                None => Outcome::failure(StatusCode::PAYLOAD_TOO_LARGE, message),
-            });
-        }
-        if !self
-            .budget
-            .resize(
-                &mut reservation,
-                parsed_cost(body.len(), values),
-                queue_until,
-            )
-            .await
+        if values <= VALUE_LIMIT
+            && !self
+                .budget
+                .resize(
+                    &mut reservation,
+                    parsed_cost(body.len(), values),
+                    queue_until,
+                )
+                .await
         {
             return Err(Outcome::shed(format!(
                 "the webhook is at its in-flight budget; retry in {RETRY_AFTER_SECONDS} s"
             )));
         }
-        let review = review::parse(&body).map_err(|error| match error.uid() {
-            Some(uid) => Outcome::refused(uid, Denial::bad_request(error_chain(&error))),
-            None => Outcome::failure(StatusCode::BAD_REQUEST, error_chain(&error)),
-        })?;
+        let size = body.len();
+        // Parsing megabytes is CPU work like a hook's: done on a hook thread, it cannot hold up
+        // the runtime's workers, which accept connections and answer `/healthz`.
+        let review = if size <= INLINE_BODY_LIMIT {
+            parse(&body, values)
+        } else {
+            let Ok(Ok(thread)) =
+                timeout_at(queue_until, self.hook_threads.clone().acquire_owned()).await
+            else {
+                return Err(Outcome::shed(format!(
+                    "every admission thread is busy; retry in {RETRY_AFTER_SECONDS} s"
+                )));
+            };
+            let parsed = tokio::task::spawn_blocking(move || {
+                let parsed = parse(&body, values);
+                drop(thread);
+                parsed
+            });
+            match parsed.await {
+                Ok(parsed) => parsed,
+                Err(error) => {
+                    tracing::error!(%error, "parsing an AdmissionReview panicked");
+                    Err(Outcome::failure(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "the AdmissionReview could not be read; see the webhook's log".to_owned(),
+                    ))
+                }
+            }
+        }?;
         Ok(Read {
             review,
-            size: body.len(),
+            size,
             reservation,
         })
     }
@@ -345,6 +362,24 @@ struct Read {
     /// The body's length in bytes.
     size: usize,
     reservation: Reservation,
+}
+
+/// The review in `body`, which holds `values` JSON values; a refusal, as a review when the body
+/// carries a uid, when it holds too many values or is not a well-formed request.
+fn parse(body: &[u8], values: usize) -> Result<ReviewRequest, Outcome> {
+    if values > VALUE_LIMIT {
+        let message = format!(
+            "the AdmissionReview holds about {values} JSON values, more than the limit of {VALUE_LIMIT}"
+        );
+        return Err(match review::uid(body) {
+            Some(uid) => Outcome::refused(&uid, Denial::too_large(message)),
+            None => Outcome::failure(StatusCode::PAYLOAD_TOO_LARGE, message),
+        });
+    }
+    review::parse(body).map_err(|error| match error.uid() {
+        Some(uid) => Outcome::refused(uid, Denial::bad_request(error_chain(&error))),
+        None => Outcome::failure(StatusCode::BAD_REQUEST, error_chain(&error)),
+    })
 }
 
 fn too_large() -> Outcome {
