@@ -253,13 +253,14 @@ impl Admission {
                 Ok(parsed) => parsed,
                 Err(error) => {
                     tracing::error!(%error, "parsing an AdmissionReview panicked");
-                    Err(Outcome::failure(
+                    Err(Box::new(Outcome::failure(
                         StatusCode::INTERNAL_SERVER_ERROR,
                         "the AdmissionReview could not be read; see the webhook's log".to_owned(),
-                    ))
+                    )))
                 }
             }
-        }?;
+        }
+        .map_err(|outcome| *outcome)?;
         Ok(Read {
             review,
             size,
@@ -366,19 +367,21 @@ struct Read {
 
 /// The review in `body`, which holds `values` JSON values; a refusal, as a review when the body
 /// carries a uid, when it holds too many values or is not a well-formed request.
-fn parse(body: &[u8], values: usize) -> Result<ReviewRequest, Outcome> {
+fn parse(body: &[u8], values: usize) -> Result<ReviewRequest, Box<Outcome>> {
     if values > VALUE_LIMIT {
         let message = format!(
             "the AdmissionReview holds about {values} JSON values, more than the limit of {VALUE_LIMIT}"
         );
-        return Err(match review::uid(body) {
+        return Err(Box::new(match review::uid(body) {
             Some(uid) => Outcome::refused(&uid, Denial::too_large(message)),
             None => Outcome::failure(StatusCode::PAYLOAD_TOO_LARGE, message),
-        });
+        }));
     }
-    review::parse(body).map_err(|error| match error.uid() {
-        Some(uid) => Outcome::refused(uid, Denial::bad_request(error_chain(&error))),
-        None => Outcome::failure(StatusCode::BAD_REQUEST, error_chain(&error)),
+    review::parse(body).map_err(|error| {
+        Box::new(match error.uid() {
+            Some(uid) => Outcome::refused(uid, Denial::bad_request(error_chain(&error))),
+            None => Outcome::failure(StatusCode::BAD_REQUEST, error_chain(&error)),
+        })
     })
 }
 
