@@ -216,55 +216,66 @@ impl Admission {
                 ))
             }
         };
-        let values = json_values(&body);
+        let size = body.len();
+        // Counting and parsing megabytes is CPU work like a hook's: done on a hook thread, it
+        // cannot hold up the runtime's workers, which accept connections, finish TLS handshakes
+        // and answer `/healthz`. Small reviews stay on the request's task.
+        let values = if size <= INLINE_BODY_LIMIT {
+            json_values(&body)
+        } else {
+            let body = body.clone();
+            self.on_hook_thread(queue_until, move || json_values(&body))
+                .await?
+        };
         if values <= VALUE_LIMIT
             && !self
                 .budget
-                .resize(
-                    &mut reservation,
-                    parsed_cost(body.len(), values),
-                    queue_until,
-                )
+                .resize(&mut reservation, parsed_cost(size, values), queue_until)
                 .await
         {
             return Err(Outcome::shed(format!(
                 "the webhook is at its in-flight budget; retry in {RETRY_AFTER_SECONDS} s"
             )));
         }
-        let size = body.len();
-        // Parsing megabytes is CPU work like a hook's: done on a hook thread, it cannot hold up
-        // the runtime's workers, which accept connections and answer `/healthz`.
         let review = if size <= INLINE_BODY_LIMIT {
             parse(&body, values)
         } else {
-            let Ok(Ok(thread)) =
-                timeout_at(queue_until, self.hook_threads.clone().acquire_owned()).await
-            else {
-                return Err(Outcome::shed(format!(
-                    "every admission thread is busy; retry in {RETRY_AFTER_SECONDS} s"
-                )));
-            };
-            let parsed = tokio::task::spawn_blocking(move || {
-                let parsed = parse(&body, values);
-                drop(thread);
-                parsed
-            });
-            match parsed.await {
-                Ok(parsed) => parsed,
-                Err(error) => {
-                    tracing::error!(%error, "parsing an AdmissionReview panicked");
-                    Err(Box::new(Outcome::failure(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "the AdmissionReview could not be read; see the webhook's log".to_owned(),
-                    )))
-                }
-            }
+            self.on_hook_thread(queue_until, move || parse(&body, values))
+                .await?
         }
         .map_err(|outcome| *outcome)?;
         Ok(Read {
             review,
             size,
             reservation,
+        })
+    }
+
+    /// Runs `work` on a hook thread, waiting for one until `queue_until`: shed when none comes
+    /// free, a server fault when `work` panics.
+    async fn on_hook_thread<T: Send + 'static>(
+        &self,
+        queue_until: Instant,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, Outcome> {
+        let Ok(Ok(thread)) =
+            timeout_at(queue_until, self.hook_threads.clone().acquire_owned()).await
+        else {
+            return Err(Outcome::shed(format!(
+                "every admission thread is busy; retry in {RETRY_AFTER_SECONDS} s"
+            )));
+        };
+        let done = tokio::task::spawn_blocking(move || {
+            let done = work();
+            drop(thread);
+            done
+        });
+        done.await.map_err(|error| {
+            tracing::error!(%error, "reading an AdmissionReview panicked");
+            Outcome::failure(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the AdmissionReview could not be read; see the webhook's log".to_owned(),
+            )
         })
     }
 
