@@ -103,6 +103,34 @@ fn consolidation_deletes_a_node_whose_pods_fit_elsewhere() {
     assert_eq!(c.budgets[0].budget, kerf::disruption::Allowed::Nodes(1));
 }
 
+/// Karpenter's disruption suite: "should not consider candidates that are nominated" (a scheduling pass counted
+/// on the node to take pods); the command names the nodes its pods go to, so its driver nominates them.
+#[test]
+fn nominated_nodes_are_no_candidates_and_commands_name_their_destinations() {
+    let mut w = World::new(vec![pool("p", json!({}))], 1);
+    w.node("empty", "p", "f0-8", "on-demand").nominated = true;
+    let d = w.decide(NOW);
+    assert!(d.commands.is_empty(), "{:?}", d.commands);
+    assert_eq!(
+        skipped_for(&d, "empty-claim", Method::Emptiness),
+        [&Why::Nominated]
+    );
+
+    let d = three_light_nodes(json!({})).decide(NOW);
+    let c = &d.commands[0];
+    assert!(c.is_delete());
+    let moved: Vec<&str> = c
+        .candidates
+        .iter()
+        .filter_map(|t| t.node.as_deref())
+        .collect();
+    assert!(!c.destinations.is_empty(), "{c:?}");
+    assert!(
+        c.destinations.iter().all(|n| !moved.contains(&n.as_str())),
+        "{c:?}"
+    );
+}
+
 #[test]
 fn multi_node_takes_the_longest_prefix_the_budget_allows() {
     let mut w = World::new(vec![pool("p", json!({"budgets": [{"nodes": "100%"}]}))], 1);

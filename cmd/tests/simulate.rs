@@ -374,12 +374,17 @@ fn kerf_simulate_prints_the_same_timeline_json_every_time() {
         "/../examples/existing-cluster.yaml"
     ))
     .expect("example");
-    let (code, _, stderr) = kerf_simulate(&format!(
-        "apiVersion: kerf.sh/v1alpha1\nkind: Simulation\nspec: {{duration: 1h}}\n---\n{existing}"
-    ));
-    assert_eq!(code, 1);
-    assert!(
-        stderr.contains("spec.duration: a timeline starts from an empty cluster"),
-        "{stderr}"
+    // A timeline starts from the scenario's cluster: its two nodes and bound pods are there from the start, and
+    // the pending pods that do not fit on them get one new node.
+    let (code, stdout, stderr) = kerf_simulate_with(
+        &format!(
+            "apiVersion: kerf.sh/v1alpha1\nkind: Simulation\nspec: {{duration: 1h}}\n---\n{existing}"
+        ),
+        &["-o", "json"],
     );
+    assert_eq!(code, 0, "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(report["totals"]["launches"], 1, "{stdout}");
+    assert_eq!(report["totals"]["nodesAtEnd"], 3, "{stdout}");
+    assert_eq!(report["totals"]["pendingAtEnd"], 0, "{stdout}");
 }

@@ -249,3 +249,71 @@ async fn a_scheduled_budget_of_zero_blocks_removal_until_its_window_closes() -> 
     );
     Ok(())
 }
+
+/// The engine's state tracking on a real cluster (issue 16): the NodePool template's annotations reach the Node
+/// (so `karpenter.sh/do-not-disrupt` there protects it), and a pod bound to the node, then one leaving it, stamp
+/// the claim's `status.lastPodEventTime`, which `consolidateAfter` counts from.
+#[tokio::test]
+async fn template_annotations_reach_the_node_and_pod_events_stamp_the_claim() -> Result<()> {
+    let Some(bed) = Testbed::start_or_skip("template_annotations_and_pod_events").await? else {
+        return Ok(());
+    };
+    let mut pool = pool(json!([{"nodes": "0"}]));
+    pool["spec"]["template"]["metadata"] = json!({"annotations": {"example.com/owner": "team-a"}});
+    let namespace = nodes_for_inflate(&bed, pool, 1).await?;
+    let cluster = &bed.cluster;
+    let stamped = |after: Option<Timestamp>| async move {
+        let claims = node_claims(cluster).await?;
+        let stamp = claims
+            .iter()
+            .filter_map(|c| c.status.as_ref()?.last_pod_event_time.as_deref())
+            .filter_map(|t| t.parse::<Timestamp>().ok())
+            .find(|t| after.is_none_or(|after| *t > after));
+        Ok(stamp)
+    };
+    let first = poll(
+        "lastPodEventTime after the inflate pod was bound",
+        Duration::from_secs(60),
+        || stamped(None),
+    )
+    .await
+    .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 40)))?;
+
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client()?);
+    let node = nodes
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .find(|n| {
+            n.metadata.labels.as_ref().is_some_and(|l| {
+                l.get("karpenter.sh/nodepool").map(String::as_str) == Some("general")
+            })
+        })
+        .context("the pool's Node")?;
+    let annotations = node.metadata.annotations.unwrap_or_default();
+    ensure!(
+        annotations.get("example.com/owner").map(String::as_str) == Some("team-a"),
+        "the template's annotation is not on the Node: {annotations:?}"
+    );
+
+    // Stamps within ten seconds of the last are skipped: the pod leaves after that.
+    poll(
+        "ten seconds after the first stamp",
+        Duration::from_secs(30),
+        || async move {
+            let now = Timestamp::now();
+            Ok((now.duration_since(first).as_secs() > 10).then_some(()))
+        },
+    )
+    .await?;
+    scale_inflate_to_zero(&bed, &namespace).await?;
+    poll(
+        "a later lastPodEventTime after the pod left",
+        Duration::from_secs(60),
+        || stamped(Some(first)),
+    )
+    .await
+    .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 40)))?;
+    Ok(())
+}

@@ -15,6 +15,11 @@ pub const OS: &str = "kubernetes.io/os";
 pub const WINDOWS_BUILD: &str = "node.kubernetes.io/windows-build";
 pub const INSTANCE_TENANCY: &str = "karpenter.k8s.aws/instance-tenancy";
 
+/// The architecture a kubelet reports when its instance type names none.
+pub const ARCH_AMD64: &str = "amd64";
+/// The OS of every node kerf launches.
+pub const OS_LINUX: &str = "linux";
+
 pub const CAPACITY_TYPE_ON_DEMAND: &str = "on-demand";
 pub const CAPACITY_TYPE_SPOT: &str = "spot";
 pub const CAPACITY_TYPE_RESERVED: &str = "reserved";

@@ -140,6 +140,7 @@ where
         metrics,
         backoff: Default::default(),
         created_here: Default::default(),
+        nominations: Default::default(),
         catalogs: Catalogs::default(),
     });
     let shutdown = shutdown_signal();

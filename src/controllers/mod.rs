@@ -8,6 +8,7 @@
 //! - `interruption`: messages of the interruption queue (SQS) → offerings marked unavailable, claims deleted;
 //! - `disruption`: every 10 s the pure disruption engine decides on a snapshot; its commands are carried out
 //!   (replacements launched and initialized, then the candidates tainted and deleted);
+//! - `pod_events`: a pod bound to or leaving a claim's node stamps the claim's `status.lastPodEventTime`;
 //! - `garbage`: instances tagged for this cluster with no NodeClaim are terminated after a grace period.
 //!
 //! They share one [`Context`]: the client, the cloud, the settings, the cluster state (reflectors), the clock,
@@ -22,6 +23,7 @@ pub mod metrics;
 pub mod nodeclaim;
 pub mod nodeclass;
 pub mod nodepool;
+pub mod pod_events;
 pub mod provisioning;
 pub mod serve;
 pub mod state;
@@ -60,7 +62,7 @@ impl Default for Settings {
         Settings {
             cluster_name: String::new(),
             batch_idle: Duration::from_secs(1),
-            batch_max: Duration::from_secs(10),
+            batch_max: crate::engine::nominations::DEFAULT_BATCH_MAX,
             registration_ttl: Duration::from_secs(15 * 60),
             leak_grace: Duration::from_secs(30),
             gc_interval: Duration::from_secs(2 * 60),
@@ -83,6 +85,46 @@ pub struct Context<C> {
     pub catalogs: Catalogs,
     /// NodeClaims created by this process and not yet launched: their launch has nothing to adopt.
     pub created_here: nodeclaim::created_here::CreatedHere,
+    /// Nodes a scheduling pass or a disruption command counted on to take pods: disruption leaves them be.
+    pub nominations: SharedNominations,
+}
+
+/// Nominations shared by provisioning (which makes them) and disruption (which reads and makes them).
+#[derive(Clone, Debug, Default)]
+pub struct SharedNominations(Arc<std::sync::Mutex<crate::engine::Nominations>>);
+
+impl SharedNominations {
+    /// Nominates each of `nodes` (Node names, or claim names of nodes not registered yet) from `now` for the
+    /// nomination window of `batch_max`.
+    pub fn nominate<'a>(
+        &self,
+        nodes: impl IntoIterator<Item = &'a str>,
+        now: k8s_openapi::jiff::Timestamp,
+        batch_max: Duration,
+    ) {
+        let window = crate::engine::nominations::window(batch_max);
+        let mut nominations = self.lock();
+        nominations.prune(now);
+        for node in nodes {
+            nominations.nominate(node, now, window);
+        }
+    }
+
+    /// Whether any of `names` (a node's Node and claim names) is nominated at `now`.
+    pub fn any_nominated<'a>(
+        &self,
+        names: impl IntoIterator<Item = &'a str>,
+        now: k8s_openapi::jiff::Timestamp,
+    ) -> bool {
+        let nominations = self.lock();
+        names.into_iter().any(|n| nominations.is_nominated(n, now))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, crate::engine::Nominations> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// Why a controller stopped or a reconcile failed.
@@ -120,6 +162,7 @@ where
     controllers.spawn(termination::run(ctx.clone()));
     controllers.spawn(nodeclass::run(ctx.clone()));
     controllers.spawn(disruption::run(ctx.clone()));
+    controllers.spawn(pod_events::run(ctx.clone()));
     if let Some(queue) = interruption_queue {
         controllers.spawn(interruption::run(ctx.clone(), queue));
     }

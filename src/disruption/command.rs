@@ -82,6 +82,9 @@ pub struct Command {
     pub savings: f64,
     /// The budget of each pool involved, as evaluated at the start of the pass; empty for expiration.
     pub budgets: Vec<Allowance>,
+    /// Existing nodes (Node names, or claim names of nodes not registered yet) the candidates' pods were planned
+    /// onto: the driver nominates them, so nothing disrupts them while the pods are on their way.
+    pub destinations: Vec<String>,
 }
 
 impl Command {
@@ -125,6 +128,8 @@ pub enum Why {
     Unreadable(String),
     #[error("the claim has no Node yet")]
     NoNode,
+    #[error("node is nominated for a pending pod")]
+    Nominated,
     #[error("the claim has no {0:?} label")]
     NoNodePool(&'static str),
     #[error("NodePool {0:?} does not exist")]

@@ -39,6 +39,8 @@ pub struct NodeInput {
     pub cloud_drift: Option<CloudDrift>,
     /// When disruption launched this claim as the replacement of another, if it did: no-churn protects it.
     pub launched_as_replacement: Option<Timestamp>,
+    /// A recent scheduling pass counted on it to take pods ([`crate::engine::Nominations`]): no candidate.
+    pub nominated: bool,
 }
 
 impl NodeInput {
@@ -51,6 +53,7 @@ impl NodeInput {
             queued: false,
             cloud_drift: None,
             launched_as_replacement: None,
+            nominated: false,
         }
     }
 

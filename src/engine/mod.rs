@@ -1,6 +1,12 @@
-//! What drives decisions in time. So far: the [`Clock`] every controller reads `now` from, so that tests and
-//! `kerf simulate` can run the same code on a virtual clock.
+//! The engine: the decisions the controller and `kerf simulate` share, so both make them one way. It holds the
+//! [`Clock`] every decision reads `now` from, what a launched node is labelled with ([`launch`]), pod events
+//! and `status.lastPodEventTime` ([`pod_events`]), and nominations that protect the destinations of pods on
+//! their way ([`nominations`]). Pure: no I/O, no async.
 
 mod clock;
+pub mod launch;
+pub mod nominations;
+pub mod pod_events;
 
 pub use clock::{Clock, SystemClock};
+pub use nominations::Nominations;

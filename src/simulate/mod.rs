@@ -3,6 +3,7 @@
 //! (`timeline`): events, provisioning and the disruption engine, minute by minute.
 
 mod events;
+mod existing;
 mod report;
 mod run;
 mod scenario;

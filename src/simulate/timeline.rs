@@ -4,6 +4,7 @@
 //! collection is walked in a fixed order, so one scenario always gives the same timeline.
 
 use super::events::{Action, Event, Interruption, Timeline};
+use super::existing::take_over;
 use super::scenario::{expand, Scenario, ScenarioError};
 use super::timeline_report::{CostHour, Entry, TimelineReport, Totals};
 use crate::api::labels;
@@ -16,6 +17,9 @@ use crate::disruption::{
     DisruptionInput, Explanation, NodeInput, NodeState, PoolCounts, Settings, Why, HASH_VERSION,
     NODEPOOL_HASH, NODEPOOL_HASH_VERSION,
 };
+use crate::engine::launch::{kubelet_labels, launched_labels, registered_metadata};
+use crate::engine::nominations::{self, Nominations};
+use crate::engine::pod_events::stamp_due;
 use crate::scheduling::{Choice, Cluster, PlannedClaim, PodInfo, Scheduler};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -46,6 +50,30 @@ impl SimClaim {
     fn name(&self) -> &str {
         self.claim.metadata.name.as_deref().unwrap_or_default()
     }
+
+    /// Its instance booted and its Node registered and initialized (at `since`, for a claim taken over).
+    fn initialize(&mut self, since: Timestamp) {
+        self.ready = true;
+        let name = self.name().to_owned();
+        let time = since.to_string();
+        let conditions: Vec<Value> = ["Launched", "Registered", "Initialized", "Ready"]
+            .iter()
+            .map(|t| {
+                json!({"type": t, "status": "True", "lastTransitionTime": time,
+                    "reason": t, "message": ""})
+            })
+            .collect();
+        let last_pod_event = self
+            .claim
+            .status
+            .as_ref()
+            .and_then(|s| s.last_pod_event_time.clone());
+        self.claim.status = Some(
+            serde_json::from_value(json!({"nodeName": name, "conditions": conditions,
+                "lastPodEventTime": last_pod_event}))
+            .unwrap_or_default(),
+        );
+    }
 }
 
 /// A pod and the claim it is bound (or nominated) to.
@@ -72,28 +100,58 @@ pub struct TimelineRun<'a> {
     /// The last blocked entry of each (pool, reason), so a window that stays shut is reported once.
     blocked: BTreeMap<(String, String), String>,
     cost: Vec<CostHour>,
+    /// Nodes the last solve or disruption command counted on to take pods.
+    nominations: Nominations,
+    /// Nodes of the starting cluster that no claim owns: capacity that disruption never takes.
+    fixed_nodes: Vec<Node>,
 }
 
 impl<'a> TimelineRun<'a> {
-    /// A run of `scenario`'s timeline; refused for a scenario with Nodes or NodeClaims, since a timeline starts
-    /// from an empty cluster (a running one is not modelled on the clock yet).
+    /// A run of `scenario`'s timeline, from the cluster it describes: its NodeClaims and Nodes are the nodes
+    /// at the start, its bound pods stay bound ([`super::existing`]).
     pub fn new(
         scenario: &'a Scenario,
         timeline: &'a Timeline,
         catalog: &'a Catalog,
     ) -> Result<Self, ScenarioError> {
-        if !scenario.nodes.is_empty() || !scenario.nodeclaims.is_empty() {
-            return Err(ScenarioError::Timeline(
-                "spec.duration: a timeline starts from an empty cluster; remove the Nodes and NodeClaims"
-                    .to_owned(),
-            ));
-        }
-        let pods = scenario
-            .pods
+        let (existing, fixed_nodes) = take_over(
+            &scenario.nodeclaims,
+            &scenario.nodes,
+            catalog,
+            timeline.start,
+        )?;
+        // The run names a claim's Node after the claim: pods bound to a claim's Node are bound to the claim.
+        let claim_of_node: BTreeMap<&str, &str> = existing
             .iter()
-            .filter(|p| !is_daemonset_pod(p))
-            .map(|p| sim_pod(p.clone()))
+            .filter_map(|e| Some((e.node.as_deref()?, e.claim.metadata.name.as_deref()?)))
             .collect();
+        let fixed_names: Vec<&str> = fixed_nodes
+            .iter()
+            .filter_map(|n| n.metadata.name.as_deref())
+            .collect();
+        let mut pods = Vec::new();
+        for pod in scenario.pods.iter().filter(|p| !is_daemonset_pod(p)) {
+            let bound = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .filter(|n| !n.is_empty());
+            let on = match bound {
+                None => None,
+                Some(node) => match claim_of_node.get(node) {
+                    Some(claim) => Some((*claim).to_owned()),
+                    None if fixed_names.contains(&node) => Some(node.to_owned()),
+                    None => {
+                        return Err(ScenarioError::Timeline(format!(
+                            "Pod {}/{}: spec.nodeName {node:?} is no Node of the scenario",
+                            pod.metadata.namespace.as_deref().unwrap_or("default"),
+                            pod.metadata.name.as_deref().unwrap_or_default()
+                        )))
+                    }
+                },
+            };
+            pods.push(sim_pod(pod.clone(), on));
+        }
         let mut run = TimelineRun {
             scenario,
             catalog,
@@ -107,12 +165,33 @@ impl<'a> TimelineRun<'a> {
             entries: Vec::new(),
             blocked: BTreeMap::new(),
             cost: Vec::new(),
+            nominations: Nominations::default(),
+            fixed_nodes,
         };
         for pool in &scenario.nodepools {
             run.set_pool(pool.clone());
         }
         for class in &scenario.nodeclasses {
             run.set_nodeclass(class);
+        }
+        for e in existing {
+            let nodeclass = run
+                .nodeclasses
+                .get(&e.claim.spec.node_class_ref.name)
+                .cloned();
+            let mut claim = SimClaim {
+                claim: e.claim,
+                choice: e.choice,
+                launched: e.created,
+                ready: false,
+                nodeclass,
+                replacement: None,
+                awaiting: None,
+            };
+            if e.ready {
+                claim.initialize(e.created);
+            }
+            run.claims.push(claim);
         }
         Ok(run)
     }
@@ -223,7 +302,8 @@ impl<'a> TimelineRun<'a> {
                     name: name.to_owned(),
                     source,
                 })?;
-            self.pods.extend(added.into_iter().map(sim_pod));
+            self.pods
+                .extend(added.into_iter().map(|pod| sim_pod(pod, None)));
         }
         self.entries.push(self.entry(
             "scale",
@@ -277,20 +357,7 @@ impl<'a> TimelineRun<'a> {
         let now = self.now;
         for claim in &mut self.claims {
             if !claim.ready && now.duration_since(claim.launched) >= READY_AFTER {
-                claim.ready = true;
-                let name = claim.name().to_owned();
-                let time = now.to_string();
-                let conditions: Vec<Value> = ["Launched", "Registered", "Initialized", "Ready"]
-                    .iter()
-                    .map(|t| {
-                        json!({"type": t, "status": "True", "lastTransitionTime": time,
-                            "reason": t, "message": ""})
-                    })
-                    .collect();
-                claim.claim.status = Some(
-                    serde_json::from_value(json!({"nodeName": name, "conditions": conditions}))
-                        .unwrap_or_default(),
-                );
+                claim.initialize(now);
             }
         }
         let ready: Vec<String> = self
@@ -336,10 +403,12 @@ impl<'a> TimelineRun<'a> {
 
     /// Records a pod event on a claim (`status.lastPodEventTime`), which restarts its `consolidateAfter`.
     fn pod_event(&mut self, claim: &str) {
-        let now = self.now.to_string();
+        let now = self.now;
         if let Some(c) = self.claims.iter_mut().find(|c| c.name() == claim) {
             if let Some(status) = c.claim.status.as_mut() {
-                status.last_pod_event_time = Some(now);
+                if stamp_due(status.last_pod_event_time.as_deref(), now) {
+                    status.last_pod_event_time = Some(now.to_string());
+                }
             }
         }
     }
@@ -354,11 +423,18 @@ impl<'a> TimelineRun<'a> {
             .instance_types
             .iter()
             .find(|it| it.name == claim.choice.instance_type)?;
-        let mut node_labels = claim.claim.metadata.labels.clone().unwrap_or_default();
-        node_labels.insert(labels::HOSTNAME.to_owned(), claim.name().to_owned());
+        // What the kubelet registers, then what registration syncs from the claim, as on a real node.
+        let region = it
+            .requirements
+            .labels()
+            .remove(labels::REGION)
+            .unwrap_or_default();
+        let mut node_labels = kubelet_labels(claim.name(), it, &claim.choice.zone, &region);
+        let (synced, annotations) = registered_metadata(&claim.claim);
+        node_labels.extend(synced);
         node_labels.insert(labels::NODE_INITIALIZED.to_owned(), "true".to_owned());
         serde_json::from_value(json!({
-            "metadata": {"name": claim.name(), "labels": node_labels},
+            "metadata": {"name": claim.name(), "labels": node_labels, "annotations": annotations},
             "spec": {"taints": claim.claim.spec.taints, "unschedulable": claim.awaiting.is_some()},
             "status": {
                 "capacity": it.capacity.to_quantities(),
@@ -374,7 +450,12 @@ impl<'a> TimelineRun<'a> {
         if self.pods.iter().all(|p| p.on.is_some()) {
             return Ok(());
         }
-        let nodes: Vec<Node> = self.claims.iter().filter_map(|c| self.node(c)).collect();
+        let nodes: Vec<Node> = self
+            .claims
+            .iter()
+            .filter_map(|c| self.node(c))
+            .chain(self.fixed_nodes.iter().cloned())
+            .collect();
         let in_flight: Vec<NodeClaim> = self
             .claims
             .iter()
@@ -402,7 +483,9 @@ impl<'a> TimelineRun<'a> {
             .collect::<Result<Vec<_>, _>>()?;
         let scheduler = Scheduler::with_daemonsets(&self.pools, self.catalog, &cluster.daemonsets);
         let plan = scheduler.solve_on(&pending, &cluster.nodes);
+        let window = nominations::window(nominations::DEFAULT_BATCH_MAX);
         for placement in &plan.existing {
+            self.nominations.nominate(&placement.node, self.now, window);
             self.place(&placement.pods, &placement.node);
         }
         for planned in &plan.claims {
@@ -434,16 +517,21 @@ impl<'a> TimelineRun<'a> {
         let name = format!("{}-{}", planned.nodepool, self.launched);
         claim.metadata.name = Some(name.clone());
         claim.metadata.creation_timestamp = Some(Time(self.now));
-        let claim_labels = claim.metadata.labels.get_or_insert_with(BTreeMap::new);
-        claim_labels.insert(
-            labels::INSTANCE_TYPE.to_owned(),
-            choice.instance_type.clone(),
-        );
-        claim_labels.insert(labels::ZONE.to_owned(), choice.zone.clone());
-        claim_labels.insert(
-            labels::CAPACITY_TYPE.to_owned(),
-            choice.capacity_type.as_str().to_owned(),
-        );
+        let instance_type = self
+            .catalog
+            .instance_types
+            .iter()
+            .find(|it| it.name == choice.instance_type);
+        claim
+            .metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .extend(launched_labels(
+                instance_type,
+                &choice.instance_type,
+                &choice.zone,
+                choice.capacity_type,
+            ));
         let pool_annotations = pool.metadata.annotations.clone().unwrap_or_default();
         let annotations = claim.metadata.annotations.get_or_insert_with(BTreeMap::new);
         for key in [NODEPOOL_HASH, NODEPOOL_HASH_VERSION] {
@@ -499,6 +587,7 @@ impl<'a> TimelineRun<'a> {
                 queued: c.awaiting.is_some(),
                 cloud_drift: self.cloud_drift(c),
                 launched_as_replacement: c.replacement,
+                nominated: self.nominations.is_nominated(c.name(), self.now),
             })
             .collect();
         let pending: Vec<Pod> = self
@@ -620,6 +709,10 @@ impl<'a> TimelineRun<'a> {
         entry.replacements = replacements.clone();
         entry.savings_per_hour = Some(round(command.savings));
         self.entries.insert(position, entry);
+        let window = nominations::window(nominations::DEFAULT_BATCH_MAX);
+        for destination in command.destinations.iter().chain(&replacements) {
+            self.nominations.nominate(destination, self.now, window);
+        }
         for name in candidates {
             if replacements.is_empty() {
                 self.delete(&name);
@@ -708,17 +801,15 @@ impl<'a> TimelineRun<'a> {
     }
 }
 
-/// A pod of the run, waiting for a node (a timeline starts from an empty cluster).
-fn sim_pod(mut pod: Pod) -> SimPod {
+/// A pod of the run, bound to the run's node `on` or waiting for one.
+fn sim_pod(mut pod: Pod, on: Option<String>) -> SimPod {
     let key = format!(
         "{}/{}",
         pod.metadata.namespace.as_deref().unwrap_or("default"),
         pod.metadata.name.as_deref().unwrap_or_default()
     );
-    if let Some(spec) = pod.spec.as_mut() {
-        spec.node_name = None;
-    }
-    SimPod { pod, key, on: None }
+    pod.spec.get_or_insert_with(Default::default).node_name = on.clone();
+    SimPod { pod, key, on }
 }
 
 fn pool_of(claim: &NodeClaim) -> &str {

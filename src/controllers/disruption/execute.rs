@@ -92,6 +92,18 @@ pub async fn execute<C>(
             return Err(error);
         }
     }
+    // The pods' destinations, existing and new, are counted on from now: nothing else disrupts them while the
+    // candidates drain (provisioning renews this while the candidates' pods are still to move).
+    let now = Timestamp::try_from(ctx.clock.now()).unwrap_or(now);
+    ctx.nominations.nominate(
+        command
+            .destinations
+            .iter()
+            .chain(&replacements)
+            .map(String::as_str),
+        now,
+        ctx.settings.batch_max,
+    );
     for candidate in &candidates {
         delete(ctx, command, candidate).await?;
     }

@@ -63,6 +63,7 @@ pub async fn snapshot<C: CloudProvider>(
     // After the catalogs: they refreshed the resolutions drift is judged against.
     let now = ctx.clock.now();
     let cloud = CloudFacts::gather(&ctx.cloud, catalogs, &classes, now, LIST_TIMEOUT).await;
+    let stamp = Timestamp::try_from(now).unwrap_or(Timestamp::UNIX_EPOCH);
 
     // The store's pods are shared, not copied: each pod is copied once, into the node input or the pending
     // list that holds it (a pass used to hold three copies of every bound pod).
@@ -100,6 +101,10 @@ pub async fn snapshot<C: CloudProvider>(
             input.queued = input.node.as_ref().is_some_and(is_tainted_disrupted);
             input.cloud_drift = cloud.as_ref().and_then(|c| c.drift(&input.claim));
             input.launched_as_replacement = replacements.get(input.claim_name()).copied();
+            input.nominated = ctx.nominations.any_nominated(
+                input.node_name().into_iter().chain([input.claim_name()]),
+                stamp,
+            );
             input
         })
         .collect();

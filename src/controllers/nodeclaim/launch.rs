@@ -5,7 +5,6 @@
 //! `karpenter.sh/nodeclaim=<name>` from the moment it exists, so the next attempt finds it instead of
 //! launching a second one.
 
-use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
 use crate::catalog::InstanceType;
 use crate::cloud::{CloudError, CloudProvider, Instance, LaunchRequest, NodeClass, TAG_NODECLAIM};
@@ -90,22 +89,15 @@ pub async fn launch<C: CloudProvider>(
     })
 }
 
-/// The labels a launched claim gets: its instance type's single-valued labels (architecture, family, …),
-/// then the instance's own type, zone and capacity type.
+/// The labels a launched claim gets (see [`crate::engine::launch::launched_labels`]).
 pub fn launched_labels(launched: &Launched) -> BTreeMap<String, String> {
-    let mut out = launched
-        .instance_type
-        .as_ref()
-        .map(|t| t.requirements.labels())
-        .unwrap_or_default();
     let instance = &launched.instance;
-    out.insert(labels::INSTANCE_TYPE.into(), instance.instance_type.clone());
-    out.insert(labels::ZONE.into(), instance.zone.clone());
-    out.insert(
-        labels::CAPACITY_TYPE.into(),
-        instance.capacity_type.as_str().to_owned(),
-    );
-    out
+    crate::engine::launch::launched_labels(
+        launched.instance_type.as_ref(),
+        &instance.instance_type,
+        &instance.zone,
+        instance.capacity_type,
+    )
 }
 
 /// The annotations a launched claim gets: the hash of the class it launched with.

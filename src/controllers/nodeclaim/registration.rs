@@ -52,10 +52,6 @@ pub fn unregistered_taint_missing(node: &Node) -> bool {
     !synced && !taints(node).iter().any(|t| t.key == UNREGISTERED_TAINT_KEY)
 }
 
-/// The merge patch that registers `node` for `claim`: the claim's labels and `karpenter.sh/registered`,
-/// its taints and startup taints added (unless the Node says not to), `karpenter.sh/unregistered` lifted,
-/// the termination finalizer and an owner reference to the claim. It carries the Node's resourceVersion,
-/// so that it fails (409) rather than overwrite a list another writer changed meanwhile.
 /// The Node's taints without `karpenter.sh/unregistered`, when it has that taint. Registration lifts it, but
 /// a writer holding an older copy of the taint list can put it back: the node lifecycle controller lifts its
 /// own `node.kubernetes.io/not-ready` taint by replacing the whole list from its cache.
@@ -73,9 +69,13 @@ pub fn taints_without_unregistered(node: &Node) -> Option<Vec<Taint>> {
         })
 }
 
+/// The merge patch that registers `node` for `claim`: the claim's labels and `karpenter.sh/registered`
+/// and its annotations (the template's, `karpenter.sh/do-not-disrupt` among them),
+/// its taints and startup taints added (unless the Node says not to), `karpenter.sh/unregistered` lifted,
+/// the termination finalizer and an owner reference to the claim. It carries the Node's resourceVersion,
+/// so that it fails (409) rather than overwrite a list another writer changed meanwhile.
 pub fn registration_patch(node: &Node, claim: &NodeClaim) -> Value {
-    let mut node_labels = claim.metadata.labels.clone().unwrap_or_default();
-    node_labels.insert(labels::NODE_REGISTERED.into(), "true".into());
+    let (node_labels, annotations) = crate::engine::launch::registered_metadata(claim);
 
     let sync_taints = node
         .metadata
@@ -131,6 +131,7 @@ pub fn registration_patch(node: &Node, claim: &NodeClaim) -> Value {
         "metadata": {
             "resourceVersion": node.metadata.resource_version,
             "labels": node_labels,
+            "annotations": annotations,
             "finalizers": finalizers,
             "ownerReferences": owners,
         },
@@ -261,13 +262,17 @@ mod tests {
             ]},
         }));
         assert!(!unregistered_taint_missing(&n));
-        let patch = registration_patch(&n, &claim(json!({})));
+        // Karpenter's registration suite: "should sync the annotations from the NodeClaim to the Node".
+        let annotated =
+            claim(json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}));
+        let patch = registration_patch(&n, &annotated);
         assert_eq!(
             patch,
             json!({
                 "metadata": {
                     "resourceVersion": "7",
                     "labels": {"karpenter.sh/nodepool": "p", "team": "a", "karpenter.sh/registered": "true"},
+                    "annotations": {"karpenter.sh/do-not-disrupt": "true"},
                     "finalizers": ["other", "karpenter.sh/termination"],
                     "ownerReferences": [{"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": "c",
                                          "uid": "uid-c", "blockOwnerDeletion": true}],

@@ -181,6 +181,16 @@ async fn provision<C: CloudProvider + 'static>(
         duration_ms = started.elapsed().as_millis() as u64,
         "scheduling simulation done"
     );
+    // The nodes and in-flight claims the pods were planned onto are counted on: disruption leaves them be.
+    ctx.nominations.nominate(
+        decisions.nominated.iter().map(|(_, target)| {
+            target
+                .split_once('/')
+                .map_or(target.as_str(), |(_, name)| name)
+        }),
+        now,
+        ctx.settings.batch_max,
+    );
     // Each claim's launch starts as soon as its create call returns; the Events wait for the launches.
     let launches = std::sync::Mutex::new(Vec::new());
     let launch = |claim: &NodeClaim| {

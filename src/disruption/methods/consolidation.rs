@@ -8,7 +8,7 @@ use crate::api::labels;
 use crate::api::nodepool::ConsolidationPolicy;
 use crate::api::requirements::{Requirement, Requirements};
 use crate::catalog::{CapacityType, InstanceType, Resources};
-use crate::scheduling::{allows, Choice, PlannedClaim, TypeName};
+use crate::scheduling::{allows, Choice, Plan, PlannedClaim, TypeName};
 use std::cmp::Ordering;
 
 /// Single-node spot-to-spot needs at least this many cheaper spot types, and keeps this many.
@@ -21,6 +21,8 @@ pub(crate) struct Move {
     pub replacements: Vec<PlannedClaim>,
     /// USD per hour saved, at the replacement's dearest allowed offering.
     pub savings: f64,
+    /// The existing nodes the candidates' pods go to.
+    pub destinations: Vec<String>,
 }
 
 /// Why consolidation leaves the node alone before any simulation, or `Ok` if it is a candidate. Empty and
@@ -80,18 +82,28 @@ pub(crate) fn consolidate(
     }
     let plan = pass.simulator().without(candidates)?;
     let facts: Vec<&Facts<'_>> = candidates.iter().map(|&i| &pass.facts[i]).collect();
+    let destinations = destinations(&plan);
     let mut claims = plan.claims;
     let claim = match claims.len() {
         0 => {
             return balanced(pass, &facts, total).map(|()| Move {
                 replacements: Vec::new(),
                 savings: total,
+                destinations,
             })
         }
         1 => claims.remove(0),
         n => return Err(Why::TooManyReplacements(n)),
     };
-    replace(pass, &facts, claim, total, single)
+    replace(pass, &facts, claim, total, single).map(|found| Move {
+        destinations,
+        ..found
+    })
+}
+
+/// The existing nodes a plan puts pods on.
+pub(crate) fn destinations(plan: &Plan) -> Vec<String> {
+    plan.existing.iter().map(|p| p.node.clone()).collect()
 }
 
 /// What a replacement of nodes costing `total` must cost less than: `total` minus the margin.
@@ -188,6 +200,7 @@ fn replace(
             ..claim
         }],
         savings,
+        destinations: Vec::new(),
     })
 }
 

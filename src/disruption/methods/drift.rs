@@ -3,6 +3,7 @@
 //! capacity, is skipped for the next. No `consolidateAfter`, no 15 s validation.
 
 use super::super::command::{Command, Method, Why};
+use super::consolidation::destinations;
 use super::Pass;
 use crate::api::nodepool::DisruptionReason;
 
@@ -27,19 +28,24 @@ pub(crate) fn commands(pass: &mut Pass<'_>) -> Vec<Command> {
             pass.skip(method, index, why);
             continue;
         }
-        let replacements = if f.empty {
-            Ok(Vec::new())
+        let planned = if f.empty {
+            Ok((Vec::new(), Vec::new()))
         } else {
-            pass.simulator().without(&[index]).map(|plan| plan.claims)
+            pass.simulator()
+                .without(&[index])
+                .map(|plan| (plan.claims.clone(), destinations(&plan)))
         };
-        match replacements {
-            Ok(replacements) => {
+        match planned {
+            Ok((replacements, destinations)) => {
                 let price = pass.facts[index].offering.map_or(0.0, |o| o.price);
                 let new: f64 = replacements
                     .iter()
                     .filter_map(|c| c.cheapest.as_ref().and_then(|c| c.price))
                     .sum();
-                return vec![pass.command(method, &[index], &budgets, replacements, price - new)];
+                let mut command =
+                    pass.command(method, &[index], &budgets, replacements, price - new);
+                command.destinations = destinations;
+                return vec![command];
             }
             Err(why) => pass.skip(method, index, why),
         }

@@ -16,6 +16,7 @@ pub(crate) fn commands(pass: &mut Pass<'_>) -> Vec<Command> {
             replacements: Vec::new(),
             savings: f.offering.map_or(0.0, |o| o.price),
             budgets: Vec::new(),
+            destinations: Vec::new(),
         })
         .collect()
 }

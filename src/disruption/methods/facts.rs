@@ -155,6 +155,8 @@ impl<'a> Facts<'a> {
             Some(Why::NoNode)
         } else if !initialized {
             Some(Why::NotInitialized)
+        } else if node.nominated {
+            Some(Why::Nominated)
         } else if let Some(b) = node_blocked {
             Some(Why::Blocked(b))
         } else if pool_name.is_none() {

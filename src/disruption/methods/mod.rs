@@ -115,6 +115,7 @@ impl<'a> Pass<'a> {
             candidates,
             replacements,
             savings,
+            destinations: Vec::new(),
         }
     }
 

@@ -46,11 +46,13 @@ pub(crate) fn commands(pass: &mut Pass<'_>) -> Vec<Command> {
     let Some((n, found)) = best else {
         return Vec::new();
     };
-    vec![pass.command(
+    let mut command = pass.command(
         method,
         &picked[..n],
         &budgets,
         found.replacements,
         found.savings,
-    )]
+    );
+    command.destinations = found.destinations;
+    vec![command]
 }

@@ -31,13 +31,15 @@ pub(crate) fn commands(pass: &mut Pass<'_>) -> Vec<Command> {
         }
         match consolidate(pass, &[index], true) {
             Ok(found) => {
-                return vec![pass.command(
+                let mut command = pass.command(
                     method,
                     &[index],
                     &budgets,
                     found.replacements,
                     found.savings,
-                )];
+                );
+                command.destinations = found.destinations;
+                return vec![command];
             }
             Err(why) => pass.skip(method, index, why),
         }

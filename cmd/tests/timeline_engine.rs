@@ -1,0 +1,266 @@
+//! What the shared engine gives `kerf simulate`'s timeline, as the controller has it on a real cluster: full
+//! launch labels on nodes, the NodePool template's annotations on nodes, `lastPodEventTime`, nominated
+//! destinations, and timelines that start from the scenario's own cluster.
+
+use kerf::catalog::{Catalog, CatalogSettings, Pricing};
+use kerf::simulate::{load, TimelineRun};
+use serde_json::Value;
+
+fn catalog() -> Catalog {
+    let prices = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/data/ec2-on-demand-prices.json"
+    ))
+    .expect("../shared/data/ec2-on-demand-prices.json beside the checkout");
+    Catalog::embedded(
+        "us-east-1",
+        &CatalogSettings::default(),
+        &Pricing::from_json(&prices).expect("pricing"),
+    )
+    .expect("catalog")
+}
+
+const CLASS: &str = "apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: R
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {k: v}}]
+  securityGroupSelectorTerms: [{tags: {k: v}}]
+";
+
+fn pool(extra_template_metadata: &str, disruption: &str) -> String {
+    format!(
+        "apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: default}}
+spec:
+  template:
+    metadata: {{{extra_template_metadata}}}
+    spec:
+      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+      requirements:
+        - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+        - {{key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m]}}
+  disruption: {{{disruption}}}
+"
+    )
+}
+
+fn deployment(name: &str, replicas: u32, node_selector: &str) -> String {
+    sized(name, replicas, node_selector, "1", "1Gi")
+}
+
+fn sized(name: &str, replicas: u32, node_selector: &str, cpu: &str, memory: &str) -> String {
+    format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}, namespace: default}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      nodeSelector: {{{node_selector}}}
+      containers: [{{name: c, image: i, resources: {{requests: {{cpu: '{cpu}', memory: {memory}}}}}}}]
+"
+    )
+}
+
+/// The timeline report of `docs` (YAML documents after the Simulation's own).
+fn timeline(spec: &str, docs: &[&str]) -> Value {
+    let mut text = format!("apiVersion: kerf.sh/v1alpha1\nkind: Simulation\nspec: {spec}\n");
+    for doc in docs {
+        text.push_str("---\n");
+        text.push_str(doc);
+    }
+    let scenario = load(&text).expect("valid scenario");
+    let catalog = catalog();
+    let timeline = scenario.timeline.as_ref().expect("a timeline");
+    let report = TimelineRun::new(&scenario, timeline, &catalog)
+        .and_then(TimelineRun::run)
+        .expect("run");
+    serde_json::to_value(report).expect("json")
+}
+
+fn actions(report: &Value) -> Vec<String> {
+    report["timeline"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["action"].as_str().unwrap_or(""),
+                e["detail"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+/// A pod that arrives later and selects labels of the node's instance type and of its kubelet
+/// (`karpenter.k8s.aws/instance-category`, `topology.kubernetes.io/region`, `kubernetes.io/os`) binds to the
+/// node already there, as on the controller's nodes: kerf's nodes carry every label of their instance type
+/// (Karpenter's "should launch nodes with the instance-type labels" in `provisioning/suite_test.go`).
+#[test]
+fn nodes_carry_every_instance_type_label_so_later_pods_selecting_them_bind() {
+    let report = timeline(
+        "{duration: 10m, events: [{at: 5m, scale: {deployment: picky, replicas: 1}}]}",
+        &[
+            &pool("", "consolidateAfter: Never"),
+            CLASS,
+            &sized("a", 1, "", "200m", "256Mi"),
+            &sized(
+                "picky",
+                0,
+                "karpenter.k8s.aws/instance-category: c, topology.kubernetes.io/region: us-east-1, kubernetes.io/os: linux",
+                "200m",
+            "256Mi",
+            ),
+        ],
+    );
+    assert_eq!(
+        report["totals"]["pendingAtEnd"],
+        0,
+        "{:#?}",
+        actions(&report)
+    );
+    assert_eq!(report["totals"]["launches"], 1, "{:#?}", actions(&report));
+}
+
+/// `karpenter.sh/do-not-disrupt: "true"` in the NodePool template reaches the node (Karpenter's registration
+/// syncs the claim's annotations to the Node), so emptiness leaves the node alone when the pods go.
+#[test]
+fn the_templates_do_not_disrupt_annotation_protects_its_nodes() {
+    let docs = |annotations: &str| {
+        timeline(
+            "{duration: 30m, events: [{at: 5m, scale: {deployment: a, replicas: 0}}]}",
+            &[
+                &pool(
+                    annotations,
+                    "consolidationPolicy: WhenEmpty, consolidateAfter: 1m",
+                ),
+                CLASS,
+                &deployment("a", 2, ""),
+            ],
+        )
+    };
+    let plain = docs("");
+    assert_eq!(plain["totals"]["disruptions"], 1, "{:#?}", actions(&plain));
+    let protected = docs("annotations: {karpenter.sh/do-not-disrupt: 'true'}");
+    assert_eq!(
+        protected["totals"]["disruptions"],
+        0,
+        "{:#?}",
+        actions(&protected)
+    );
+    assert_eq!(protected["totals"]["nodesAtEnd"], 1);
+}
+
+/// `consolidateAfter` counts from the last pod event: a node whose pods leave at 20m is not empty "for long"
+/// because it was initialized at 2m (Karpenter's consolidatable condition on `lastPodEventTime`).
+#[test]
+fn consolidate_after_counts_from_the_last_pod_event() {
+    let report = timeline(
+        "{duration: 60m, events: [{at: 20m, scale: {deployment: a, replicas: 0}}]}",
+        &[
+            &pool("", "consolidationPolicy: WhenEmpty, consolidateAfter: 15m"),
+            CLASS,
+            &deployment("a", 2, ""),
+        ],
+    );
+    let disrupt = report["timeline"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .find(|e| e["action"] == "disrupt")
+        .unwrap_or_else(|| panic!("no disruption: {:#?}", actions(&report)));
+    assert_eq!(disrupt["at"], "0h35m", "{:#?}", actions(&report));
+}
+
+const EXISTING: &str = "apiVersion: v1
+kind: Node
+metadata:
+  name: ip-10-0-1-10.ec2.internal
+  labels:
+    karpenter.sh/nodepool: default
+    node.kubernetes.io/instance-type: m5.2xlarge
+    topology.kubernetes.io/zone: us-east-1a
+    karpenter.sh/capacity-type: on-demand
+spec: {providerID: 'aws:///us-east-1a/i-0abc'}
+status:
+  conditions: [{type: Ready, status: 'True'}]
+  capacity: {cpu: '8', memory: 32Gi, pods: '58'}
+  allocatable: {cpu: 7910m, memory: 30Gi, pods: '58'}
+---
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata:
+  name: default-abcde
+  creationTimestamp: '2026-01-04T00:00:00Z'
+  labels:
+    karpenter.sh/nodepool: default
+    node.kubernetes.io/instance-type: m5.2xlarge
+    topology.kubernetes.io/zone: us-east-1a
+    karpenter.sh/capacity-type: on-demand
+  annotations: {karpenter.sh/nodepool-hash: '1', karpenter.sh/nodepool-hash-version: kerf-v1}
+spec:
+  nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+  requirements: []
+status:
+  nodeName: ip-10-0-1-10.ec2.internal
+  providerID: 'aws:///us-east-1a/i-0abc'
+  conditions: [{type: Initialized, status: 'True', lastTransitionTime: '2026-01-04T00:02:00Z', reason: Initialized, message: ''}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web-0, namespace: default, labels: {app: web}}
+spec:
+  nodeName: ip-10-0-1-10.ec2.internal
+  containers: [{name: c, image: i, resources: {requests: {cpu: '1', memory: 1Gi}}}]
+status: {phase: Running}
+";
+
+/// A timeline starts from the scenario's cluster: its node is taken over with its age and its pod, and a
+/// NodePool hash that no longer matches drifts it at once; the replacement takes the pod.
+#[test]
+fn a_timeline_starts_from_the_scenarios_own_cluster_and_sees_its_drift() {
+    let report = timeline(
+        "{duration: 20m}",
+        &[&pool("", "consolidateAfter: Never"), CLASS, EXISTING],
+    );
+    let lines = actions(&report);
+    assert!(
+        lines.first().is_some_and(
+            |l| l.starts_with("disrupt Drifted") && l.contains("default-abcde replaced by")
+        ),
+        "{lines:#?}"
+    );
+    assert_eq!(report["totals"]["nodesAtEnd"], 1, "{lines:#?}");
+    assert_eq!(report["totals"]["pendingAtEnd"], 0);
+}
+
+/// A pod bound to a Node the scenario does not hold is refused with its name.
+#[test]
+fn a_pod_bound_to_an_unknown_node_is_refused() {
+    let text = format!(
+        "apiVersion: kerf.sh/v1alpha1\nkind: Simulation\nspec: {{duration: 5m}}\n---\n{}---\n{CLASS}---\napiVersion: v1\nkind: Pod\nmetadata: {{name: lost, namespace: default}}\nspec: {{nodeName: nowhere, containers: [{{name: c, image: i}}]}}\n",
+        pool("", "consolidateAfter: Never")
+    );
+    let scenario = load(&text).expect("valid scenario");
+    let catalog = catalog();
+    let error = TimelineRun::new(
+        &scenario,
+        scenario.timeline.as_ref().expect("timeline"),
+        &catalog,
+    )
+    .err()
+    .expect("refused")
+    .to_string();
+    assert!(
+        error.contains("Pod default/lost") && error.contains("nowhere"),
+        "{error}"
+    );
+}
