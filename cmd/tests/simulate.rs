@@ -1,23 +1,11 @@
 //! The example scenarios through `kerf simulate`'s engine: what a user sees for each, pinned down.
 
+mod support;
+
 use kerf::catalog::{Catalog, CatalogSettings, Pricing};
 use kerf::simulate::{load, Report, Scenario, Simulation, TimelineRun};
 use serde_json::Value;
-
-/// us-east-1 with the on-demand prices of the shared reference data (read, not copied into the repository).
-fn catalog() -> Catalog {
-    let prices = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/data/ec2-on-demand-prices.json"
-    ))
-    .expect("../shared/data/ec2-on-demand-prices.json beside the checkout");
-    Catalog::embedded(
-        "us-east-1",
-        &CatalogSettings::default(),
-        &Pricing::from_json(&prices).expect("pricing"),
-    )
-    .expect("catalog")
-}
+use support::catalog;
 
 /// An example scenario, loaded.
 fn example(name: &str) -> Scenario {

@@ -2,23 +2,11 @@
 //! launch labels on nodes, the NodePool template's annotations on nodes, `lastPodEventTime`, nominated
 //! destinations, and timelines that start from the scenario's own cluster.
 
-use kerf::catalog::{Catalog, CatalogSettings, Pricing};
+mod support;
+
 use kerf::simulate::{load, TimelineRun};
 use serde_json::Value;
-
-fn catalog() -> Catalog {
-    let prices = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/data/ec2-on-demand-prices.json"
-    ))
-    .expect("../shared/data/ec2-on-demand-prices.json beside the checkout");
-    Catalog::embedded(
-        "us-east-1",
-        &CatalogSettings::default(),
-        &Pricing::from_json(&prices).expect("pricing"),
-    )
-    .expect("catalog")
-}
+use support::catalog;
 
 const CLASS: &str = "apiVersion: karpenter.k8s.aws/v1
 kind: EC2NodeClass
