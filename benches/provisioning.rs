@@ -18,7 +18,7 @@ use kerf::api::nodeclaim::NodeClaim;
 use kerf::api::nodepool::NodePool;
 use kerf::catalog::{Catalog, CatalogSettings, Pricing};
 use kerf::cloud::{LaunchRequest, NodeClass, ResolvedNodeClass};
-use kerf::controllers::provisioning::plan::{self, Preparations, Snapshot};
+use kerf::engine::provisioning::plan::{self, Preparations, Snapshot};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;

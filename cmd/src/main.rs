@@ -37,6 +37,15 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             &mut std::io::stdout(),
             &mut std::io::stderr(),
         ))),
+        Command::Snapshot(args) => {
+            let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(kerf::cli::snapshot::run(
+                &args,
+                &mut std::io::stdout().lock(),
+            ))?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Crds => {
             print!(
                 "{}",

@@ -3,6 +3,7 @@
 pub mod controller;
 pub mod input;
 pub mod simulate;
+pub mod snapshot;
 pub mod validate;
 pub mod webhook;
 
@@ -41,6 +42,9 @@ pub enum Command {
     Controller(Box<controller::ControllerArgs>),
     /// Simulate a scenario: which nodes kerf would launch for its pods, and what they cost.
     Simulate(simulate::SimulateArgs),
+    /// Write the cluster (NodePools, EC2NodeClasses, NodeClaims, Nodes, pods, PDBs, DaemonSets) as a scenario for
+    /// `kerf simulate`.
+    Snapshot(snapshot::SnapshotArgs),
     /// Print the CustomResourceDefinitions.
     Crds,
 }

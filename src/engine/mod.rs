@@ -7,6 +7,8 @@ mod clock;
 pub mod launch;
 pub mod nominations;
 pub mod pod_events;
+pub mod provisioning;
+pub mod usage;
 
 pub use clock::{Clock, SystemClock};
 pub use nominations::Nominations;

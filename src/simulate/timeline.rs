@@ -11,7 +11,6 @@ use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
 use crate::catalog::Catalog;
-use crate::controllers::provisioning::claim::node_claim;
 use crate::disruption::{
     count_nodes, decide, is_daemonset_pod, nodepool_hash, Budgets, CloudDrift, Command,
     DisruptionInput, Explanation, NodeInput, NodeState, PoolCounts, Settings, Why, HASH_VERSION,
@@ -20,12 +19,15 @@ use crate::disruption::{
 use crate::engine::launch::{kubelet_labels, launched_labels, registered_metadata};
 use crate::engine::nominations::{self, Nominations};
 use crate::engine::pod_events::stamp_due;
-use crate::scheduling::{Choice, Cluster, PlannedClaim, PodInfo, Scheduler};
+use crate::engine::provisioning::claim::node_claim;
+use crate::engine::provisioning::plan::{self, Preparations, Snapshot};
+use crate::scheduling::{Choice, PlannedClaim};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// One tick of the virtual clock.
 const STEP: SignedDuration = SignedDuration::from_secs(60);
@@ -104,6 +106,10 @@ pub struct TimelineRun<'a> {
     nominations: Nominations,
     /// Nodes of the starting cluster that no claim owns: capacity that disruption never takes.
     fixed_nodes: Vec<Node>,
+    /// The catalog, shared as the provisioning decision takes each class's catalog.
+    shared_catalog: Arc<Catalog>,
+    /// What the provisioning decision prepared from the pools, kept while they do not change.
+    preparations: Preparations,
 }
 
 impl<'a> TimelineRun<'a> {
@@ -129,29 +135,24 @@ impl<'a> TimelineRun<'a> {
             .iter()
             .filter_map(|n| n.metadata.name.as_deref())
             .collect();
-        let mut pods = Vec::new();
-        for pod in scenario.pods.iter().filter(|p| !is_daemonset_pod(p)) {
-            let bound = pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.as_deref())
-                .filter(|n| !n.is_empty());
-            let on = match bound {
-                None => None,
-                Some(node) => match claim_of_node.get(node) {
-                    Some(claim) => Some((*claim).to_owned()),
-                    None if fixed_names.contains(&node) => Some(node.to_owned()),
-                    None => {
-                        return Err(ScenarioError::Timeline(format!(
-                            "Pod {}/{}: spec.nodeName {node:?} is no Node of the scenario",
-                            pod.metadata.namespace.as_deref().unwrap_or("default"),
-                            pod.metadata.name.as_deref().unwrap_or_default()
-                        )))
-                    }
-                },
-            };
-            pods.push(sim_pod(pod.clone(), on));
-        }
+        // A pod bound to a Node the scenario does not hold (one deleted a moment before a snapshot) waits for a
+        // node, as it would once the pod garbage collector has replaced it.
+        let pods = scenario
+            .pods
+            .iter()
+            .filter(|p| !is_daemonset_pod(p))
+            .map(|pod| {
+                let on = pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .and_then(|node| match claim_of_node.get(node) {
+                        Some(claim) => Some((*claim).to_owned()),
+                        None => fixed_names.contains(&node).then(|| node.to_owned()),
+                    });
+                sim_pod(pod.clone(), on)
+            })
+            .collect();
         let mut run = TimelineRun {
             scenario,
             catalog,
@@ -167,6 +168,8 @@ impl<'a> TimelineRun<'a> {
             cost: Vec::new(),
             nominations: Nominations::default(),
             fixed_nodes,
+            shared_catalog: Arc::new(catalog.clone()),
+            preparations: Preparations::default(),
         };
         for pool in &scenario.nodepools {
             run.set_pool(pool.clone());
@@ -445,52 +448,66 @@ impl<'a> TimelineRun<'a> {
         .ok()
     }
 
-    /// The solve of the pods that wait, onto the nodes there are and new claims.
+    /// The controller's provisioning decision ([`plan::decide`]) for the pods that wait, onto the nodes there
+    /// are and new claims, NodePool limits included.
     fn provision(&mut self) -> Result<(), ScenarioError> {
         if self.pods.iter().all(|p| p.on.is_some()) {
             return Ok(());
         }
-        let nodes: Vec<Node> = self
-            .claims
-            .iter()
-            .filter_map(|c| self.node(c))
-            .chain(self.fixed_nodes.iter().cloned())
-            .collect();
-        let in_flight: Vec<NodeClaim> = self
-            .claims
-            .iter()
-            .filter(|c| !c.ready)
-            .map(|c| c.claim.clone())
-            .collect();
-        let bound: Vec<Pod> = self
-            .pods
-            .iter()
-            .filter(|p| p.on.is_some())
-            .map(|p| p.pod.clone())
-            .collect();
-        let cluster = Cluster::from_objects(
-            &nodes,
-            &in_flight,
-            &self.scenario.daemonsets,
-            &bound,
-            self.catalog,
-        )?;
-        let pending = self
+        let snapshot = Snapshot {
+            nodes: self
+                .claims
+                .iter()
+                .filter_map(|c| self.node(c))
+                .chain(self.fixed_nodes.iter().cloned())
+                .collect(),
+            node_claims: self.claims.iter().map(|c| c.claim.clone()).collect(),
+            daemon_sets: self.scenario.daemonsets.clone(),
+            pods: self.pods.iter().map(|p| Arc::new(p.pod.clone())).collect(),
+            node_pools: self.pools.clone(),
+            node_classes: Vec::new(),
+        };
+        let pending: Vec<&Pod> = self
             .pods
             .iter()
             .filter(|p| p.on.is_none())
-            .map(|p| PodInfo::from_pod(&p.pod))
-            .collect::<Result<Vec<_>, _>>()?;
-        let scheduler = Scheduler::with_daemonsets(&self.pools, self.catalog, &cluster.daemonsets);
-        let plan = scheduler.solve_on(&pending, &cluster.nodes);
-        let window = nominations::window(nominations::DEFAULT_BATCH_MAX);
-        for placement in &plan.existing {
-            self.nominations.nominate(&placement.node, self.now, window);
-            self.place(&placement.pods, &placement.node);
+            .map(|p| &p.pod)
+            .collect();
+        // Every class a pool names has the scenario's catalog.
+        let catalogs: BTreeMap<String, Arc<Catalog>> = self
+            .pools
+            .iter()
+            .map(|p| {
+                (
+                    p.spec.template.spec.node_class_ref.name.clone(),
+                    self.shared_catalog.clone(),
+                )
+            })
+            .collect();
+        let decisions = plan::decide(&snapshot, &pending, &catalogs, &mut self.preparations)?;
+        // The pods nominated onto each node, in the order the solve placed them.
+        let mut targets: Vec<(String, Vec<String>)> = Vec::new();
+        for (pod, target) in decisions.nominated {
+            let node = target
+                .split_once('/')
+                .map_or(target.as_str(), |(_, name)| name)
+                .to_owned();
+            match targets.iter_mut().find(|(n, _)| *n == node) {
+                Some((_, pods)) => pods.push(pod),
+                None => targets.push((node, vec![pod])),
+            }
         }
-        for planned in &plan.claims {
-            if let Some(name) = self.launch(planned, None) {
-                self.place(&planned.pods, &name);
+        let window = nominations::window(nominations::DEFAULT_BATCH_MAX);
+        for (node, pods) in targets {
+            self.nominations.nominate(&node, self.now, window);
+            self.place(&pods, &node);
+        }
+        for new in decisions.claims {
+            let Some(choice) = new.choice else {
+                continue;
+            };
+            if let Some(name) = self.launch(new.node_claim, choice, new.pods.len(), None) {
+                self.place(&new.pods, &name);
             }
         }
         Ok(())
@@ -504,17 +521,28 @@ impl<'a> TimelineRun<'a> {
         self.pod_event(claim);
     }
 
-    /// Creates the claim of `planned` on its cheapest offering; `None` when it has none or its pool is gone.
-    fn launch(&mut self, planned: &PlannedClaim, replacing: Option<&str>) -> Option<String> {
+    /// Launches the replacement `planned` on its cheapest offering; `None` when it has none or its pool is gone.
+    fn launch_planned(&mut self, planned: &PlannedClaim, replacing: &str) -> Option<String> {
         let pool = self
             .pools
             .iter()
             .find(|p| p.metadata.name.as_deref() == Some(planned.nodepool.as_str()))?;
+        let claim = node_claim(pool, planned, &[]);
         let choice = planned.cheapest.clone()?;
-        let uids: Vec<&str> = Vec::new();
-        let mut claim = node_claim(pool, planned, &uids);
+        self.launch(claim, choice, planned.pods.len(), Some(replacing))
+    }
+
+    /// Creates `claim` (named `<pool>-<n>` in launch order) on `choice`, as the controller's launch labels it.
+    fn launch(
+        &mut self,
+        mut claim: NodeClaim,
+        choice: Choice,
+        pods: usize,
+        replacing: Option<&str>,
+    ) -> Option<String> {
+        let nodepool = pool_of(&claim).to_owned();
         self.launched += 1;
-        let name = format!("{}-{}", planned.nodepool, self.launched);
+        let name = format!("{nodepool}-{}", self.launched);
         claim.metadata.name = Some(name.clone());
         claim.metadata.creation_timestamp = Some(Time(self.now));
         let instance_type = self
@@ -532,13 +560,6 @@ impl<'a> TimelineRun<'a> {
                 &choice.zone,
                 choice.capacity_type,
             ));
-        let pool_annotations = pool.metadata.annotations.clone().unwrap_or_default();
-        let annotations = claim.metadata.annotations.get_or_insert_with(BTreeMap::new);
-        for key in [NODEPOOL_HASH, NODEPOOL_HASH_VERSION] {
-            if let Some(value) = pool_annotations.get(key) {
-                annotations.insert(key.to_owned(), value.clone());
-            }
-        }
         let nodeclass = self
             .nodeclasses
             .get(&claim.spec.node_class_ref.name)
@@ -554,9 +575,9 @@ impl<'a> TimelineRun<'a> {
             ),
         );
         entry.node_claims = vec![name.clone()];
-        entry.nodepool = Some(planned.nodepool.clone());
+        entry.nodepool = Some(nodepool);
         entry.price_per_hour = choice.price;
-        entry.pods = Some(planned.pods.len());
+        entry.pods = Some(pods);
         self.entries.push(entry);
         self.claims.push(SimClaim {
             claim,
@@ -685,7 +706,7 @@ impl<'a> TimelineRun<'a> {
         let replacements: Vec<String> = command
             .replacements
             .iter()
-            .filter_map(|planned| self.launch(planned, candidates.first().map(String::as_str)))
+            .filter_map(|planned| self.launch_planned(planned, candidates.first()?))
             .collect();
         let mut entry = self.entry(
             "disrupt",

@@ -5,7 +5,7 @@
 
 use super::super::metrics::DisruptedLabels;
 use super::super::nodeclaim::calls::{self, ReconcileError};
-use super::super::provisioning::{claim, create_claims, plan::NewClaim};
+use super::super::provisioning::create_claims;
 use super::super::termination::{disrupted_taint_patch, taints_patch};
 use super::super::Context;
 use super::metrics::DecisionLabels;
@@ -13,6 +13,7 @@ use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
 use crate::disruption::{Command, Method, NodeInput, NodeState, DISRUPTED_TAINT};
+use crate::engine::provisioning::{claim, plan::NewClaim};
 use ::kube::Api;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
@@ -158,7 +159,7 @@ async fn launch<C>(
             node_claim: claim::node_claim(pool, planned, &claim_seed),
             nodepool: planned.nodepool.clone(),
             pods: planned.pods.clone(),
-            cheapest: planned.cheapest.as_ref().map(|c| c.instance_type.clone()),
+            choice: planned.cheapest.clone(),
         });
     }
     let reason = command.reason.to_string().to_lowercase();

@@ -2,7 +2,7 @@
 //! (listed per pass: no other controller watches them), the catalogs of the EC2NodeClasses in use and the
 //! cloud facts of drift ([`CloudFacts`]).
 
-use super::super::provisioning::{catalogs::Catalogs, class_catalogs, owned, pending};
+use super::super::provisioning::{catalogs::Catalogs, class_catalogs, owned};
 use super::super::Context;
 use super::cloud_drift::{CloudFacts, LIST_TIMEOUT};
 use crate::api::labels;
@@ -10,6 +10,7 @@ use crate::api::nodepool::NodePool;
 use crate::catalog::{Catalog, InstanceType};
 use crate::cloud::CloudProvider;
 use crate::disruption::{NodeInput, DISRUPTED_TAINT};
+use crate::engine::provisioning::pending;
 use crate::kube::CALL_TIMEOUT;
 use ::kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use ::kube::{Api, Client};
@@ -146,7 +147,7 @@ fn merge<'a>(catalogs: impl IntoIterator<Item = &'a Arc<Catalog>>) -> Arc<Catalo
 
 /// Every PodDisruptionBudget: `policy/v1` where served, else `policy/v1beta1` (Kubernetes before 1.21), read
 /// as v1 (the fields the engine reads have the same shape).
-async fn list_pdbs(client: &Client) -> Result<Vec<PodDisruptionBudget>, SnapshotError> {
+pub(crate) async fn list_pdbs(client: &Client) -> Result<Vec<PodDisruptionBudget>, SnapshotError> {
     let v1: Api<PodDisruptionBudget> = Api::all(client.clone());
     match timed(v1.list(&ListParams::default())).await? {
         Ok(list) => return Ok(list.items),

@@ -4,7 +4,6 @@
 //! the provisioner applies at creation lives in [`usage`].
 
 pub mod budget_condition;
-pub mod usage;
 
 use super::nodeclaim::calls;
 use super::nodeclass::rfc3339;
@@ -12,6 +11,7 @@ use super::{Context, Error};
 use crate::api::condition;
 use crate::api::nodepool::NodePool;
 use crate::cloud::CloudProvider;
+use crate::engine::usage::{self, Usage};
 use ::kube::api::{Patch, PatchParams};
 use ::kube::Api;
 use budget_condition::{budget_condition, BudgetCondition, DISRUPTION_ALLOWED};
@@ -21,7 +21,6 @@ use serde_json::json;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
-use usage::Usage;
 
 /// The longest the loop waits without a cluster change; failed writes are retried this often.
 const RESYNC_INTERVAL: Duration = Duration::from_secs(60);

@@ -5,10 +5,6 @@
 
 pub mod batcher;
 pub mod catalogs;
-pub mod claim;
-pub mod deleting;
-pub mod pending;
-pub mod plan;
 
 use super::metrics::{CreatedLabels, Provisioning};
 use super::{nodeclaim, Context, Error};
@@ -17,13 +13,14 @@ use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
 use crate::catalog::Catalog;
 use crate::cloud::CloudProvider;
+use crate::engine::provisioning::leaving::Leaving;
+use crate::engine::provisioning::plan;
 use crate::kube::CALL_TIMEOUT;
 use ::kube::api::PostParams;
 use ::kube::runtime::reflector::ObjectRef;
 use ::kube::Api;
 use batcher::{Batcher, RETRIGGER};
 use catalogs::Catalogs;
-use deleting::Leaving;
 use futures::{future, stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
@@ -338,7 +335,7 @@ pub(crate) async fn create_claims<C>(
                     pods = new.pods.len(),
                     requests = %requests,
                     instance_types = instance_type_count(&new.node_claim),
-                    cheapest = new.cheapest.as_deref().unwrap_or(""),
+                    cheapest = new.choice.as_ref().map_or("", |c| c.instance_type.as_str()),
                     "created nodeclaim"
                 );
                 created.insert(name);
@@ -524,6 +521,3 @@ fn unschedulable_for(pod: &Pod, now: SystemTime) -> Option<Duration> {
     let since = SystemTime::from(since.0);
     now.duration_since(since).ok()
 }
-
-#[cfg(test)]
-mod tests;

@@ -7,15 +7,15 @@
 //! exactly one solve.
 
 use super::claim;
-use super::deleting::Leaving;
+use super::leaving::Leaving;
 use super::pending;
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::{NodePool, NodePoolSpec};
 use crate::catalog::Catalog;
-use crate::controllers::nodepool::usage;
+use crate::engine::usage;
 use crate::scheduling::{
-    Cluster, ClusterError, DaemonSetPod, PodInfo, Prepared, Scheduler, Unschedulable,
+    Choice, Cluster, ClusterError, DaemonSetPod, PodInfo, Prepared, Scheduler, Unschedulable,
 };
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -80,8 +80,8 @@ pub struct NewClaim {
     pub nodepool: String,
     /// `namespace/name` of each pod.
     pub pods: Vec<String>,
-    /// The cheapest offering's instance type, for the log.
-    pub cheapest: Option<String>,
+    /// The cheapest offering the claim allows: what a launch most likely gets.
+    pub choice: Option<Choice>,
 }
 
 /// A warning about a NodePool (a Kubernetes Event on it).
@@ -329,7 +329,7 @@ pub fn decide(
             decisions.claims.push(NewClaim {
                 node_claim: claim::node_claim(pool, &planned, &claim_pods),
                 nodepool: planned.nodepool.clone(),
-                cheapest: planned.cheapest.as_ref().map(|c| c.instance_type.clone()),
+                choice: planned.cheapest.clone(),
                 pods: planned.pods,
             });
         }

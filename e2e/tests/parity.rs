@@ -1,0 +1,190 @@
+//! One engine (issue 16): the same NodePool, EC2NodeClass and Deployment given to `kerf controller` on the real
+//! control plane (with the AWS emulator and its prices) and to `kerf simulate` (the embedded us-west-2 catalog
+//! with the same prices) launch the same instance types with the same number of pods on each.
+
+use anyhow::{ensure, Context, Result};
+use k8s_openapi::api::core::v1::Pod;
+use kerf::api::labels;
+use kerf_e2e::aws::{node_class_spec, TEST_PRICES};
+use kerf_e2e::controller::{create_inflate, node_claims, node_pool};
+use kerf_e2e::kerf::kerf_binary;
+use kerf_e2e::poll;
+use kerf_e2e::testbed::{apply_ok, tail, Testbed};
+use kube::api::{Api, ListParams};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const REPLICAS: usize = 5;
+
+/// Types whose sizes make the packing a real choice: one 1-CPU pod per c5.large, or three per m5.xlarge.
+fn pool() -> Value {
+    let mut pool = node_pool("parity", Value::Null);
+    pool["spec"]["template"]["spec"]["requirements"] = json!([
+        {"key": labels::INSTANCE_TYPE, "operator": "In", "values": ["c5.large", "m5.large", "m5.xlarge"]},
+        {"key": labels::CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]},
+        {"key": labels::ZONE, "operator": "In", "values": ["us-west-2a"]}
+    ]);
+    pool
+}
+
+/// `(instance type, pods on it)` of every node, sorted.
+type Shape = Vec<(String, usize)>;
+
+#[tokio::test]
+async fn the_controller_and_simulate_launch_the_same_nodes_for_the_same_pods() -> Result<()> {
+    let Some(bed) = Testbed::start_or_skip("parity").await? else {
+        return Ok(());
+    };
+    apply_ok(&bed.cluster, &pool()).await?;
+    let namespace = bed.cluster.create_namespace("parity").await?;
+    create_inflate(&bed.cluster, &namespace, REPLICAS as i32, "1", "512Mi").await?;
+
+    // The controller: wait until every pod is bound, then read each claim's launched type and its pods.
+    let cluster = &bed.cluster;
+    let pods: Api<Pod> = Api::namespaced(cluster.client()?, &namespace);
+    let bound = poll("every inflate pod bound", Duration::from_secs(180), || {
+        let pods = pods.clone();
+        async move {
+            let list = pods.list(&ListParams::default()).await?.items;
+            let nodes: Vec<String> = list
+                .iter()
+                .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+                .collect();
+            Ok((list.len() == REPLICAS && nodes.len() == REPLICAS).then_some(nodes))
+        }
+    })
+    .await
+    .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 40)))?;
+    let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
+    for node in bound {
+        *per_node.entry(node).or_default() += 1;
+    }
+    let claims = node_claims(cluster).await?;
+    let mut controller: Shape = Vec::new();
+    for (node, count) in &per_node {
+        let claim = claims
+            .iter()
+            .find(|c| c.status.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+            .with_context(|| format!("no NodeClaim for node {node}"))?;
+        let instance_type = claim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(labels::INSTANCE_TYPE))
+            .cloned()
+            .context("a launched claim without its instance type")?;
+        controller.push((instance_type, *count));
+    }
+    controller.sort();
+
+    // `kerf simulate` on the same objects.
+    let dir = tempfile::tempdir()?;
+    let prices = dir.path().join("prices.json");
+    std::fs::write(&prices, TEST_PRICES)?;
+    let class = json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
+        "spec": serde_json::to_value(node_class_spec(&bed.name)?)?,
+    });
+    let deployment = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "inflate", "namespace": namespace},
+        "spec": {"replicas": REPLICAS, "selector": {"matchLabels": {"app": "inflate"}},
+            "template": {"metadata": {"labels": {"app": "inflate"}}, "spec": {"containers": [{
+                "name": "inflate", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
+                "resources": {"requests": {"cpu": "1", "memory": "512Mi"}}}]}}},
+    });
+    let simulation = json!({"apiVersion": "kerf.sh/v1alpha1", "kind": "Simulation", "spec": {}});
+    let documents: Vec<String> = [simulation, pool(), class, deployment]
+        .iter()
+        .map(serde_json::to_string)
+        .collect::<Result<_, _>>()?;
+    let scenario = dir.path().join("scenario.yaml");
+    std::fs::write(&scenario, documents.join("\n---\n"))?;
+    let output = std::process::Command::new(kerf_binary()?)
+        .arg("simulate")
+        .arg(&scenario)
+        .args(["--region", "us-west-2", "--pricing-file"])
+        .arg(&prices)
+        .args(["-o", "json"])
+        .output()?;
+    ensure!(
+        output.status.success(),
+        "kerf simulate failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_slice(&output.stdout)?;
+    let mut simulated: Shape = report["nodeClaims"]
+        .as_array()
+        .context("nodeClaims")?
+        .iter()
+        .map(|c| {
+            (
+                c["instanceType"].as_str().unwrap_or_default().to_owned(),
+                c["pods"].as_array().map_or(0, Vec::len),
+            )
+        })
+        .collect();
+    simulated.sort();
+    eprintln!("figures parity: kerf controller {controller:?}, kerf simulate {simulated:?}");
+    ensure!(
+        controller == simulated,
+        "kerf controller launched {controller:?}, kerf simulate planned {simulated:?}"
+    );
+
+    // `kerf snapshot` of the same cluster, run as a timeline: the nodes and bound pods are taken over, nothing
+    // is launched for pods that already run.
+    let output = std::process::Command::new(kerf_binary()?)
+        .arg("snapshot")
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig())
+        .args(["--duration", "5m"])
+        .output()?;
+    ensure!(
+        output.status.success(),
+        "kerf snapshot failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let snapshot = dir.path().join("snapshot.yaml");
+    std::fs::write(&snapshot, &output.stdout)?;
+    let output = std::process::Command::new(kerf_binary()?)
+        .arg("simulate")
+        .arg(&snapshot)
+        .args(["--region", "us-west-2", "--pricing-file"])
+        .arg(&prices)
+        .args(["-o", "json"])
+        .output()?;
+    ensure!(
+        output.status.success(),
+        "kerf simulate of the snapshot failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_slice(&output.stdout)?;
+    let fresh_launches: Vec<&Value> = report["timeline"]
+        .as_array()
+        .context("a timeline")?
+        .iter()
+        .filter(|e| {
+            e["action"] == "launch"
+                && !e["detail"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("replacing")
+        })
+        .collect();
+    ensure!(
+        fresh_launches.is_empty(),
+        "the snapshot's running pods were provisioned again: {fresh_launches:?}"
+    );
+    ensure!(
+        report["totals"]["pendingAtEnd"] == 0,
+        "pods left pending: {}",
+        report["totals"]
+    );
+    ensure!(
+        report["totals"]["nodesAtEnd"].as_u64() >= Some(1),
+        "the snapshot's nodes were not taken over: {}",
+        report["totals"]
+    );
+    Ok(())
+}
