@@ -96,12 +96,22 @@ async fn empty_nodes_are_removed_one_at_a_time_under_a_budget_of_one() -> Result
     // Watch until every claim is gone: never more than one may be deleting at once.
     let deadline = Instant::now() + Duration::from_secs(150);
     let mut most_deleting = 0;
+    let mut marked_empty = false;
     loop {
         let claims = node_claims(&bed.cluster).await?;
         let deleting = claims
             .iter()
             .filter(|c| c.metadata.deletion_timestamp.is_some())
             .count();
+        // Candidates carry `DisruptionReason: Empty` from before their deletion.
+        marked_empty |= claims.iter().any(|c| {
+            c.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .any(|c| c.type_ == "DisruptionReason" && c.status == "True" && c.reason == "Empty")
+        });
         most_deleting = most_deleting.max(deleting);
         ensure!(
             deleting <= 1,
@@ -119,6 +129,7 @@ async fn empty_nodes_are_removed_one_at_a_time_under_a_budget_of_one() -> Result
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     assert_eq!(most_deleting, 1, "a deletion was observed");
+    assert!(marked_empty, "no candidate carried DisruptionReason=Empty");
     // A command abandoned before its delete (its taint lost a race with the kubelet's Node update) is decided
     // again on a later pass: one command carried out per node.
     let log = bed.log();

@@ -9,6 +9,7 @@ use super::super::provisioning::create_claims;
 use super::super::termination::{disrupted_taint_patch, taints_patch};
 use super::super::Context;
 use super::metrics::DecisionLabels;
+use super::reason;
 use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
@@ -66,10 +67,18 @@ pub async fn execute<C>(
         untaint(ctx, &node_names).await;
         return Err(error);
     }
+    let reason = command.reason.to_string();
+    for candidate in &candidates {
+        reason::write(ctx, candidate.claim_name(), Some(&reason)).await;
+    }
+    let claim_names: Vec<String> = candidates
+        .iter()
+        .map(|c| c.claim_name().to_owned())
+        .collect();
     let replacements = match launch(ctx, command, pools, now).await {
         Ok(names) => names,
         Err((error, created)) => {
-            abandon(ctx, &node_names, &created).await;
+            abandon(ctx, &node_names, &claim_names, &created).await;
             return Err(error);
         }
     };
@@ -89,7 +98,7 @@ pub async fn execute<C>(
                 .await;
         }
         if let Err(error) = wait_initialized(ctx, &replacements).await {
-            abandon(ctx, &node_names, &replacements).await;
+            abandon(ctx, &node_names, &claim_names, &replacements).await;
             return Err(error);
         }
     }
@@ -268,9 +277,15 @@ fn count_decision<C>(ctx: &Context<C>, command: &Command) {
         .inc();
 }
 
-/// Undoes a command: deletes the replacements created and takes the taint off the candidates' Nodes.
-/// Best effort: what fails is logged (a left-over taint is removed by nothing else, so it is said loudly).
-async fn abandon<C>(ctx: &Context<C>, nodes: &[String], replacements: &[String]) {
+/// Undoes a command: deletes the replacements created, takes the taint off the candidates' Nodes and their
+/// `DisruptionReason` off their claims. Best effort: what fails is logged (a left-over taint is removed by
+/// nothing else, so it is said loudly).
+async fn abandon<C>(
+    ctx: &Context<C>,
+    nodes: &[String],
+    claims: &[String],
+    replacements: &[String],
+) {
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     for name in replacements {
         if let Err(error) = calls::delete(&api, name).await {
@@ -278,6 +293,9 @@ async fn abandon<C>(ctx: &Context<C>, nodes: &[String], replacements: &[String])
         }
     }
     untaint(ctx, nodes).await;
+    for claim in claims {
+        reason::write(ctx, claim, None).await;
+    }
 }
 
 /// Takes `karpenter.sh/disrupted` off the Nodes named, as the store has them now.

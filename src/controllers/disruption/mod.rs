@@ -10,6 +10,7 @@ pub mod drifted;
 pub mod execute;
 pub mod input;
 pub mod metrics;
+pub mod reason;
 
 use super::provisioning::catalogs::Catalogs;
 use super::{Context, Error};
@@ -76,6 +77,16 @@ async fn pass<C: CloudProvider>(ctx: &Context<C>, memory: &mut Memory) {
     };
     report_blocked(ctx, &snapshot, now, &mut memory.blocked).await;
     drifted::mark(ctx, &snapshot.nodes, &decision.drifted, now).await;
+    // Commands run inside the pass, so none is under way now: a `DisruptionReason` left on a claim that is
+    // neither tainted nor being deleted is from a command a crash interrupted.
+    for node in &snapshot.nodes {
+        let stale = !node.queued
+            && node.claim.metadata.deletion_timestamp.is_none()
+            && reason::updated_conditions(&node.claim, None, now).is_some();
+        if stale {
+            reason::write(ctx, node.claim_name(), None).await;
+        }
+    }
     let alive: Vec<&str> = snapshot.nodes.iter().map(|n| n.claim_name()).collect();
     memory
         .replacements
