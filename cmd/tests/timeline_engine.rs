@@ -241,3 +241,58 @@ fn a_pod_bound_to_an_unknown_node_waits_for_a_node() {
     assert_eq!(report["totals"]["launches"], 1, "{:#?}", actions(&report));
     assert_eq!(report["totals"]["pendingAtEnd"], 0);
 }
+
+/// A snapshot's Deployment (`kerf.sh/pods-listed`) is not made again from its replicas; scaling it removes
+/// its pods from their node (which then goes empty and is removed) and adds new ones from its template.
+#[test]
+fn a_snapshots_deployment_scales_its_listed_pods() {
+    let web = "apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default, annotations: {kerf.sh/pods-listed: 'true'}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: c, image: i, resources: {requests: {cpu: '1', memory: 1Gi}}}]
+";
+    let existing = EXISTING
+        .replace(
+            "karpenter.sh/nodepool-hash: '1'",
+            "karpenter.sh/nodepool-hash: 'x'",
+        )
+        .replace(
+            "karpenter.sh/nodepool-hash-version: kerf-v1",
+            "karpenter.sh/nodepool-hash-version: other",
+        );
+    let report = timeline(
+        "{duration: 30m, events: [{at: 5m, scale: {deployment: web, replicas: 0}}, {at: 20m, scale: {deployment: web, replicas: 2}}]}",
+        &[
+            &pool("", "consolidationPolicy: WhenEmpty, consolidateAfter: 1m"),
+            CLASS,
+            &existing,
+            web,
+        ],
+    );
+    let lines = actions(&report);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l == "scale default/web: 1 → 0 replicas"),
+        "{lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("disrupt Empty") && l.contains("default-abcde")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l == "scale default/web: 0 → 2 replicas"),
+        "{lines:#?}"
+    );
+    assert_eq!(report["totals"]["pendingAtEnd"], 0, "{lines:#?}");
+}

@@ -3,8 +3,9 @@
 //! Simulation document starting now, so "what does kerf do to *this* cluster tonight" is
 //! `kerf snapshot --duration 12h > now.yaml && kerf simulate now.yaml`.
 //!
-//! Pods are written as they are (bound pods stay on their nodes in the timeline); their Deployments are not,
-//! since the simulator would make their pods a second time from the replicas.
+//! Pods are written as they are (bound pods stay on their nodes in the timeline). Deployments and StatefulSets
+//! are written too, marked `kerf.sh/pods-listed: "true"`: the simulator does not make their pods again from
+//! the replicas, and a `scale` event adds or removes pods among those they select.
 
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodeclaim::NodeClaim;
@@ -12,11 +13,12 @@ use crate::api::nodepool::NodePool;
 use crate::controllers::disruption::input::list_pdbs;
 use crate::disruption::parse_go_duration;
 use crate::kube::CALL_TIMEOUT;
+use crate::simulate::PODS_LISTED;
 use ::kube::api::{Api, ListParams};
 use ::kube::config::{KubeConfigOptions, Kubeconfig};
 use ::kube::{Client, Config, Resource};
 use anyhow::Context as _;
-use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use serde::de::DeserializeOwned;
@@ -65,6 +67,14 @@ pub async fn run(args: &SnapshotArgs, out: &mut impl Write) -> anyhow::Result<()
     documents.extend(list::<NodeClaim>(&client, "NodeClaims").await?);
     documents.extend(list::<Node>(&client, "Nodes").await?);
     documents.extend(list::<DaemonSet>(&client, "DaemonSets").await?);
+    for mut workload in list::<Deployment>(&client, "Deployments")
+        .await?
+        .into_iter()
+        .chain(list::<StatefulSet>(&client, "StatefulSets").await?)
+    {
+        workload["metadata"]["annotations"][PODS_LISTED] = json!("true");
+        documents.push(workload);
+    }
     let pdbs = list_pdbs(&client)
         .await
         .context("listing PodDisruptionBudgets")?;

@@ -14,7 +14,9 @@ mod timeline_report;
 pub use events::{Action, Event, Interruption, Timeline, TimelineError, DEFAULT_START};
 pub use report::{ClaimReport, NodeReport, Report, Summary, UnschedulableReport};
 pub use run::Simulation;
-pub use scenario::{from_documents, load, Scenario, ScenarioError, SimulationSettings};
+pub use scenario::{
+    from_documents, load, Scenario, ScenarioError, SimulationSettings, PODS_LISTED,
+};
 pub use sizes::ScenarioLimits;
 pub use timeline::{TimelineRun, READY_AFTER};
 pub use timeline_report::{CostHour, Entry, TimelineReport, Totals};

@@ -195,7 +195,8 @@ pub fn from_documents(
                         continue;
                     }
                 };
-                let total = pods.saturating_add(count);
+                let made = if pods_listed(&object) { 0 } else { count };
+                let total = pods.saturating_add(made);
                 if total > limits.max_pods {
                     return Err(ScenarioError::TooManyPods {
                         document: index,
@@ -208,9 +209,12 @@ pub fn from_documents(
                     });
                 }
                 pods = total;
-                scenario
-                    .pods
-                    .extend(expand(&object, 0..count).map_err(bad)?);
+                // A snapshot lists the workload's running pods one by one: they are not made again.
+                if !pods_listed(&object) {
+                    scenario
+                        .pods
+                        .extend(expand(&object, 0..count).map_err(bad)?);
+                }
                 replicas_of.insert(workload_key(&object), count);
                 scenario.workloads.push(object);
             }
@@ -229,6 +233,18 @@ pub fn from_documents(
 }
 
 /// `namespace/name` of a workload, as scale events name it.
+/// Marks a workload whose pods the scenario lists as Pods (`kerf snapshot` writes it): it is not expanded,
+/// and scaling it adds or removes pods among those it selects.
+pub const PODS_LISTED: &str = "kerf.sh/pods-listed";
+
+pub(super) fn pods_listed(workload: &Value) -> bool {
+    workload
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(PODS_LISTED))
+        .and_then(Value::as_str)
+        == Some("true")
+}
+
 fn workload_key(workload: &Value) -> String {
     let text = |pointer| workload.pointer(pointer).and_then(Value::as_str);
     format!(

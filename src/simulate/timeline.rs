@@ -5,7 +5,7 @@
 
 use super::events::{Action, Event, Interruption, Timeline};
 use super::existing::take_over;
-use super::scenario::{expand, Scenario, ScenarioError};
+use super::scenario::{expand, pods_listed, Scenario, ScenarioError};
 use super::timeline_report::{CostHour, Entry, TimelineReport, Totals};
 use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
@@ -280,12 +280,16 @@ impl<'a> TimelineRun<'a> {
         };
         let prefix = format!("{namespace}/{name}-");
         let index = |p: &SimPod| -> Option<u64> { p.key.strip_prefix(&prefix)?.parse().ok() };
-        let current = self
+        let next = self
             .pods
             .iter()
             .filter_map(index)
             .max()
             .map_or(0, |i| i + 1);
+        if pods_listed(workload) {
+            return self.scale_listed(workload, namespace, name, wanted, next);
+        }
+        let current = next;
         let (_, kind) = crate::manifest::group_kind(workload);
         let mut removed_from = Vec::new();
         self.pods.retain(|p| match index(p) {
@@ -305,6 +309,71 @@ impl<'a> TimelineRun<'a> {
                     name: name.to_owned(),
                     source,
                 })?;
+            self.pods
+                .extend(added.into_iter().map(|pod| sim_pod(pod, None)));
+        }
+        self.entries.push(self.entry(
+            "scale",
+            format!("{namespace}/{name}: {current} → {wanted} replicas"),
+        ));
+        Ok(())
+    }
+
+    /// Scales a workload whose pods the scenario lists (a snapshot): its pods are those of its namespace its
+    /// selector matches. Going down removes pending pods first, then the last by name; going up adds pods made
+    /// from its template, numbered from `next`.
+    fn scale_listed(
+        &mut self,
+        workload: &Value,
+        namespace: &str,
+        name: &str,
+        wanted: u64,
+        next: u64,
+    ) -> Result<(), ScenarioError> {
+        let selector: BTreeMap<String, String> = workload
+            .pointer("/spec/selector/matchLabels")
+            .cloned()
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or_default();
+        let selects = |p: &SimPod| {
+            p.pod.metadata.namespace.as_deref().unwrap_or("default") == namespace
+                && !selector.is_empty()
+                && selector
+                    .iter()
+                    .all(|(k, v)| p.pod.metadata.labels.as_ref().and_then(|l| l.get(k)) == Some(v))
+        };
+        let mut members: Vec<(bool, String)> = self
+            .pods
+            .iter()
+            .filter(|p| selects(p))
+            .map(|p| (p.on.is_some(), p.key.clone()))
+            .collect();
+        let current = u64::try_from(members.len()).unwrap_or(u64::MAX);
+        if wanted < current {
+            // Pending before bound, then the last names first.
+            members.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.cmp(&a.1)));
+            let excess = usize::try_from(current - wanted).unwrap_or(usize::MAX);
+            let going: Vec<String> = members.into_iter().take(excess).map(|(_, k)| k).collect();
+            let mut left = Vec::new();
+            self.pods.retain(|p| {
+                let keep = !going.contains(&p.key);
+                if !keep {
+                    left.extend(p.on.clone());
+                }
+                keep
+            });
+            for claim in left {
+                self.pod_event(&claim);
+            }
+        } else if wanted > current {
+            let (_, kind) = crate::manifest::group_kind(workload);
+            let added = expand(workload, next..next + (wanted - current)).map_err(|source| {
+                ScenarioError::Object {
+                    kind: kind.to_owned(),
+                    name: name.to_owned(),
+                    source,
+                }
+            })?;
             self.pods
                 .extend(added.into_iter().map(|pod| sim_pod(pod, None)));
         }
