@@ -188,3 +188,162 @@ async fn the_controller_and_simulate_launch_the_same_nodes_for_the_same_pods() -
     );
     Ok(())
 }
+
+/// The pool of [`pool`], consolidating at once.
+fn consolidating_pool() -> Value {
+    let mut pool = pool();
+    pool["spec"]["disruption"] = json!({
+        "consolidationPolicy": "WhenEmptyOrUnderutilized",
+        "consolidateAfter": "0s",
+        "budgets": [{"nodes": "100%"}]
+    });
+    pool
+}
+
+/// The instance types of the nodes a timeline report ends with: launched, less those disrupted or interrupted.
+fn nodes_at_end(report: &Value) -> Result<Vec<String>> {
+    let mut nodes: BTreeMap<String, String> = BTreeMap::new();
+    for entry in report["timeline"].as_array().context("a timeline")? {
+        let claims = entry["nodeClaims"].as_array().cloned().unwrap_or_default();
+        let detail = entry["detail"].as_str().unwrap_or_default();
+        match entry["action"].as_str() {
+            Some("launch") => {
+                let name = claims.first().and_then(Value::as_str).unwrap_or_default();
+                let instance_type = detail.split_whitespace().nth(1).unwrap_or_default();
+                nodes.insert(name.to_owned(), instance_type.to_owned());
+            }
+            Some("disrupt" | "interrupt") => {
+                for claim in claims.iter().filter_map(Value::as_str) {
+                    nodes.remove(claim);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut types: Vec<String> = nodes.into_values().collect();
+    types.sort();
+    Ok(types)
+}
+
+/// Consolidation outcomes: five pods, then one; `kerf simulate`'s timeline says which nodes the cluster ends
+/// with, and `kerf controller` on the real control plane must get there (an empty node deleted, the other
+/// replaced by a cheaper type).
+#[tokio::test]
+async fn the_controller_consolidates_to_what_simulate_predicts() -> Result<()> {
+    let Some(bed) = Testbed::start_or_skip("parity_consolidation").await? else {
+        return Ok(());
+    };
+    let namespace = bed.cluster.create_namespace("parity").await?;
+    let dir = tempfile::tempdir()?;
+    let prices = dir.path().join("prices.json");
+    std::fs::write(&prices, TEST_PRICES)?;
+    let class = json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
+        "spec": serde_json::to_value(node_class_spec(&bed.name)?)?,
+    });
+    let deployment = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "inflate", "namespace": namespace},
+        "spec": {"replicas": REPLICAS, "selector": {"matchLabels": {"app": "inflate"}},
+            "template": {"metadata": {"labels": {"app": "inflate"}}, "spec": {"containers": [{
+                "name": "inflate", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
+                "resources": {"requests": {"cpu": "1", "memory": "512Mi"}}}]}}},
+    });
+    let simulation = json!({"apiVersion": "kerf.sh/v1alpha1", "kind": "Simulation", "spec": {
+        "duration": "40m",
+        "events": [{"at": "10m", "scale": {"deployment": "inflate", "namespace": namespace, "replicas": 1}}]}});
+    let documents: Vec<String> = [simulation, consolidating_pool(), class, deployment]
+        .iter()
+        .map(serde_json::to_string)
+        .collect::<Result<_, _>>()?;
+    let scenario = dir.path().join("scenario.yaml");
+    std::fs::write(&scenario, documents.join("\n---\n"))?;
+    let output = std::process::Command::new(kerf_binary()?)
+        .arg("simulate")
+        .arg(&scenario)
+        .args(["--region", "us-west-2", "--pricing-file"])
+        .arg(&prices)
+        .args(["-o", "json"])
+        .output()?;
+    ensure!(
+        output.status.success(),
+        "kerf simulate failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_slice(&output.stdout)?;
+    let predicted = nodes_at_end(&report)?;
+    ensure!(
+        report["totals"]["disruptions"].as_u64() >= Some(1),
+        "the scenario consolidates nothing: {report}"
+    );
+
+    apply_ok(&bed.cluster, &consolidating_pool()).await?;
+    create_inflate(&bed.cluster, &namespace, REPLICAS as i32, "1", "512Mi").await?;
+    let cluster = &bed.cluster;
+    let pods: Api<Pod> = Api::namespaced(cluster.client()?, &namespace);
+    poll("every inflate pod bound", Duration::from_secs(180), || {
+        let pods = pods.clone();
+        async move {
+            let list = pods.list(&ListParams::default()).await?.items;
+            let bound = list
+                .iter()
+                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+                .count();
+            Ok((list.len() == REPLICAS && bound == REPLICAS).then_some(()))
+        }
+    })
+    .await
+    .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 40)))?;
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(cluster.client()?, &namespace);
+    deployments
+        .patch(
+            "inflate",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"replicas": 1}})),
+        )
+        .await?;
+    let predicted_ref = &predicted;
+    let reached = poll(
+        "the nodes kerf simulate predicted",
+        Duration::from_secs(300),
+        || async move {
+            let claims = node_claims(cluster).await?;
+            let mut types: Vec<String> = claims
+                .iter()
+                .filter_map(|c| {
+                    c.metadata
+                        .labels
+                        .as_ref()?
+                        .get(labels::INSTANCE_TYPE)
+                        .cloned()
+                })
+                .collect();
+            types.sort();
+            let settled = claims
+                .iter()
+                .all(|c| c.metadata.deletion_timestamp.is_none());
+            Ok((settled && &types == predicted_ref).then_some(types))
+        },
+    )
+    .await;
+    let claims = node_claims(cluster).await?;
+    let actual: Vec<String> = claims
+        .iter()
+        .filter_map(|c| {
+            c.metadata
+                .labels
+                .as_ref()?
+                .get(labels::INSTANCE_TYPE)
+                .cloned()
+        })
+        .collect();
+    eprintln!("figures parity_consolidation: kerf simulate ends with {predicted:?}, kerf controller {actual:?}");
+    reached.with_context(|| {
+        format!(
+            "kerf controller has {actual:?}, kerf simulate predicted {predicted:?}; log:\n{}",
+            tail(&bed.log(), 60)
+        )
+    })?;
+    Ok(())
+}
