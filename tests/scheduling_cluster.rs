@@ -399,3 +399,27 @@ fn unreadable_node_resources_are_a_clear_error() {
         "{text}"
     );
 }
+
+/// Karpenter's topology suite, "should respect namespace selectors that match all namespaces": an empty
+/// `namespaceSelector` (`{matchLabels: {}}` as much as `{}`) takes in pods of every namespace, not only the
+/// pod's own.
+#[test]
+fn an_empty_namespace_selector_matches_every_namespace() {
+    let mut other = bound("db-0", "n1", json!({"app": "db"}), json!({}));
+    other.metadata.namespace = Some("data".to_owned());
+    let c = cluster(&[node("n1", "test-zone-a", "8")], &[], &[], &[other]);
+    for selector in [json!({}), json!({"matchLabels": {}}), json!({"matchExpressions": []})] {
+        let anti = json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": HOSTNAME, "labelSelector": {"matchLabels": {"app": "db"}},
+             "namespaceSelector": selector}]}}});
+        let pending = labelled(1, "away", json!({}), anti);
+        let plan = run(&pending, &c);
+        assert!(on_node(&plan, "n1").is_empty(), "{selector}: placed next to db-0");
+        assert_eq!(plan.claims.len(), 1, "{selector}");
+    }
+    // Without a selector, only the pod's own namespace counts.
+    let anti = json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": HOSTNAME, "labelSelector": {"matchLabels": {"app": "db"}}}]}}});
+    let plan = run(&labelled(1, "near", json!({}), anti), &c);
+    assert_eq!(on_node(&plan, "n1"), ["default/near-0"]);
+}

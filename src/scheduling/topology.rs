@@ -209,7 +209,13 @@ pub fn constraints(
     let term = |t: &PodAffinityTerm, kind, relax| {
         let key = TopologyKey::parse(&t.topology_key)?;
         let namespaces = match (&t.namespaces, &t.namespace_selector) {
-            (_, Some(sel)) if sel.match_labels.is_none() && sel.match_expressions.is_none() => None,
+            // An empty selector (`{}` or `{matchLabels: {}}`) selects every namespace.
+            (_, Some(sel))
+                if sel.match_labels.as_ref().is_none_or(|m| m.is_empty())
+                    && sel.match_expressions.as_ref().is_none_or(|e| e.is_empty()) =>
+            {
+                None
+            }
             (Some(ns), _) if !ns.is_empty() => Some(ns.iter().cloned().collect()),
             _ => own_namespace(),
         };
