@@ -408,13 +408,20 @@ fn an_empty_namespace_selector_matches_every_namespace() {
     let mut other = bound("db-0", "n1", json!({"app": "db"}), json!({}));
     other.metadata.namespace = Some("data".to_owned());
     let c = cluster(&[node("n1", "test-zone-a", "8")], &[], &[], &[other]);
-    for selector in [json!({}), json!({"matchLabels": {}}), json!({"matchExpressions": []})] {
+    for selector in [
+        json!({}),
+        json!({"matchLabels": {}}),
+        json!({"matchExpressions": []}),
+    ] {
         let anti = json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
             {"topologyKey": HOSTNAME, "labelSelector": {"matchLabels": {"app": "db"}},
              "namespaceSelector": selector}]}}});
         let pending = labelled(1, "away", json!({}), anti);
         let plan = run(&pending, &c);
-        assert!(on_node(&plan, "n1").is_empty(), "{selector}: placed next to db-0");
+        assert!(
+            on_node(&plan, "n1").is_empty(),
+            "{selector}: placed next to db-0"
+        );
         assert_eq!(plan.claims.len(), 1, "{selector}");
     }
     // Without a selector, only the pod's own namespace counts.
@@ -422,4 +429,49 @@ fn an_empty_namespace_selector_matches_every_namespace() {
         {"topologyKey": HOSTNAME, "labelSelector": {"matchLabels": {"app": "db"}}}]}}});
     let plan = run(&labelled(1, "near", json!({}), anti), &c);
     assert_eq!(on_node(&plan, "n1"), ["default/near-0"]);
+}
+
+/// Karpenter's provisioning suite, "should not launch a second node for pods that tolerate everything but the
+/// startup and ephemeral taints of a node still initializing": until a kerf node is initialized, its
+/// `not-ready`/`unreachable`/`uninitialized`/`unregistered` taints and its claim's startup taints are ignored,
+/// so the pods wait for it; once initialized, any taint it still has counts.
+#[test]
+fn an_initializing_nodes_startup_and_ephemeral_taints_are_ignored() {
+    let taints = json!([
+        {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+        {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"},
+        {"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"},
+        {"key": "readiness.k8s.io/cni", "effect": "NoSchedule"},
+        {"key": "example.com/agent", "effect": "NoSchedule"}
+    ]);
+    let tainted = |initialized: bool| {
+        let mut n = node("n1", "test-zone-a", "8");
+        n.spec = Some(serde_json::from_value(json!({"taints": taints})).expect("spec"));
+        if !initialized {
+            n.metadata
+                .labels
+                .as_mut()
+                .expect("labels")
+                .remove("karpenter.sh/initialized");
+        }
+        n
+    };
+    let claim: NodeClaim = serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "c1", "labels": {"karpenter.sh/nodepool": "default"}},
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                 "requirements": [],
+                 "startupTaints": [{"key": "example.com/agent", "effect": "NoSchedule"}]},
+        "status": {"nodeName": "n1"},
+    }))
+    .expect("claim");
+    let initializing = cluster(&[tainted(false)], std::slice::from_ref(&claim), &[], &[]);
+    let plan = run(&plain(2, "web"), &initializing);
+    assert_eq!(on_node(&plan, "n1"), ["default/web-0", "default/web-1"]);
+    assert!(plan.claims.is_empty(), "{:?}", plan.claims);
+
+    let up = cluster(&[tainted(true)], &[claim], &[], &[]);
+    let plan = run(&plain(2, "web"), &up);
+    assert!(on_node(&plan, "n1").is_empty());
+    assert_eq!(plan.claims.len(), 1);
 }

@@ -5,6 +5,7 @@
 //! from a scenario, the controller from its watch cache.
 
 use super::pod::{PodError, PodInfo};
+use super::taints::is_ephemeral;
 use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::{Taint, TaintEffect};
@@ -94,6 +95,10 @@ impl Cluster {
             .iter()
             .filter_map(|n| n.metadata.name.as_deref())
             .collect();
+        let claim_of_node: BTreeMap<&str, &NodeClaim> = nodeclaims
+            .iter()
+            .filter_map(|c| Some((c.status.as_ref()?.node_name.as_deref()?, c)))
+            .collect();
         let mut existing: Vec<ExistingNode> = nodes
             .iter()
             .filter(|n| n.metadata.deletion_timestamp.is_none())
@@ -103,7 +108,14 @@ impl Cluster {
                     .and_then(|s| s.unschedulable)
                     .unwrap_or(false)
             })
-            .map(from_node)
+            .map(|n| {
+                let claim = n
+                    .metadata
+                    .name
+                    .as_deref()
+                    .and_then(|name| claim_of_node.get(name).copied());
+                from_node(n, claim)
+            })
             .collect::<Result<_, _>>()?;
         for claim in nodeclaims {
             let node_name = claim.status.as_ref().and_then(|s| s.node_name.as_deref());
@@ -194,7 +206,10 @@ fn owner(pod: &Pod, kind: &str) -> Option<String> {
         .map(|o| format!("{namespace}/{}", o.name))
 }
 
-fn from_node(node: &Node) -> Result<ExistingNode, ClusterError> {
+/// `node` as capacity. Until a node kerf launched is initialized, its ephemeral taints and its `claim`'s
+/// startup taints are left out (Karpenter's `StateNode.Taints`): pods that tolerate the rest will fit there
+/// once it is up, so no second node is launched for them.
+fn from_node(node: &Node, claim: Option<&NodeClaim>) -> Result<ExistingNode, ClusterError> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let object = format!("Node {name}");
     let mut node_labels = node.metadata.labels.clone().unwrap_or_default();
@@ -241,6 +256,17 @@ fn from_node(node: &Node) -> Result<ExistingNode, ClusterError> {
                 effect,
                 time_added: None,
             })
+        })
+        .filter(|t: &Taint| {
+            initialized
+                || !(is_ephemeral(t)
+                    || claim
+                        .and_then(|c| c.spec.startup_taints.as_ref())
+                        .is_some_and(|startup| {
+                            startup
+                                .iter()
+                                .any(|s| s.key == t.key && s.effect == t.effect)
+                        }))
         })
         .collect();
     Ok(ExistingNode {

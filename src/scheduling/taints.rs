@@ -35,6 +35,29 @@ pub fn untolerated<'a>(
         .find(|taint| !tolerations.iter().any(|t| tolerates(t, taint)))
 }
 
+/// Taints a node carries while it comes up, by key and effect (Karpenter's `KnownEphemeralTaints`), and the key
+/// prefix of the Node Readiness Controller's. Until a node kerf launched is initialized they say nothing about
+/// where pods may go, so the solve ignores them (and the claim's startup taints) on such nodes.
+const EPHEMERAL_TAINTS: [(&str, TaintEffect); 5] = [
+    ("node.kubernetes.io/not-ready", TaintEffect::NoSchedule),
+    ("node.kubernetes.io/not-ready", TaintEffect::NoExecute),
+    ("node.kubernetes.io/unreachable", TaintEffect::NoSchedule),
+    (
+        "node.cloudprovider.kubernetes.io/uninitialized",
+        TaintEffect::NoSchedule,
+    ),
+    ("karpenter.sh/unregistered", TaintEffect::NoExecute),
+];
+const EPHEMERAL_TAINT_PREFIX: &str = "readiness.k8s.io/";
+
+/// Whether `taint` is one a node carries only while it comes up.
+pub fn is_ephemeral(taint: &Taint) -> bool {
+    EPHEMERAL_TAINTS
+        .iter()
+        .any(|(key, effect)| taint.key == *key && taint.effect == *effect)
+        || taint.key.starts_with(EPHEMERAL_TAINT_PREFIX)
+}
+
 /// `key=value:Effect`, as kubectl prints a taint.
 pub fn describe(taint: &Taint) -> String {
     match &taint.value {
