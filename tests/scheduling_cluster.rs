@@ -475,3 +475,42 @@ fn an_initializing_nodes_startup_and_ephemeral_taints_are_ignored() {
     assert!(on_node(&plan, "n1").is_empty());
     assert_eq!(plan.claims.len(), 1);
 }
+
+/// Karpenter's provisioning suite, "should account for daemonset pods' resources as admitted, not as in the
+/// template": the newest pod a DaemonSet runs (a LimitRange raised its requests to 2 CPU) sizes the overhead of
+/// new nodes, not its template's 100m; without a pod, the template does.
+#[test]
+fn daemonset_overhead_comes_from_its_newest_pod() {
+    let ds = daemonset("agent", "100m", json!({}));
+    let running = |name: &str, cpu: &str, created: &str| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "kube-system", "creationTimestamp": created,
+                "labels": {"app": "agent"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent",
+                    "uid": "ds-uid", "controller": true}]},
+            "spec": {"nodeName": "elsewhere", "containers": [{"name": "c",
+                "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}}}],
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchFields": [
+                        {"key": "metadata.name", "operator": "In", "values": ["elsewhere"]}]}]}}}},
+            "status": {"phase": "Running"},
+        }))
+        .expect("pod")
+    };
+    let requested = |pods: &[Pod]| {
+        let c = cluster(&[], &[], std::slice::from_ref(&ds), pods);
+        let plan = run(&plain(1, "web"), &c);
+        assert_eq!(plan.claims.len(), 1, "{:?}", plan.unschedulable);
+        plan.claims[0].requests.cpu
+    };
+    let template = requested(&[]);
+    let admitted = requested(&[
+        running("agent-old", "500m", "2026-11-01T00:00:00Z"),
+        running("agent-new", "2", "2026-11-20T00:00:00Z"),
+    ]);
+    assert_eq!(
+        admitted - template,
+        1900,
+        "overhead of the newest pod: 2 CPU instead of 100m"
+    );
+}

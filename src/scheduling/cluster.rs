@@ -142,10 +142,7 @@ impl Cluster {
                 });
             }
         }
-        let daemonsets = daemonsets
-            .iter()
-            .map(DaemonSetPod::from_daemonset)
-            .collect::<Result<_, _>>()?;
+        let daemonsets = DaemonSetPod::of_daemonsets(daemonsets, pods.iter().map(Borrow::borrow))?;
         Ok(Cluster {
             nodes: existing,
             daemonsets,
@@ -154,21 +151,78 @@ impl Cluster {
 }
 
 impl DaemonSetPod {
-    /// The pod the DaemonSet runs: its template, keeping the required node affinity and dropping preferences.
-    pub fn from_daemonset(daemonset: &DaemonSet) -> Result<Self, PodError> {
+    /// The pod each of `daemonsets` runs: its newest pod among `pods` when it has one (what admission really
+    /// made of the template: LimitRange defaults, mutating webhooks, a VPA's requests), else its template
+    /// (Karpenter's `getDaemonSetPods`).
+    pub fn of_daemonsets<'p>(
+        daemonsets: &[DaemonSet],
+        pods: impl IntoIterator<Item = &'p Pod>,
+    ) -> Result<Vec<DaemonSetPod>, PodError> {
+        let mut newest: BTreeMap<String, &Pod> = BTreeMap::new();
+        for pod in pods {
+            let Some(daemonset) = owner(pod, "DaemonSet") else {
+                continue;
+            };
+            let age = |p: &Pod| {
+                (
+                    p.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                    p.metadata.name.clone(),
+                )
+            };
+            match newest.get(&daemonset) {
+                Some(known) if age(known) >= age(pod) => {}
+                _ => {
+                    newest.insert(daemonset, pod);
+                }
+            }
+        }
+        daemonsets
+            .iter()
+            .map(|d| {
+                let namespace = d.metadata.namespace.as_deref().unwrap_or("default");
+                let key = format!(
+                    "{namespace}/{}",
+                    d.metadata.name.as_deref().unwrap_or_default()
+                );
+                DaemonSetPod::from_daemonset(d, newest.get(&key).copied())
+            })
+            .collect()
+    }
+
+    /// The pod the DaemonSet runs: `newest`, its latest pod, or else its template; with the template's required
+    /// node affinity (the DaemonSet controller pins each pod to its node, which says nothing of new nodes) and
+    /// no preferences.
+    pub fn from_daemonset(daemonset: &DaemonSet, newest: Option<&Pod>) -> Result<Self, PodError> {
         let meta = &daemonset.metadata;
         let namespace = meta.namespace.as_deref().unwrap_or("default");
         let name = format!("{namespace}/{}", meta.name.as_deref().unwrap_or_default());
         let template = daemonset.spec.template.clone();
-        let mut spec = template.spec.unwrap_or_default();
+        let required = template
+            .spec
+            .as_ref()
+            .and_then(|s| s.affinity.as_ref())
+            .and_then(|a| a.node_affinity.as_ref())
+            .and_then(|n| {
+                n.required_during_scheduling_ignored_during_execution
+                    .clone()
+            });
+        let (mut spec, metadata) = match newest {
+            Some(pod) => (
+                pod.spec.clone().unwrap_or_default(),
+                Some(pod.metadata.clone()),
+            ),
+            None => (template.spec.unwrap_or_default(), template.metadata),
+        };
         if let Some(node_affinity) = spec
             .affinity
             .as_mut()
             .and_then(|a| a.node_affinity.as_mut())
         {
             node_affinity.preferred_during_scheduling_ignored_during_execution = None;
+            node_affinity.required_during_scheduling_ignored_during_execution = required;
         }
-        let mut metadata = template.metadata.unwrap_or_default();
+        spec.node_name = None;
+        let mut metadata = metadata.unwrap_or_default();
         metadata.name = Some(name.clone());
         metadata.namespace = Some(namespace.to_owned());
         let pod = Pod {

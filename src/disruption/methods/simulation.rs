@@ -34,11 +34,15 @@ pub(crate) struct Simulator<'a> {
 
 impl<'a> Simulator<'a> {
     pub fn new(input: &DisruptionInput<'a>) -> Self {
-        let daemonsets: Vec<DaemonSetPod> = input
-            .daemonsets
-            .iter()
-            .filter_map(|d| DaemonSetPod::from_daemonset(d).ok())
-            .collect();
+        let daemonsets: Vec<DaemonSetPod> =
+            DaemonSetPod::of_daemonsets(input.daemonsets, input.nodes.iter().flat_map(|n| &n.pods))
+                .unwrap_or_else(|_| {
+                    input
+                        .daemonsets
+                        .iter()
+                        .filter_map(|d| DaemonSetPod::from_daemonset(d, None).ok())
+                        .collect()
+                });
         let scheduler = Scheduler::with_daemonsets(input.nodepools, input.catalog, &daemonsets);
         let mut launchable: Vec<(Resources, f64)> = scheduler
             .templates()
