@@ -296,3 +296,94 @@ spec:
     );
     assert_eq!(report["totals"]["pendingAtEnd"], 0, "{lines:#?}");
 }
+
+/// The first planned claim's instance type (and how many pods stayed unschedulable) of a one-solve simulation.
+fn solve_once(spec: &str, docs: &[&str]) -> (Option<String>, usize) {
+    let mut text = format!("apiVersion: kerf.sh/v1alpha1\nkind: Simulation\nspec: {spec}\n");
+    for doc in docs {
+        text.push_str("---\n");
+        text.push_str(doc);
+    }
+    let scenario = load(&text).expect("valid scenario");
+    let catalog = catalog();
+    let simulation = kerf::simulate::Simulation::new(&scenario, &catalog).expect("simulation");
+    let plan = simulation.solve();
+    (
+        plan.claims
+            .first()
+            .and_then(|c| c.cheapest.as_ref())
+            .map(|c| c.instance_type.clone()),
+        plan.unschedulable.len(),
+    )
+}
+
+/// Karpenter's `--preference-policy=Ignore`: a pod's preferred node affinity no longer steers the choice, so the
+/// cheapest type is launched instead of the preferred family.
+#[test]
+fn the_preference_policy_ignore_leaves_preferences_out() {
+    let prefers = "apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: default}
+spec:
+  containers: [{name: c, image: i, resources: {requests: {cpu: '1', memory: 1Gi}}}]
+  affinity:
+    nodeAffinity:
+      preferredDuringSchedulingIgnoredDuringExecution:
+        - {weight: 1, preference: {matchExpressions: [{key: karpenter.k8s.aws/instance-family, operator: In, values: [m5]}]}}
+";
+    let pool = pool("", "consolidateAfter: Never");
+    let (respected, _) = solve_once("{}", &[&pool, CLASS, prefers]);
+    let (ignored, _) = solve_once("{preferencePolicy: Ignore}", &[&pool, CLASS, prefers]);
+    assert!(
+        respected.as_deref().is_some_and(|t| t.starts_with("m5.")),
+        "{respected:?}"
+    );
+    assert!(
+        ignored.as_deref().is_some_and(|t| !t.starts_with("m5.")),
+        "{ignored:?}"
+    );
+}
+
+/// Karpenter's `MIN_VALUES_POLICY=BestEffort`: a NodePool asking for more distinct families than fit the pod
+/// launches with the ones there are instead of leaving the pod pending.
+#[test]
+fn the_min_values_policy_best_effort_relaxes_min_values() {
+    let pool = "apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+        - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5, c5, r5], minValues: 3}
+";
+    // The pod allows two of the three families.
+    let pods = "apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: default}
+spec:
+  containers: [{name: c, image: i, resources: {requests: {cpu: '1', memory: 1Gi}}}]
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms: [{matchExpressions: [{key: karpenter.k8s.aws/instance-family, operator: In, values: [m5, c5]}]}]
+";
+    let (strict, unschedulable) = solve_once("{}", &[pool, CLASS, pods]);
+    assert_eq!((strict, unschedulable), (None, 1));
+    let (relaxed, unschedulable) =
+        solve_once("{minValuesPolicy: BestEffort}", &[pool, CLASS, pods]);
+    assert!(relaxed.is_some() && unschedulable == 0, "{relaxed:?}");
+}
+
+#[test]
+fn an_unknown_policy_names_its_field() {
+    let text =
+        "apiVersion: kerf.sh/v1alpha1\nkind: Simulation\nspec: {preferencePolicy: Sometimes}\n";
+    let error = load(text).err().expect("refused").to_string();
+    assert!(
+        error.contains("spec.preferencePolicy") && error.contains("Respect or Ignore"),
+        "{error}"
+    );
+}

@@ -12,6 +12,7 @@ use crate::engine::SystemClock;
 use crate::interruption::MessageQueue;
 use crate::kube::events::Events;
 use crate::kube::leader::{LeaderElector, LeaseConfig};
+use crate::scheduling::{MinValuesPolicy, Policies, PreferencePolicy};
 use anyhow::Context as _;
 use kerf_webhooks::ReadyFlag;
 use std::net::SocketAddr;
@@ -56,6 +57,14 @@ pub struct ControllerArgs {
     /// How long a batch waits at most from its first pod.
     #[arg(long, env = "BATCH_MAX_DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
     pub batch_max_duration: Duration,
+    /// How the solves treat preferences (preferred node and pod affinity and anti-affinity, `ScheduleAnyway`
+    /// topology spread): `Respect` them while they can be met, or `Ignore` them.
+    #[arg(long, env = "PREFERENCE_POLICY", default_value = "Respect", value_parser = parse_policy::<PreferencePolicy>)]
+    pub preference_policy: PreferencePolicy,
+    /// What a solve does when a NodePool's `minValues` cannot be met: `Strict` leaves the pods pending,
+    /// `BestEffort` launches with as many distinct values as there are.
+    #[arg(long, env = "MIN_VALUES_POLICY", default_value = "Strict", value_parser = parse_policy::<MinValuesPolicy>)]
+    pub min_values_policy: MinValuesPolicy,
     /// SQS queue of interruption events (spot interruption, scheduled changes, state changes).
     #[arg(long, env = "INTERRUPTION_QUEUE")]
     pub interruption_queue: Option<String>,
@@ -85,9 +94,17 @@ impl ControllerArgs {
             batch_idle: self.batch_idle_duration,
             batch_max: self.batch_max_duration,
             gc_interval: self.gc_interval,
+            policies: Policies {
+                preferences: self.preference_policy,
+                min_values: self.min_values_policy,
+            },
             ..Settings::default()
         }
     }
+}
+
+fn parse_policy<P: std::str::FromStr<Err = String>>(value: &str) -> Result<P, String> {
+    value.parse()
 }
 
 /// The Lease the replicas elect their leader on.
@@ -192,5 +209,52 @@ async fn server_failed(servers: &mut JoinSet<std::io::Result<()>>) -> anyhow::Er
         }
         Some(Err(panic)) => anyhow::anyhow!("an endpoint server panicked: {panic}"),
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Cli, Command};
+    use super::*;
+    use clap::Parser;
+
+    fn settings(args: &[&str]) -> Result<Settings, clap::Error> {
+        let argv = [
+            "kerf",
+            "controller",
+            "--cluster-name=c",
+            "--cluster-endpoint=https://k",
+        ]
+        .into_iter()
+        .chain(args.iter().copied());
+        match Cli::try_parse_from(argv)?.command {
+            Command::Controller(args) => Ok(args.settings()),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    /// Karpenter's `--preference-policy` and `--min-values-policy` (and their environment variables, which the
+    /// chart sets from `settings.preferencePolicy` / `settings.minValuesPolicy`) reach the solves' settings.
+    #[test]
+    fn the_solve_policies_are_flags_and_refuse_unknown_values() {
+        assert_eq!(
+            settings(&[]).expect("defaults").policies,
+            Policies::default()
+        );
+        let set = settings(&[
+            "--preference-policy=Ignore",
+            "--min-values-policy=BestEffort",
+        ])
+        .expect("parse");
+        assert_eq!(
+            set.policies,
+            Policies {
+                preferences: PreferencePolicy::Ignore,
+                min_values: MinValuesPolicy::BestEffort,
+            }
+        );
+        let error = settings(&["--preference-policy=Sometimes"]).expect_err("refused");
+        assert!(error.to_string().contains("Respect or Ignore"), "{error}");
+        assert!(settings(&["--min-values-policy=Loose"]).is_err());
     }
 }

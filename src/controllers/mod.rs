@@ -55,6 +55,8 @@ pub struct Settings {
     pub leak_grace: Duration,
     /// How often instances and NodeClaims are reconciled against each other (garbage collection).
     pub gc_interval: Duration,
+    /// How the solves treat preferences and `minValues` (`--preference-policy`, `--min-values-policy`).
+    pub policies: crate::scheduling::Policies,
 }
 
 impl Default for Settings {
@@ -66,6 +68,7 @@ impl Default for Settings {
             registration_ttl: Duration::from_secs(15 * 60),
             leak_grace: Duration::from_secs(30),
             gc_interval: Duration::from_secs(2 * 60),
+            policies: crate::scheduling::Policies::default(),
         }
     }
 }

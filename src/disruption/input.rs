@@ -97,6 +97,8 @@ pub struct Settings {
     pub replace_margin: f64,
     /// A claim launched as a replacement is not itself replaced within this window.
     pub no_churn_window: Duration,
+    /// How the simulations treat preferences and `minValues`, as provisioning does.
+    pub policies: crate::scheduling::Policies,
 }
 
 /// The default [`Settings::replace_margin`]: a replace must save at least 5 %.
@@ -110,6 +112,7 @@ impl Default for Settings {
             spot_to_spot: false,
             replace_margin: DEFAULT_REPLACE_MARGIN,
             no_churn_window: DEFAULT_NO_CHURN_WINDOW,
+            policies: crate::scheduling::Policies::default(),
         }
     }
 }

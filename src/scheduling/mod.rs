@@ -12,6 +12,7 @@ mod daemons;
 mod min_values;
 mod offerings;
 mod pod;
+mod policies;
 mod solve;
 mod taints;
 mod template;
@@ -22,6 +23,7 @@ pub use cluster::{bound_node, BoundPod, Cluster, ClusterError, DaemonSetPod, Exi
 pub use min_values::MinValuesPolicy;
 pub use offerings::allows;
 pub use pod::{HostPort, PodError, PodInfo};
+pub use policies::{Policies, PreferencePolicy};
 pub use solve::{
     solve, solve_cluster, Choice, NodePlacement, Plan, PlannedClaim, PoolFit, PoolOption, Prepared,
     Scheduler, Unschedulable, MAX_INSTANCE_TYPES,

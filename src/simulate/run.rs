@@ -18,6 +18,10 @@ impl<'a> Simulation<'a> {
     /// The scenario's cluster (Nodes, NodeClaims, DaemonSets, bound pods) and its pending pods: pods without a
     /// node that no DaemonSet owns (DaemonSet pods are the DaemonSet's overhead on every node).
     pub fn new(scenario: &Scenario, catalog: &'a Catalog) -> Result<Self, ScenarioError> {
+        let policies = scenario
+            .settings
+            .policies()
+            .map_err(|e| ScenarioError::Invalid(vec![e]))?;
         let cluster = Cluster::from_objects(
             &scenario.nodes,
             &scenario.nodeclaims,
@@ -35,14 +39,15 @@ impl<'a> Simulation<'a> {
                     .is_none_or(str::is_empty)
             })
             .filter(|p| !is_daemonset_pod(p))
-            .map(PodInfo::from_pod)
+            .map(|p| PodInfo::from_pod(&policies.preferences.apply(p)))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Simulation {
             scheduler: Scheduler::with_daemonsets(
                 &scenario.nodepools,
                 catalog,
                 &cluster.daemonsets,
-            ),
+            )
+            .with_min_values_policy(policies.min_values),
             cluster,
             pending,
             seed: scenario.settings.seed,

@@ -9,6 +9,7 @@ use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
 use crate::api::validation::{ErrorKind, FieldError, FieldPath, Invalid};
 use crate::manifest::{group_kind, parse_documents, Document, Identities, Limits, ManifestError};
+use crate::scheduling::Policies;
 use crate::scheduling::{ClusterError, PodError};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -36,6 +37,28 @@ pub struct SimulationSettings {
     /// What happens during the timeline; see [`super::events`].
     #[serde(default)]
     pub events: Vec<Value>,
+    /// `Respect` (the default) or `Ignore`: as `kerf controller --preference-policy`.
+    pub preference_policy: Option<String>,
+    /// `Strict` (the default) or `BestEffort`: as `kerf controller --min-values-policy`.
+    pub min_values_policy: Option<String>,
+}
+
+impl SimulationSettings {
+    /// The solve's policies these settings name; the field and the reason when one is not a policy.
+    pub fn policies(&self) -> Result<Policies, String> {
+        let mut policies = Policies::default();
+        if let Some(value) = &self.preference_policy {
+            policies.preferences = value
+                .parse()
+                .map_err(|e| format!("spec.preferencePolicy: {e}"))?;
+        }
+        if let Some(value) = &self.min_values_policy {
+            policies.min_values = value
+                .parse()
+                .map_err(|e| format!("spec.minValuesPolicy: {e}"))?;
+        }
+        Ok(policies)
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -151,6 +174,9 @@ pub fn from_documents(
             ("kerf.sh", "Simulation") => {
                 let spec = object.get("spec").cloned().unwrap_or_else(|| json!({}));
                 scenario.settings = SimulationSettings::deserialize(&spec).map_err(bad)?;
+                if let Err(error) = scenario.settings.policies() {
+                    invalid.push(format!("document {index}: {error}"));
+                }
             }
             _ if admission::for_kind(group, kind).is_some() => {
                 let Some(admission) = admission::for_kind(group, kind) else {

@@ -535,6 +535,7 @@ impl<'a> TimelineRun<'a> {
             pods: self.pods.iter().map(|p| Arc::new(p.pod.clone())).collect(),
             node_pools: self.pools.clone(),
             node_classes: Vec::new(),
+            policies: self.scenario.settings.policies().unwrap_or_default(),
         };
         let pending: Vec<&Pod> = self
             .pods

@@ -65,7 +65,10 @@ impl Snapshot {
             pdbs: &self.pdbs,
             daemonsets: &self.daemonsets,
             catalog: &self.catalog,
-            settings: Settings::default(),
+            settings: Settings {
+                policies: self.policies,
+                ..Settings::default()
+            },
         }
     }
 }

@@ -121,6 +121,7 @@ async fn provision<C: CloudProvider + 'static>(
         node_pools: owned(state.node_pools.state()),
         node_classes: owned(state.node_classes.state()),
         pods: Vec::new(),
+        policies: ctx.settings.policies,
     };
     snapshot.pods = state.pods.state();
     let class_catalogs =

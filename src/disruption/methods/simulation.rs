@@ -43,7 +43,9 @@ impl<'a> Simulator<'a> {
                         .filter_map(|d| DaemonSetPod::from_daemonset(d, None).ok())
                         .collect()
                 });
-        let scheduler = Scheduler::with_daemonsets(input.nodepools, input.catalog, &daemonsets);
+        let policies = input.settings.policies;
+        let scheduler = Scheduler::with_daemonsets(input.nodepools, input.catalog, &daemonsets)
+            .with_min_values_policy(policies.min_values);
         let mut launchable: Vec<(Resources, f64)> = scheduler
             .templates()
             .iter()
@@ -64,7 +66,7 @@ impl<'a> Simulator<'a> {
         let mut displaced: Vec<PodInfo> = input
             .pending
             .iter()
-            .filter_map(|p| PodInfo::from_pod(p).ok())
+            .filter_map(|p| PodInfo::from_pod(&policies.preferences.apply(p)).ok())
             .collect();
         let mut nodes = Vec::with_capacity(input.nodes.len());
         let mut owner = Vec::with_capacity(input.nodes.len());
@@ -84,11 +86,16 @@ impl<'a> Simulator<'a> {
                     .node
                     .as_ref()
                     .is_some_and(|n| n.metadata.deletion_timestamp.is_some());
+            let pods: Vec<std::borrow::Cow<'_, k8s_openapi::api::core::v1::Pod>> = node
+                .pods
+                .iter()
+                .map(|p| policies.preferences.apply(p))
+                .collect();
             let built = Cluster::from_objects(
                 node.node.as_slice(),
                 std::slice::from_ref(&node.claim),
                 &[],
-                &node.pods,
+                &pods,
                 input.catalog,
             );
             let existing = match built {

@@ -15,7 +15,8 @@ use crate::api::nodepool::{NodePool, NodePoolSpec};
 use crate::catalog::Catalog;
 use crate::engine::usage;
 use crate::scheduling::{
-    Choice, Cluster, ClusterError, DaemonSetPod, PodInfo, Prepared, Scheduler, Unschedulable,
+    Choice, Cluster, ClusterError, DaemonSetPod, PodInfo, Policies, Prepared, Scheduler,
+    Unschedulable,
 };
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -35,6 +36,8 @@ pub struct Snapshot {
     pub pods: Vec<Arc<Pod>>,
     pub node_pools: Vec<NodePool>,
     pub node_classes: Vec<EC2NodeClass>,
+    /// How preferences and `minValues` are treated (the operator's flags).
+    pub policies: Policies,
 }
 
 impl Snapshot {
@@ -208,7 +211,7 @@ pub fn decide(
     let mut pods = Vec::with_capacity(to_solve.len());
     let mut identities: HashMap<String, String> = HashMap::with_capacity(to_solve.len());
     for pod in to_solve {
-        match PodInfo::from_pod(pod) {
+        match PodInfo::from_pod(&snapshot.policies.preferences.apply(pod)) {
             Ok(info) => {
                 identities.insert(info.key.clone(), claim_identity(pod));
                 pods.push(info);
@@ -283,7 +286,8 @@ pub fn decide(
             &snapshot.daemon_sets,
             &cluster.daemonsets,
         );
-        let scheduler = Scheduler::prepared(catalog, prepared);
+        let scheduler = Scheduler::prepared(catalog, prepared)
+            .with_min_values_policy(snapshot.policies.min_values);
         for template in scheduler.templates() {
             if let Some(why) = &template.unusable {
                 let reason = if why.contains("limit") {
