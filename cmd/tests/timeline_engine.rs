@@ -381,7 +381,7 @@ spec:
 fn an_unknown_policy_names_its_field() {
     let text =
         "apiVersion: kerf.sh/v1alpha1\nkind: Simulation\nspec: {preferencePolicy: Sometimes}\n";
-    let error = load(text).err().expect("refused").to_string();
+    let error = load(text).expect_err("refused").to_string();
     assert!(
         error.contains("spec.preferencePolicy") && error.contains("Respect or Ignore"),
         "{error}"
