@@ -120,7 +120,7 @@ impl Report {
         let mut out = String::new();
         let cost = s.cost_per_hour.map_or_else(
             || "cost unknown (no price for some offerings; see --pricing-file)".to_owned(),
-            |c| format!("${c:.4}/h"),
+            |c| dollars_per_hour(c),
         );
         let _ = writeln!(
             out,
@@ -136,7 +136,7 @@ impl Report {
         for claim in &self.node_claims {
             let price = claim
                 .price_per_hour
-                .map_or_else(|| "price unknown".to_owned(), |p| format!("${p:.4}/h"));
+                .map_or_else(|| "price unknown".to_owned(), dollars_per_hour);
             let what = [&claim.instance_type, &claim.capacity_type, &claim.zone]
                 .iter()
                 .map(|v| v.as_deref().unwrap_or("?"))
@@ -190,5 +190,23 @@ fn abbreviate(pods: &[String]) -> String {
     match pods.len().saturating_sub(SHOWN) {
         0 => shown,
         more => format!("{shown} and {more} more"),
+    }
+}
+
+/// `$1.2345/h`; a sum that rounds to nothing prints `$0.0000/h`, never `$-0.0000/h`.
+fn dollars_per_hour(value: f64) -> String {
+    let value = if value.abs() < 0.000_05 { 0.0 } else { value };
+    format!("${value:.4}/h")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dollars_per_hour;
+
+    #[test]
+    fn costs_print_without_a_negative_zero() {
+        assert_eq!(dollars_per_hour(-0.0), "$0.0000/h");
+        assert_eq!(dollars_per_hour(-0.000_01), "$0.0000/h");
+        assert_eq!(dollars_per_hour(0.612), "$0.6120/h");
     }
 }

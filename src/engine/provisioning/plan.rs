@@ -338,7 +338,7 @@ pub fn decide(
             });
         }
         for unschedulable in &plan.unschedulable {
-            if let Some(pool) = limited_pool(&unschedulable.reason, pools) {
+            for pool in limited_pools(&unschedulable.reason, pools) {
                 let warning = PoolWarning {
                     nodepool: pool.to_owned(),
                     reason: LIMIT_REASON,
@@ -405,15 +405,22 @@ fn refuse_over_limit(decisions: &mut Decisions, pool: &str, resource: &str, pods
         }));
 }
 
-/// The pool a solve's reason says ran into its limits (the solve ends those reasons with `for nodepool <name>`).
-fn limited_pool<'p>(reason: &str, pools: &'p [NodePool]) -> Option<&'p str> {
+/// The pools a solve's reason says ran into their limits (the solve ends those reasons with `for nodepool <name>`).
+fn limited_pools<'p>(reason: &str, pools: &'p [NodePool]) -> Vec<&'p str> {
     if !reason.contains("limit") {
-        return None;
+        return Vec::new();
     }
+    // With several pools the reason lists each (`nodepool a: …; nodepool b: …`): each part names its pool last.
     pools
         .iter()
         .filter_map(|p| p.metadata.name.as_deref())
-        .find(|name| reason.ends_with(&format!("for nodepool {name}")))
+        .filter(|name| {
+            let tail = format!("for nodepool {name}");
+            reason
+                .split("; ")
+                .any(|part| part.contains("limit") && part.ends_with(&tail))
+        })
+        .collect()
 }
 
 /// The pools by EC2NodeClass name, the groups in the order of their heaviest pool (weight descending, then

@@ -568,3 +568,36 @@ fn the_replacement_is_not_named_like_the_claim_it_replaces() {
         "{original:?} vs {replacements:?}"
     );
 }
+
+/// With two pools, the pool whose limit stopped a pod still gets its `NodePoolLimitReached` Event, whichever
+/// place it has in the reason (the reason lists every pool).
+#[test]
+fn the_limit_warning_names_the_limited_pool_among_several() {
+    let mut limited = pool(json!({"cpu": "4"}), amd64());
+    limited.metadata.name = Some("zzz-limited".to_owned());
+    let mut other = pool(json!(null), amd64());
+    other.metadata.name = Some("aaa-arm".to_owned());
+    // The second pool cannot take the pods at all: arm64 only, and they ask for amd64.
+    other.spec.template.spec.requirements = serde_json::from_value(json!([
+        {"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}
+    ]))
+    .expect("requirements");
+    let mut snap = snapshot(vec![limited, other], Vec::new(), 10);
+    for pod in &mut snap.pods {
+        let mut p = (**pod).clone();
+        p.spec.get_or_insert_with(Default::default).node_selector =
+            Some([("kubernetes.io/arch".to_owned(), "amd64".to_owned())].into());
+        *pod = Arc::new(p);
+    }
+    let decisions = run(&snap, &default_catalogs());
+    assert!(!decisions.unschedulable.is_empty());
+    assert!(
+        decisions
+            .pool_warnings
+            .iter()
+            .any(|w| w.reason == LIMIT_REASON && w.nodepool == "zzz-limited"),
+        "{:?} / {:?}",
+        decisions.pool_warnings,
+        decisions.unschedulable.first()
+    );
+}
