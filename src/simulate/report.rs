@@ -120,7 +120,7 @@ impl Report {
         let mut out = String::new();
         let cost = s.cost_per_hour.map_or_else(
             || "cost unknown (no price for some offerings; see --pricing-file)".to_owned(),
-            |c| dollars_per_hour(c),
+            dollars_per_hour,
         );
         let _ = writeln!(
             out,
