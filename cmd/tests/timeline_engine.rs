@@ -387,3 +387,37 @@ fn an_unknown_policy_names_its_field() {
         "{error}"
     );
 }
+
+/// Drift of the EC2NodeClass as the controller judges it: a changed field the hash covers (user data) or a
+/// selector that picks other subnets replaces the nodes; the same class applied again does not.
+#[test]
+fn node_class_changes_drift_as_the_controller_judges_them() {
+    let applied = |spec: serde_json::Value| {
+        let class = serde_json::json!({
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
+            "spec": spec,
+        });
+        timeline(
+            &format!("{{duration: 30m, events: [{{at: 10m, apply: {class}}}]}}"),
+            &[
+                &pool("", "consolidateAfter: Never"),
+                CLASS,
+                &deployment("a", 1, ""),
+            ],
+        )
+    };
+    let base = serde_json::json!({
+        "role": "R",
+        "amiSelectorTerms": [{"alias": "al2023@latest"}],
+        "subnetSelectorTerms": [{"tags": {"k": "v"}}],
+        "securityGroupSelectorTerms": [{"tags": {"k": "v"}}],
+    });
+    let disruptions = |report: &Value| report["totals"]["disruptions"].as_u64().unwrap_or(0);
+    assert_eq!(disruptions(&applied(base.clone())), 0, "the same class");
+    let mut user_data = base.clone();
+    user_data["userData"] = serde_json::json!("echo hi");
+    assert!(disruptions(&applied(user_data)) > 0, "user data");
+    let mut subnets = base;
+    subnets["subnetSelectorTerms"] = serde_json::json!([{"tags": {"k": "w"}}]);
+    assert!(disruptions(&applied(subnets)) > 0, "other subnets");
+}

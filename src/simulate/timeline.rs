@@ -7,14 +7,15 @@ use super::events::{Action, Event, Interruption, Timeline};
 use super::existing::take_over;
 use super::scenario::{expand, pods_listed, Scenario, ScenarioError};
 use super::timeline_report::{CostHour, Entry, TimelineReport, Totals};
+use crate::api::ec2nodeclass::EC2NodeClassSpec;
 use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
 use crate::catalog::Catalog;
 use crate::disruption::{
-    count_nodes, decide, is_daemonset_pod, nodepool_hash, Budgets, CloudDrift, Command,
-    DisruptionInput, Explanation, NodeInput, NodeState, PoolCounts, Settings, Why, HASH_VERSION,
-    NODEPOOL_HASH, NODEPOOL_HASH_VERSION,
+    count_nodes, decide, ec2nodeclass_hash, is_daemonset_pod, nodepool_hash, Budgets, CloudDrift,
+    Command, DisruptionInput, Explanation, NodeInput, NodeState, PoolCounts, Settings, Why,
+    HASH_VERSION, NODEPOOL_HASH, NODEPOOL_HASH_VERSION,
 };
 use crate::engine::launch::{kubelet_labels, launched_labels, registered_metadata};
 use crate::engine::nominations::{self, Nominations};
@@ -701,7 +702,10 @@ impl<'a> TimelineRun<'a> {
                 pdbs: &self.scenario.disruption_budgets,
                 daemonsets: &self.scenario.daemonsets,
                 catalog: self.catalog,
-                settings: Settings::default(),
+                settings: Settings {
+                    policies: self.scenario.settings.policies().unwrap_or_default(),
+                    ..Settings::default()
+                },
             },
             self.now,
         );
@@ -820,11 +824,28 @@ impl<'a> TimelineRun<'a> {
             .get(&claim.claim.spec.node_class_ref.name)?;
         let then = claim.nodeclass.as_ref()?;
         if now == then {
-            None
-        } else if now.get("amiSelectorTerms") != then.get("amiSelectorTerms") {
-            Some(CloudDrift::Ami)
-        } else {
+            return None;
+        }
+        // The controller's order: the class's hash (every field but the selector terms), then what the
+        // selectors pick. Without a cloud to resolve them, a changed selector counts as picking other AMIs,
+        // subnets or security groups.
+        let hash = |spec: &Value| {
+            serde_json::from_value::<EC2NodeClassSpec>(spec.clone())
+                .ok()
+                .map(|spec| ec2nodeclass_hash(&spec))
+        };
+        let changed = |key: &str| now.get(key) != then.get(key);
+        if hash(now) != hash(then) {
             Some(CloudDrift::NodeClass)
+        } else if changed("amiSelectorTerms") {
+            Some(CloudDrift::Ami)
+        } else if changed("subnetSelectorTerms") {
+            Some(CloudDrift::Subnet)
+        } else if changed("securityGroupSelectorTerms") {
+            Some(CloudDrift::SecurityGroup)
+        } else {
+            // Another selector (capacity reservations) the simulation does not resolve.
+            None
         }
     }
 
