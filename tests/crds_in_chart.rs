@@ -36,6 +36,14 @@ fn crds_have_the_names_and_columns_users_expect() {
             .collect()
     };
     assert_eq!(columns(0), ["NodeClass", "Nodes", "Ready", "Age"]);
+    // Karpenter's NodePool `Nodes` column reads the node count, `.status.nodes`.
+    let nodes = crds[0].spec.versions[0]
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .find(|c| c.name == "Nodes")
+        .map(|c| c.json_path.as_str());
+    assert_eq!(nodes, Some(".status.nodes"));
     assert_eq!(
         columns(1),
         ["Type", "Capacity", "Zone", "Node", "Ready", "Age"]

@@ -48,7 +48,7 @@ pub const BUDGET_SCHEDULE_PATTERN: &str =
     printcolumn(
         name = "Nodes",
         type_ = "string",
-        json_path = ".status.resources.nodes"
+        json_path = ".status.nodes"
     ),
     printcolumn(
         name = "Ready",
