@@ -326,5 +326,24 @@ async fn template_annotations_reach_the_node_and_pod_events_stamp_the_claim() ->
     )
     .await
     .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 40)))?;
+    // consolidateAfter is 0s: the claim is marked Consolidatable (the budget of 0 keeps the node).
+    poll(
+        "the Consolidatable condition",
+        Duration::from_secs(60),
+        || async move {
+            let claims = node_claims(cluster).await?;
+            Ok(claims
+                .iter()
+                .any(|c| {
+                    c.status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|c| kerf::api::condition::is_true(c, "Consolidatable"))
+                })
+                .then_some(()))
+        },
+    )
+    .await
+    .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 40)))?;
     Ok(())
 }

@@ -103,6 +103,9 @@ pub struct Decision {
     /// Every claim judged drifted, by name, with Karpenter's reason (`AMIDrift`, `NodePoolDrifted`, …), whether
     /// or not a command takes it this pass: the controller mirrors it in the claim's `Drifted` condition.
     pub drifted: BTreeMap<String, &'static str>,
+    /// Every claim whose `consolidateAfter` has elapsed, by name, with since when: the controller mirrors it in
+    /// the claim's `Consolidatable` condition.
+    pub consolidatable: BTreeMap<String, Timestamp>,
 }
 
 /// Something a method considered and left alone.

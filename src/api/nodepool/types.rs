@@ -45,11 +45,7 @@ pub const BUDGET_SCHEDULE_PATTERN: &str =
         type_ = "string",
         json_path = ".spec.template.spec.nodeClassRef.name"
     ),
-    printcolumn(
-        name = "Nodes",
-        type_ = "string",
-        json_path = ".status.nodes"
-    ),
+    printcolumn(name = "Nodes", type_ = "string", json_path = ".status.nodes"),
     printcolumn(
         name = "Ready",
         type_ = "string",

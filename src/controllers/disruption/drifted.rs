@@ -61,7 +61,7 @@ pub async fn mark<C>(
     drifted: &BTreeMap<String, &'static str>,
     now: Timestamp,
 ) {
-    let updates: Vec<(String, Option<&str>, serde_json::Value)> = nodes
+    let updates = nodes
         .iter()
         .map(|n| &n.claim)
         .filter(|claim| claim.metadata.deletion_timestamp.is_none())
@@ -69,23 +69,34 @@ pub async fn mark<C>(
             let name = claim.metadata.name.clone()?;
             let drift = drifted.get(&name).copied();
             let conditions = updated_conditions(claim, drift, now)?;
-            let patch = json!({
-                "metadata": {"resourceVersion": claim.metadata.resource_version},
-                "status": {"conditions": conditions},
-            });
-            Some((name, drift, patch))
+            Some((name, claim.metadata.resource_version.clone(), conditions))
         })
         .collect();
+    write_conditions(ctx, DRIFTED, updates).await;
+}
+
+/// Replaces each named claim's conditions, `PARALLEL_WRITES` at a time, each with the claim's
+/// `resourceVersion` as a precondition. Conflicts and claims gone are left for the next pass; other failures
+/// are logged.
+pub(super) async fn write_conditions<C>(
+    ctx: &Context<C>,
+    condition: &str,
+    updates: Vec<(String, Option<String>, Vec<Condition>)>,
+) {
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     let writes: Vec<_> = updates
         .into_iter()
-        .map(|(name, drift, patch)| {
+        .map(|(name, resource_version, conditions)| {
             let api = api.clone();
+            let patch = json!({
+                "metadata": {"resourceVersion": resource_version},
+                "status": {"conditions": conditions},
+            });
             async move {
                 let (params, patch) = (PatchParams::default(), Patch::Merge(patch));
                 let write = api.patch_status(&name, &params, &patch);
-                let result = calls::timed("writing Drifted", write).await;
-                (name, drift, result)
+                let result = calls::timed("writing a condition", write).await;
+                (name, result)
             }
         })
         .collect();
@@ -93,16 +104,14 @@ pub async fn mark<C>(
         .buffer_unordered(PARALLEL_WRITES)
         .collect()
         .await;
-    for (name, drift, result) in results {
+    for (name, result) in results {
         match result {
-            Ok(_) => {
-                tracing::info!(nodeclaim = %name, drift = drift.unwrap_or("none"), "Drifted condition updated")
-            }
+            Ok(_) => tracing::debug!(nodeclaim = %name, condition, "condition updated"),
             Err(error) if is_conflict(&error) || error.is_not_found() => {
-                tracing::debug!(nodeclaim = %name, %error, "Drifted condition not written: the claim changed meanwhile")
+                tracing::debug!(nodeclaim = %name, condition, %error, "condition not written: the claim changed meanwhile")
             }
             Err(error) => {
-                tracing::warn!(nodeclaim = %name, %error, "writing the Drifted condition failed")
+                tracing::warn!(nodeclaim = %name, condition, %error, "writing a condition failed")
             }
         }
     }

@@ -6,6 +6,7 @@
 //! `DisruptionBlocked` Event.
 
 pub mod cloud_drift;
+pub mod consolidatable;
 pub mod drifted;
 pub mod execute;
 pub mod input;
@@ -80,6 +81,7 @@ async fn pass<C: CloudProvider>(ctx: &Context<C>, memory: &mut Memory) {
     };
     report_blocked(ctx, &snapshot, now, &mut memory.blocked).await;
     drifted::mark(ctx, &snapshot.nodes, &decision.drifted, now).await;
+    consolidatable::mark(ctx, &snapshot.nodes, &decision.consolidatable).await;
     // Commands run inside the pass, so none is under way now: a `DisruptionReason` left on a claim that is
     // neither tainted nor being deleted is from a command a crash interrupted.
     for node in &snapshot.nodes {

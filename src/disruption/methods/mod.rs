@@ -15,6 +15,7 @@ mod validate;
 
 use super::command::{Command, Decision, Method, Skip, Target, Why};
 use super::input::DisruptionInput;
+use super::lifetime::Consolidatable;
 use crate::catalog::InstanceType;
 use crate::scheduling::PlannedClaim;
 use facts::Facts;
@@ -50,10 +51,19 @@ pub fn decide(input: &DisruptionInput<'_>, now: Timestamp) -> Decision {
         .iter()
         .filter_map(|f| Some((f.target.claim.clone(), f.drift?)))
         .collect();
+    let consolidatable = pass
+        .facts
+        .iter()
+        .filter_map(|f| match f.consolidatable {
+            Ok(Consolidatable::Since(t)) => Some((f.target.claim.clone(), t)),
+            _ => None,
+        })
+        .collect();
     Decision {
         commands,
         skipped: pass.skips,
         drifted,
+        consolidatable,
     }
 }
 
