@@ -57,14 +57,19 @@ spec:
     )
 }
 
-/// The timeline report of `docs` (YAML documents after the Simulation's own).
-fn timeline(spec: &str, docs: &[&str]) -> Value {
+/// The scenario of a Simulation with `spec` and `docs` (YAML documents after it).
+fn scenario(spec: &str, docs: &[&str]) -> kerf::simulate::Scenario {
     let mut text = format!("apiVersion: kerf.sh/v1alpha1\nkind: Simulation\nspec: {spec}\n");
     for doc in docs {
         text.push_str("---\n");
         text.push_str(doc);
     }
-    let scenario = load(&text).expect("valid scenario");
+    load(&text).expect("valid scenario")
+}
+
+/// The timeline report of `docs` (YAML documents after the Simulation's own).
+fn timeline(spec: &str, docs: &[&str]) -> Value {
+    let scenario = scenario(spec, docs);
     let catalog = catalog();
     let timeline = scenario.timeline.as_ref().expect("a timeline");
     let report = TimelineRun::new(&scenario, timeline, &catalog)
@@ -299,12 +304,7 @@ spec:
 
 /// The first planned claim's instance type (and how many pods stayed unschedulable) of a one-solve simulation.
 fn solve_once(spec: &str, docs: &[&str]) -> (Option<String>, usize) {
-    let mut text = format!("apiVersion: kerf.sh/v1alpha1\nkind: Simulation\nspec: {spec}\n");
-    for doc in docs {
-        text.push_str("---\n");
-        text.push_str(doc);
-    }
-    let scenario = load(&text).expect("valid scenario");
+    let scenario = scenario(spec, docs);
     let catalog = catalog();
     let simulation = kerf::simulate::Simulation::new(&scenario, &catalog).expect("simulation");
     let plan = simulation.solve();
@@ -317,20 +317,29 @@ fn solve_once(spec: &str, docs: &[&str]) -> (Option<String>, usize) {
     )
 }
 
+/// A pod of 1 CPU whose `nodeAffinity` is `affinity` (YAML indented for its place).
+fn with_node_affinity(affinity: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Pod
+metadata: {{name: p, namespace: default}}
+spec:
+  containers: [{{name: c, image: i, resources: {{requests: {{cpu: '1', memory: 1Gi}}}}}}]
+  affinity:
+    nodeAffinity:
+      {affinity}
+"
+    )
+}
+
 /// Karpenter's `--preference-policy=Ignore`: a pod's preferred node affinity no longer steers the choice, so the
 /// cheapest type is launched instead of the preferred family.
 #[test]
 fn the_preference_policy_ignore_leaves_preferences_out() {
-    let prefers = "apiVersion: v1
-kind: Pod
-metadata: {name: p, namespace: default}
-spec:
-  containers: [{name: c, image: i, resources: {requests: {cpu: '1', memory: 1Gi}}}]
-  affinity:
-    nodeAffinity:
-      preferredDuringSchedulingIgnoredDuringExecution:
-        - {weight: 1, preference: {matchExpressions: [{key: karpenter.k8s.aws/instance-family, operator: In, values: [m5]}]}}
-";
+    let prefers = &with_node_affinity(
+        "preferredDuringSchedulingIgnoredDuringExecution:
+        - {weight: 1, preference: {matchExpressions: [{key: karpenter.k8s.aws/instance-family, operator: In, values: [m5]}]}}",
+    );
     let pool = pool("", "consolidateAfter: Never");
     let (respected, _) = solve_once("{}", &[&pool, CLASS, prefers]);
     let (ignored, _) = solve_once("{preferencePolicy: Ignore}", &[&pool, CLASS, prefers]);
@@ -360,16 +369,10 @@ spec:
         - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5, c5, r5], minValues: 3}
 ";
     // The pod allows two of the three families.
-    let pods = "apiVersion: v1
-kind: Pod
-metadata: {name: p, namespace: default}
-spec:
-  containers: [{name: c, image: i, resources: {requests: {cpu: '1', memory: 1Gi}}}]
-  affinity:
-    nodeAffinity:
-      requiredDuringSchedulingIgnoredDuringExecution:
-        nodeSelectorTerms: [{matchExpressions: [{key: karpenter.k8s.aws/instance-family, operator: In, values: [m5, c5]}]}]
-";
+    let pods = &with_node_affinity(
+        "requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms: [{matchExpressions: [{key: karpenter.k8s.aws/instance-family, operator: In, values: [m5, c5]}]}]",
+    );
     let (strict, unschedulable) = solve_once("{}", &[pool, CLASS, pods]);
     assert_eq!((strict, unschedulable), (None, 1));
     let (relaxed, unschedulable) =

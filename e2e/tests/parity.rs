@@ -1,8 +1,10 @@
 //! One engine (issue 16): the same NodePool, EC2NodeClass and Deployment given to `kerf controller` on the real
 //! control plane (with the AWS emulator and its prices) and to `kerf simulate` (the embedded us-west-2 catalog
-//! with the same prices) launch the same instance types with the same number of pods on each.
+//! with the same prices) launch the same instance types with the same number of pods on each, and consolidate to
+//! the same nodes.
 
 use anyhow::{ensure, Context, Result};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kerf::api::labels;
 use kerf_e2e::aws::{node_class_spec, TEST_PRICES};
@@ -10,9 +12,10 @@ use kerf_e2e::controller::{create_inflate, node_claims, node_pool};
 use kerf_e2e::kerf::kerf_binary;
 use kerf_e2e::poll;
 use kerf_e2e::testbed::{apply_ok, tail, Testbed};
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const REPLICAS: usize = 5;
@@ -28,22 +31,86 @@ fn pool() -> Value {
     pool
 }
 
+/// The pool of [`pool`], consolidating at once.
+fn consolidating_pool() -> Value {
+    let mut pool = pool();
+    pool["spec"]["disruption"] = json!({
+        "consolidationPolicy": "WhenEmptyOrUnderutilized",
+        "consolidateAfter": "0s",
+        "budgets": [{"nodes": "100%"}]
+    });
+    pool
+}
+
 /// `(instance type, pods on it)` of every node, sorted.
 type Shape = Vec<(String, usize)>;
 
-#[tokio::test]
-async fn the_controller_and_simulate_launch_the_same_nodes_for_the_same_pods() -> Result<()> {
-    let Some(bed) = Testbed::start_or_skip("parity").await? else {
-        return Ok(());
-    };
-    apply_ok(&bed.cluster, &pool()).await?;
-    let namespace = bed.cluster.create_namespace("parity").await?;
-    create_inflate(&bed.cluster, &namespace, REPLICAS as i32, "1", "512Mi").await?;
+/// `kerf simulate` with the emulator's prices, in a directory of its own.
+struct Simulate {
+    dir: tempfile::TempDir,
+    prices: PathBuf,
+}
 
-    // The controller: wait until every pod is bound, then read each claim's launched type and its pods.
-    let cluster = &bed.cluster;
-    let pods: Api<Pod> = Api::namespaced(cluster.client()?, &namespace);
-    let bound = poll("every inflate pod bound", Duration::from_secs(180), || {
+impl Simulate {
+    fn new() -> Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let prices = dir.path().join("prices.json");
+        std::fs::write(&prices, TEST_PRICES)?;
+        Ok(Simulate { dir, prices })
+    }
+
+    /// The JSON report of the scenario `documents`, written to a file first.
+    fn documents(&self, documents: &[Value]) -> Result<Value> {
+        let text: Vec<String> = documents
+            .iter()
+            .map(serde_json::to_string)
+            .collect::<Result<_, _>>()?;
+        let scenario = self.dir.path().join("scenario.yaml");
+        std::fs::write(&scenario, text.join("\n---\n"))?;
+        self.file(&scenario)
+    }
+
+    /// The JSON report of the scenario file `scenario`.
+    fn file(&self, scenario: &Path) -> Result<Value> {
+        let output = std::process::Command::new(kerf_binary()?)
+            .arg("simulate")
+            .arg(scenario)
+            .args(["--region", "us-west-2", "--pricing-file"])
+            .arg(&self.prices)
+            .args(["-o", "json"])
+            .output()?;
+        ensure!(
+            output.status.success(),
+            "kerf simulate failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Ok(serde_json::from_slice(&output.stdout)?)
+    }
+}
+
+/// The testbed's EC2NodeClass and the inflate Deployment of `namespace`, as scenario documents.
+fn class_and_deployment(bed: &Testbed, namespace: &str) -> Result<[Value; 2]> {
+    let class = json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
+        "spec": serde_json::to_value(node_class_spec(&bed.name)?)?,
+    });
+    let deployment = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "inflate", "namespace": namespace},
+        "spec": {"replicas": REPLICAS, "selector": {"matchLabels": {"app": "inflate"}},
+            "template": {"metadata": {"labels": {"app": "inflate"}}, "spec": {"containers": [{
+                "name": "inflate", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
+                "resources": {"requests": {"cpu": "1", "memory": "512Mi"}}}]}}},
+    });
+    Ok([class, deployment])
+}
+
+/// Applies `pool`, runs the inflate pods and waits until every one is bound; returns each pod's node.
+async fn inflate_bound(bed: &Testbed, pool: &Value, namespace: &str) -> Result<Vec<String>> {
+    apply_ok(&bed.cluster, pool).await?;
+    create_inflate(&bed.cluster, namespace, REPLICAS as i32, "1", "512Mi").await?;
+    let pods: Api<Pod> = Api::namespaced(bed.cluster.client()?, namespace);
+    poll("every inflate pod bound", Duration::from_secs(180), || {
         let pods = pods.clone();
         async move {
             let list = pods.list(&ListParams::default()).await?.items;
@@ -55,9 +122,20 @@ async fn the_controller_and_simulate_launch_the_same_nodes_for_the_same_pods() -
         }
     })
     .await
-    .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 40)))?;
+    .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 40)))
+}
+
+#[tokio::test]
+async fn the_controller_and_simulate_launch_the_same_nodes_for_the_same_pods() -> Result<()> {
+    let Some(bed) = Testbed::start_or_skip("parity").await? else {
+        return Ok(());
+    };
+    let namespace = bed.cluster.create_namespace("parity").await?;
+    let cluster = &bed.cluster;
+
+    // The controller: each claim's launched type and the pods on its node.
     let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
-    for node in bound {
+    for node in inflate_bound(&bed, &pool(), &namespace).await? {
         *per_node.entry(node).or_default() += 1;
     }
     let claims = node_claims(cluster).await?;
@@ -79,41 +157,10 @@ async fn the_controller_and_simulate_launch_the_same_nodes_for_the_same_pods() -
     controller.sort();
 
     // `kerf simulate` on the same objects.
-    let dir = tempfile::tempdir()?;
-    let prices = dir.path().join("prices.json");
-    std::fs::write(&prices, TEST_PRICES)?;
-    let class = json!({
-        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
-        "spec": serde_json::to_value(node_class_spec(&bed.name)?)?,
-    });
-    let deployment = json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "inflate", "namespace": namespace},
-        "spec": {"replicas": REPLICAS, "selector": {"matchLabels": {"app": "inflate"}},
-            "template": {"metadata": {"labels": {"app": "inflate"}}, "spec": {"containers": [{
-                "name": "inflate", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
-                "resources": {"requests": {"cpu": "1", "memory": "512Mi"}}}]}}},
-    });
+    let simulate = Simulate::new()?;
+    let [class, deployment] = class_and_deployment(&bed, &namespace)?;
     let simulation = json!({"apiVersion": "kerf.sh/v1alpha1", "kind": "Simulation", "spec": {}});
-    let documents: Vec<String> = [simulation, pool(), class, deployment]
-        .iter()
-        .map(serde_json::to_string)
-        .collect::<Result<_, _>>()?;
-    let scenario = dir.path().join("scenario.yaml");
-    std::fs::write(&scenario, documents.join("\n---\n"))?;
-    let output = std::process::Command::new(kerf_binary()?)
-        .arg("simulate")
-        .arg(&scenario)
-        .args(["--region", "us-west-2", "--pricing-file"])
-        .arg(&prices)
-        .args(["-o", "json"])
-        .output()?;
-    ensure!(
-        output.status.success(),
-        "kerf simulate failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: Value = serde_json::from_slice(&output.stdout)?;
+    let report = simulate.documents(&[simulation, pool(), class, deployment])?;
     let mut simulated: Shape = report["nodeClaims"]
         .as_array()
         .context("nodeClaims")?
@@ -145,21 +192,11 @@ async fn the_controller_and_simulate_launch_the_same_nodes_for_the_same_pods() -
         "kerf snapshot failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let snapshot = dir.path().join("snapshot.yaml");
+    let snapshot = simulate.dir.path().join("snapshot.yaml");
     std::fs::write(&snapshot, &output.stdout)?;
-    let output = std::process::Command::new(kerf_binary()?)
-        .arg("simulate")
-        .arg(&snapshot)
-        .args(["--region", "us-west-2", "--pricing-file"])
-        .arg(&prices)
-        .args(["-o", "json"])
-        .output()?;
-    ensure!(
-        output.status.success(),
-        "kerf simulate of the snapshot failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: Value = serde_json::from_slice(&output.stdout)?;
+    let report = simulate
+        .file(&snapshot)
+        .context("kerf simulate of the snapshot")?;
     let fresh_launches: Vec<&Value> = report["timeline"]
         .as_array()
         .context("a timeline")?
@@ -189,17 +226,6 @@ async fn the_controller_and_simulate_launch_the_same_nodes_for_the_same_pods() -
     Ok(())
 }
 
-/// The pool of [`pool`], consolidating at once.
-fn consolidating_pool() -> Value {
-    let mut pool = pool();
-    pool["spec"]["disruption"] = json!({
-        "consolidationPolicy": "WhenEmptyOrUnderutilized",
-        "consolidateAfter": "0s",
-        "budgets": [{"nodes": "100%"}]
-    });
-    pool
-}
-
 /// The instance types of the nodes a timeline report ends with: launched, less those disrupted or interrupted.
 fn nodes_at_end(report: &Value) -> Result<Vec<String>> {
     let mut nodes: BTreeMap<String, String> = BTreeMap::new();
@@ -225,110 +251,9 @@ fn nodes_at_end(report: &Value) -> Result<Vec<String>> {
     Ok(types)
 }
 
-/// Consolidation outcomes: five pods, then one; `kerf simulate`'s timeline says which nodes the cluster ends
-/// with, and `kerf controller` on the real control plane must get there (an empty node deleted, the other
-/// replaced by a cheaper type).
-#[tokio::test]
-async fn the_controller_consolidates_to_what_simulate_predicts() -> Result<()> {
-    let Some(bed) = Testbed::start_or_skip("parity_consolidation").await? else {
-        return Ok(());
-    };
-    let namespace = bed.cluster.create_namespace("parity").await?;
-    let dir = tempfile::tempdir()?;
-    let prices = dir.path().join("prices.json");
-    std::fs::write(&prices, TEST_PRICES)?;
-    let class = json!({
-        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
-        "spec": serde_json::to_value(node_class_spec(&bed.name)?)?,
-    });
-    let deployment = json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "inflate", "namespace": namespace},
-        "spec": {"replicas": REPLICAS, "selector": {"matchLabels": {"app": "inflate"}},
-            "template": {"metadata": {"labels": {"app": "inflate"}}, "spec": {"containers": [{
-                "name": "inflate", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
-                "resources": {"requests": {"cpu": "1", "memory": "512Mi"}}}]}}},
-    });
-    let simulation = json!({"apiVersion": "kerf.sh/v1alpha1", "kind": "Simulation", "spec": {
-        "duration": "40m",
-        "events": [{"at": "10m", "scale": {"deployment": "inflate", "namespace": namespace, "replicas": 1}}]}});
-    let documents: Vec<String> = [simulation, consolidating_pool(), class, deployment]
-        .iter()
-        .map(serde_json::to_string)
-        .collect::<Result<_, _>>()?;
-    let scenario = dir.path().join("scenario.yaml");
-    std::fs::write(&scenario, documents.join("\n---\n"))?;
-    let output = std::process::Command::new(kerf_binary()?)
-        .arg("simulate")
-        .arg(&scenario)
-        .args(["--region", "us-west-2", "--pricing-file"])
-        .arg(&prices)
-        .args(["-o", "json"])
-        .output()?;
-    ensure!(
-        output.status.success(),
-        "kerf simulate failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: Value = serde_json::from_slice(&output.stdout)?;
-    let predicted = nodes_at_end(&report)?;
-    ensure!(
-        report["totals"]["disruptions"].as_u64() >= Some(1),
-        "the scenario consolidates nothing: {report}"
-    );
-
-    apply_ok(&bed.cluster, &consolidating_pool()).await?;
-    create_inflate(&bed.cluster, &namespace, REPLICAS as i32, "1", "512Mi").await?;
-    let cluster = &bed.cluster;
-    let pods: Api<Pod> = Api::namespaced(cluster.client()?, &namespace);
-    poll("every inflate pod bound", Duration::from_secs(180), || {
-        let pods = pods.clone();
-        async move {
-            let list = pods.list(&ListParams::default()).await?.items;
-            let bound = list
-                .iter()
-                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
-                .count();
-            Ok((list.len() == REPLICAS && bound == REPLICAS).then_some(()))
-        }
-    })
-    .await
-    .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 40)))?;
-    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
-        Api::namespaced(cluster.client()?, &namespace);
-    deployments
-        .patch(
-            "inflate",
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(json!({"spec": {"replicas": 1}})),
-        )
-        .await?;
-    let predicted_ref = &predicted;
-    let reached = poll(
-        "the nodes kerf simulate predicted",
-        Duration::from_secs(300),
-        || async move {
-            let claims = node_claims(cluster).await?;
-            let mut types: Vec<String> = claims
-                .iter()
-                .filter_map(|c| {
-                    c.metadata
-                        .labels
-                        .as_ref()?
-                        .get(labels::INSTANCE_TYPE)
-                        .cloned()
-                })
-                .collect();
-            types.sort();
-            let settled = claims
-                .iter()
-                .all(|c| c.metadata.deletion_timestamp.is_none());
-            Ok((settled && &types == predicted_ref).then_some(types))
-        },
-    )
-    .await;
-    let claims = node_claims(cluster).await?;
-    let actual: Vec<String> = claims
+/// The instance types of the cluster's claims, sorted.
+fn claim_types(claims: &[kerf::api::nodeclaim::NodeClaim]) -> Vec<String> {
+    let mut types: Vec<String> = claims
         .iter()
         .filter_map(|c| {
             c.metadata
@@ -338,7 +263,59 @@ async fn the_controller_consolidates_to_what_simulate_predicts() -> Result<()> {
                 .cloned()
         })
         .collect();
-    eprintln!("figures parity_consolidation: kerf simulate ends with {predicted:?}, kerf controller {actual:?}");
+    types.sort();
+    types
+}
+
+/// Consolidation outcomes: five pods, then one; `kerf simulate`'s timeline says which nodes the cluster ends
+/// with, and `kerf controller` on the real control plane must get there (an empty node deleted, the other
+/// replaced by a cheaper type).
+#[tokio::test]
+async fn the_controller_consolidates_to_what_simulate_predicts() -> Result<()> {
+    let Some(bed) = Testbed::start_or_skip("parity_consolidation").await? else {
+        return Ok(());
+    };
+    let namespace = bed.cluster.create_namespace("parity").await?;
+    let simulate = Simulate::new()?;
+    let [class, deployment] = class_and_deployment(&bed, &namespace)?;
+    let simulation = json!({"apiVersion": "kerf.sh/v1alpha1", "kind": "Simulation", "spec": {
+        "duration": "40m",
+        "events": [{"at": "10m", "scale": {"deployment": "inflate", "namespace": namespace, "replicas": 1}}]}});
+    let report = simulate.documents(&[simulation, consolidating_pool(), class, deployment])?;
+    let predicted = nodes_at_end(&report)?;
+    ensure!(
+        report["totals"]["disruptions"].as_u64() >= Some(1),
+        "the scenario consolidates nothing: {report}"
+    );
+
+    inflate_bound(&bed, &consolidating_pool(), &namespace).await?;
+    let cluster = &bed.cluster;
+    let deployments: Api<Deployment> = Api::namespaced(cluster.client()?, &namespace);
+    deployments
+        .patch(
+            "inflate",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 1}})),
+        )
+        .await?;
+    let predicted_ref = &predicted;
+    let reached = poll(
+        "the nodes kerf simulate predicted",
+        Duration::from_secs(300),
+        || async move {
+            let claims = node_claims(cluster).await?;
+            let settled = claims
+                .iter()
+                .all(|c| c.metadata.deletion_timestamp.is_none());
+            let types = claim_types(&claims);
+            Ok((settled && &types == predicted_ref).then_some(types))
+        },
+    )
+    .await;
+    let actual = claim_types(&node_claims(cluster).await?);
+    eprintln!(
+        "figures parity_consolidation: kerf simulate ends with {predicted:?}, kerf controller {actual:?}"
+    );
     reached.with_context(|| {
         format!(
             "kerf controller has {actual:?}, kerf simulate predicted {predicted:?}; log:\n{}",

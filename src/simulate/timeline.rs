@@ -279,6 +279,7 @@ impl<'a> TimelineRun<'a> {
                 "spec.events: scale: no workload {namespace}/{name} in the scenario"
             )));
         };
+        // Pods the simulation made are named `<name>-<i>`; new ones are numbered after the last.
         let prefix = format!("{namespace}/{name}-");
         let index = |p: &SimPod| -> Option<u64> { p.key.strip_prefix(&prefix)?.parse().ok() };
         let next = self
@@ -287,29 +288,38 @@ impl<'a> TimelineRun<'a> {
             .filter_map(index)
             .max()
             .map_or(0, |i| i + 1);
-        if pods_listed(workload) {
-            return self.scale_listed(workload, namespace, name, wanted, next);
-        }
-        let current = next;
-        let (_, kind) = crate::manifest::group_kind(workload);
-        let mut removed_from = Vec::new();
-        self.pods.retain(|p| match index(p) {
-            Some(i) if i >= wanted => {
-                removed_from.extend(p.on.clone());
-                false
+        let (current, going) = if pods_listed(workload) {
+            self.listed_going(workload, namespace, wanted)
+        } else {
+            let going: Vec<String> = self
+                .pods
+                .iter()
+                .filter(|p| index(p).is_some_and(|i| i >= wanted))
+                .map(|p| p.key.clone())
+                .collect();
+            (next, going)
+        };
+        let going: std::collections::BTreeSet<String> = going.into_iter().collect();
+        let mut left = Vec::new();
+        self.pods.retain(|p| {
+            let keep = !going.contains(&p.key);
+            if !keep {
+                left.extend(p.on.clone());
             }
-            _ => true,
+            keep
         });
-        for claim in removed_from {
+        for claim in left {
             self.pod_event(&claim);
         }
         if wanted > current {
-            let added =
-                expand(workload, current..wanted).map_err(|source| ScenarioError::Object {
+            let (_, kind) = crate::manifest::group_kind(workload);
+            let added = expand(workload, next..next + (wanted - current)).map_err(|source| {
+                ScenarioError::Object {
                     kind: kind.to_owned(),
                     name: name.to_owned(),
                     source,
-                })?;
+                }
+            })?;
             self.pods
                 .extend(added.into_iter().map(|pod| sim_pod(pod, None)));
         }
@@ -320,17 +330,9 @@ impl<'a> TimelineRun<'a> {
         Ok(())
     }
 
-    /// Scales a workload whose pods the scenario lists (a snapshot): its pods are those of its namespace its
-    /// selector matches. Going down removes pending pods first, then the last by name; going up adds pods made
-    /// from its template, numbered from `next`.
-    fn scale_listed(
-        &mut self,
-        workload: &Value,
-        namespace: &str,
-        name: &str,
-        wanted: u64,
-        next: u64,
-    ) -> Result<(), ScenarioError> {
+    /// For a workload whose pods the scenario lists (a snapshot): how many pods of its namespace its selector
+    /// matches, and which go to leave `wanted`: pending pods first, then the last by name.
+    fn listed_going(&self, workload: &Value, namespace: &str, wanted: u64) -> (u64, Vec<String>) {
         let selector: BTreeMap<String, String> = workload
             .pointer("/spec/selector/matchLabels")
             .cloned()
@@ -350,39 +352,10 @@ impl<'a> TimelineRun<'a> {
             .map(|p| (p.on.is_some(), p.key.clone()))
             .collect();
         let current = u64::try_from(members.len()).unwrap_or(u64::MAX);
-        if wanted < current {
-            // Pending before bound, then the last names first.
-            members.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.cmp(&a.1)));
-            let excess = usize::try_from(current - wanted).unwrap_or(usize::MAX);
-            let going: Vec<String> = members.into_iter().take(excess).map(|(_, k)| k).collect();
-            let mut left = Vec::new();
-            self.pods.retain(|p| {
-                let keep = !going.contains(&p.key);
-                if !keep {
-                    left.extend(p.on.clone());
-                }
-                keep
-            });
-            for claim in left {
-                self.pod_event(&claim);
-            }
-        } else if wanted > current {
-            let (_, kind) = crate::manifest::group_kind(workload);
-            let added = expand(workload, next..next + (wanted - current)).map_err(|source| {
-                ScenarioError::Object {
-                    kind: kind.to_owned(),
-                    name: name.to_owned(),
-                    source,
-                }
-            })?;
-            self.pods
-                .extend(added.into_iter().map(|pod| sim_pod(pod, None)));
-        }
-        self.entries.push(self.entry(
-            "scale",
-            format!("{namespace}/{name}: {current} → {wanted} replicas"),
-        ));
-        Ok(())
+        members.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.cmp(&a.1)));
+        let excess = usize::try_from(current.saturating_sub(wanted)).unwrap_or(usize::MAX);
+        let going = members.into_iter().take(excess).map(|(_, k)| k).collect();
+        (current, going)
     }
 
     fn interrupt(&mut self, interruption: &Interruption) {

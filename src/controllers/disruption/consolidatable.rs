@@ -3,9 +3,10 @@
 //! transition time; removed while it has not, and under `consolidateAfter: Never`. Users see which nodes
 //! consolidation may now look at.
 
+use super::super::nodeclaim::conditions::with_true_or_absent;
 use super::super::Context;
-use super::drifted::write_conditions;
-use crate::api::condition::{self, Condition};
+use super::drifted::mirror;
+use crate::api::condition::Condition;
 use crate::api::nodeclaim::NodeClaim;
 use crate::disruption::NodeInput;
 use k8s_openapi::jiff::Timestamp;
@@ -16,28 +17,14 @@ pub const CONSOLIDATABLE: &str = "Consolidatable";
 /// `claim`'s conditions with `Consolidatable` brought in line with `since` (when it became consolidatable, or
 /// `None`), or `None` when they already are.
 pub fn updated_conditions(claim: &NodeClaim, since: Option<Timestamp>) -> Option<Vec<Condition>> {
-    let mut conditions = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default();
-    let changed = match since {
-        Some(since) => condition::set(
-            &mut conditions,
-            CONSOLIDATABLE,
-            true,
-            CONSOLIDATABLE,
-            "",
-            &since.to_string(),
-            None,
-        ),
-        None => {
-            let before = conditions.len();
-            conditions.retain(|c| c.type_ != CONSOLIDATABLE);
-            conditions.len() != before
-        }
-    };
-    changed.then_some(conditions)
+    let since = since.map(|t| t.to_string());
+    let verdict = since.as_ref().map(|_| (CONSOLIDATABLE, ""));
+    with_true_or_absent(
+        claim,
+        CONSOLIDATABLE,
+        verdict,
+        since.as_deref().unwrap_or_default(),
+    )
 }
 
 /// Writes `Consolidatable` on every claim of `nodes` (not being deleted) whose condition disagrees with
@@ -47,17 +34,10 @@ pub async fn mark<C>(
     nodes: &[NodeInput],
     consolidatable: &BTreeMap<String, Timestamp>,
 ) {
-    let updates = nodes
-        .iter()
-        .map(|n| &n.claim)
-        .filter(|claim| claim.metadata.deletion_timestamp.is_none())
-        .filter_map(|claim| {
-            let name = claim.metadata.name.clone()?;
-            let conditions = updated_conditions(claim, consolidatable.get(&name).copied())?;
-            Some((name, claim.metadata.resource_version.clone(), conditions))
-        })
-        .collect();
-    write_conditions(ctx, CONSOLIDATABLE, updates).await;
+    mirror(ctx, nodes, CONSOLIDATABLE, |claim, name| {
+        updated_conditions(claim, consolidatable.get(name).copied())
+    })
+    .await;
 }
 
 #[cfg(test)]

@@ -7,10 +7,10 @@
 //! one fail rather than be lost. A failed write is tried again on the next pass.
 
 use super::super::nodeclaim::calls::{self, ReconcileError};
-use super::super::nodeclaim::conditions::{is_true, LAUNCHED};
+use super::super::nodeclaim::conditions::{is_true, with_true_or_absent, LAUNCHED};
 use super::super::provisioning::PARALLEL_WRITES;
 use super::super::Context;
-use crate::api::condition::{self, Condition};
+use crate::api::condition::Condition;
 use crate::api::nodeclaim::NodeClaim;
 use crate::disruption::NodeInput;
 use ::kube::api::{Api, Patch, PatchParams};
@@ -28,29 +28,8 @@ pub fn updated_conditions(
     drift: Option<&str>,
     now: Timestamp,
 ) -> Option<Vec<Condition>> {
-    let mut conditions = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default();
     let drift = drift.filter(|_| is_true(claim, LAUNCHED));
-    let changed = match drift {
-        Some(reason) => condition::set(
-            &mut conditions,
-            DRIFTED,
-            true,
-            reason,
-            reason,
-            &now.to_string(),
-            None,
-        ),
-        None => {
-            let before = conditions.len();
-            conditions.retain(|c| c.type_ != DRIFTED);
-            conditions.len() != before
-        }
-    };
-    changed.then_some(conditions)
+    with_true_or_absent(claim, DRIFTED, drift.map(|r| (r, r)), &now.to_string())
 }
 
 /// Writes `Drifted` on every claim of `nodes` (not being deleted) whose condition disagrees with `drifted`,
@@ -61,24 +40,37 @@ pub async fn mark<C>(
     drifted: &BTreeMap<String, &'static str>,
     now: Timestamp,
 ) {
+    mirror(ctx, nodes, DRIFTED, |claim, name| {
+        updated_conditions(claim, drifted.get(name).copied(), now)
+    })
+    .await;
+}
+
+/// Brings the condition `condition` of every claim of `nodes` (not being deleted) in line with `update`'s
+/// answer for it (the new conditions, or `None` when they already agree).
+pub(super) async fn mirror<C>(
+    ctx: &Context<C>,
+    nodes: &[NodeInput],
+    condition: &str,
+    update: impl Fn(&NodeClaim, &str) -> Option<Vec<Condition>>,
+) {
     let updates = nodes
         .iter()
         .map(|n| &n.claim)
         .filter(|claim| claim.metadata.deletion_timestamp.is_none())
         .filter_map(|claim| {
             let name = claim.metadata.name.clone()?;
-            let drift = drifted.get(&name).copied();
-            let conditions = updated_conditions(claim, drift, now)?;
+            let conditions = update(claim, &name)?;
             Some((name, claim.metadata.resource_version.clone(), conditions))
         })
         .collect();
-    write_conditions(ctx, DRIFTED, updates).await;
+    write_conditions(ctx, condition, updates).await;
 }
 
 /// Replaces each named claim's conditions, `PARALLEL_WRITES` at a time, each with the claim's
 /// `resourceVersion` as a precondition. Conflicts and claims gone are left for the next pass; other failures
 /// are logged.
-pub(super) async fn write_conditions<C>(
+async fn write_conditions<C>(
     ctx: &Context<C>,
     condition: &str,
     updates: Vec<(String, Option<String>, Vec<Condition>)>,

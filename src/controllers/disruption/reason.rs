@@ -7,8 +7,9 @@
 //! `resourceVersion`: a concurrent status write makes it fail (and it is tried once more) rather than be lost.
 
 use super::super::nodeclaim::calls;
+use super::super::nodeclaim::conditions::with_true_or_absent;
 use super::super::Context;
-use crate::api::condition::{self, Condition};
+use crate::api::condition::Condition;
 use crate::api::nodeclaim::NodeClaim;
 use ::kube::api::{Api, Patch, PatchParams};
 use k8s_openapi::jiff::Timestamp;
@@ -23,28 +24,12 @@ pub fn updated_conditions(
     reason: Option<&str>,
     now: Timestamp,
 ) -> Option<Vec<Condition>> {
-    let mut conditions = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default();
-    let changed = match reason {
-        Some(reason) => condition::set(
-            &mut conditions,
-            DISRUPTION_REASON,
-            true,
-            reason,
-            reason,
-            &now.to_string(),
-            None,
-        ),
-        None => {
-            let before = conditions.len();
-            conditions.retain(|c| c.type_ != DISRUPTION_REASON);
-            conditions.len() != before
-        }
-    };
-    changed.then_some(conditions)
+    with_true_or_absent(
+        claim,
+        DISRUPTION_REASON,
+        reason.map(|r| (r, r)),
+        &now.to_string(),
+    )
 }
 
 /// Brings the claim `name`'s condition in line with `reason`. Failures are logged: the condition informs, the

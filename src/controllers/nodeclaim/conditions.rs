@@ -24,6 +24,33 @@ pub fn condition<'a>(claim: &'a NodeClaim, type_: &str) -> Option<&'a Condition>
         .find(|c| c.type_ == type_)
 }
 
+/// `claim`'s conditions with `type_` set `True` with `(reason, message)` as of `now` (RFC 3339), or removed for
+/// `None`; `None` when that changes nothing. For the conditions the engine's verdicts mirror (`Drifted`,
+/// `Consolidatable`, `DisruptionReason`), which are either true or absent.
+pub fn with_true_or_absent(
+    claim: &NodeClaim,
+    type_: &str,
+    verdict: Option<(&str, &str)>,
+    now: &str,
+) -> Option<Vec<Condition>> {
+    let mut conditions = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let changed = match verdict {
+        Some((reason, message)) => {
+            crate::api::condition::set(&mut conditions, type_, true, reason, message, now, None)
+        }
+        None => {
+            let before = conditions.len();
+            conditions.retain(|c| c.type_ != type_);
+            conditions.len() != before
+        }
+    };
+    changed.then_some(conditions)
+}
+
 pub fn is_true(claim: &NodeClaim, type_: &str) -> bool {
     condition(claim, type_).is_some_and(|c| c.status == "True")
 }
