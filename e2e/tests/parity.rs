@@ -20,6 +20,12 @@ use std::time::Duration;
 
 const REPLICAS: usize = 5;
 
+/// A testbed whose controller batches for 5 s after the last pending pod (1 s by default), so the five pods are
+/// one batch however slowly the machine creates them, as they are one solve in `kerf simulate`.
+async fn testbed(test: &str) -> Result<Option<Testbed>> {
+    Testbed::start_or_skip_with(test, |_| vec!["--batch-idle-duration=5s".to_owned()]).await
+}
+
 /// Types whose sizes make the packing a real choice: one 1-CPU pod per c5.large, or three per m5.xlarge.
 fn pool() -> Value {
     let mut pool = node_pool("parity", Value::Null);
@@ -127,7 +133,7 @@ async fn inflate_bound(bed: &Testbed, pool: &Value, namespace: &str) -> Result<V
 
 #[tokio::test]
 async fn the_controller_and_simulate_launch_the_same_nodes_for_the_same_pods() -> Result<()> {
-    let Some(bed) = Testbed::start_or_skip("parity").await? else {
+    let Some(bed) = testbed("parity").await? else {
         return Ok(());
     };
     let namespace = bed.cluster.create_namespace("parity").await?;
@@ -272,7 +278,7 @@ fn claim_types(claims: &[kerf::api::nodeclaim::NodeClaim]) -> Vec<String> {
 /// replaced by a cheaper type).
 #[tokio::test]
 async fn the_controller_consolidates_to_what_simulate_predicts() -> Result<()> {
-    let Some(bed) = Testbed::start_or_skip("parity_consolidation").await? else {
+    let Some(bed) = testbed("parity_consolidation").await? else {
         return Ok(());
     };
     let namespace = bed.cluster.create_namespace("parity").await?;
