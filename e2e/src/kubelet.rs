@@ -235,23 +235,15 @@ impl State {
             .filter(|n| !n.is_empty())
             .unwrap_or(&instance.id)
             .to_owned();
-        let arch = instance_type
-            .requirements
-            .get(labels::ARCH)
-            .and_then(|r| r.any())
-            .map(|a| a.into_owned())
-            .unwrap_or_else(|| "amd64".into());
-        node_labels.extend([
-            (labels::HOSTNAME.to_owned(), name.clone()),
-            (
-                labels::INSTANCE_TYPE.to_owned(),
-                instance.instance_type.clone(),
-            ),
-            (labels::ZONE.to_owned(), instance.zone.clone()),
-            (labels::REGION.to_owned(), self.settings.region.clone()),
-            (labels::ARCH.to_owned(), arch.clone()),
-            (labels::OS.to_owned(), "linux".to_owned()),
-        ]);
+        // What a kubelet labels its Node with, as kerf's simulator assumes too.
+        let own = kerf::engine::launch::kubelet_labels(
+            &name,
+            instance_type,
+            &instance.zone,
+            &self.settings.region,
+        );
+        let arch = own.get(labels::ARCH).cloned().unwrap_or_default();
+        node_labels.extend(own);
         let node = Node {
             metadata: ObjectMeta {
                 name: Some(name.clone()),

@@ -529,18 +529,16 @@ impl<'a> TimelineRun<'a> {
             })
             .collect();
         let decisions = plan::decide(&snapshot, &pending, &catalogs, &mut self.preparations)?;
-        // The pods nominated onto each node, in the order the solve placed them.
-        let mut targets: Vec<(String, Vec<String>)> = Vec::new();
-        for (pod, target) in decisions.nominated {
-            let node = target
-                .split_once('/')
-                .map_or(target.as_str(), |(_, name)| name)
-                .to_owned();
-            match targets.iter_mut().find(|(n, _)| *n == node) {
-                Some((_, pods)) => pods.push(pod),
-                None => targets.push((node, vec![pod])),
-            }
-        }
+        let targets: Vec<(String, Vec<String>)> = decisions
+            .nominated_nodes()
+            .into_iter()
+            .map(|(node, pods)| {
+                (
+                    node.to_owned(),
+                    pods.into_iter().map(str::to_owned).collect(),
+                )
+            })
+            .collect();
         let window = nominations::window(nominations::DEFAULT_BATCH_MAX);
         for (node, pods) in targets {
             self.nominations.nominate(&node, self.now, window);

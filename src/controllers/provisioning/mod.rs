@@ -181,11 +181,10 @@ async fn provision<C: CloudProvider + 'static>(
     );
     // The nodes and in-flight claims the pods were planned onto are counted on: disruption leaves them be.
     ctx.nominations.nominate(
-        decisions.nominated.iter().map(|(_, target)| {
-            target
-                .split_once('/')
-                .map_or(target.as_str(), |(_, name)| name)
-        }),
+        decisions
+            .nominated_nodes()
+            .into_iter()
+            .map(|(node, _)| node),
         now,
         ctx.settings.batch_max,
     );

@@ -109,6 +109,24 @@ pub struct Decisions {
     pub pool_warnings: Vec<PoolWarning>,
 }
 
+impl Decisions {
+    /// The nodes (Node names, or claim names of claims in flight) pods were nominated onto, each with its pods in
+    /// the order the solve placed them, the nodes in order of their first pod: what drivers nominate and bind.
+    pub fn nominated_nodes(&self) -> Vec<(&str, Vec<&str>)> {
+        let mut nodes: Vec<(&str, Vec<&str>)> = Vec::new();
+        for (pod, target) in &self.nominated {
+            let node = target
+                .split_once('/')
+                .map_or(target.as_str(), |(_, name)| name);
+            match nodes.iter_mut().find(|(n, _)| *n == node) {
+                Some((_, pods)) => pods.push(pod),
+                None => nodes.push((node, vec![pod])),
+            }
+        }
+        nodes
+    }
+}
+
 /// Each EC2NodeClass's scheduler preparation ([`Prepared`]: every pool's compatible instance types, ranked,
 /// with their offerings and DaemonSet overhead) from the decisions before, reused while the class's catalog is
 /// the same shared copy and its NodePools and the DaemonSets are unchanged. Preparing goes through the whole
