@@ -4,9 +4,10 @@
 
 mod support;
 
+use kerf::catalog::Catalog;
 use kerf::simulate::{load, TimelineRun};
 use serde_json::Value;
-use support::catalog;
+use support::{catalog, catalog_with_spot};
 
 const CLASS: &str = "apiVersion: karpenter.k8s.aws/v1
 kind: EC2NodeClass
@@ -69,10 +70,14 @@ fn scenario(spec: &str, docs: &[&str]) -> kerf::simulate::Scenario {
 
 /// The timeline report of `docs` (YAML documents after the Simulation's own).
 fn timeline(spec: &str, docs: &[&str]) -> Value {
+    timeline_on(&catalog(), spec, docs)
+}
+
+/// The timeline report of `docs` over `catalog`.
+fn timeline_on(catalog: &Catalog, spec: &str, docs: &[&str]) -> Value {
     let scenario = scenario(spec, docs);
-    let catalog = catalog();
     let timeline = scenario.timeline.as_ref().expect("a timeline");
-    let report = TimelineRun::new(&scenario, timeline, &catalog)
+    let report = TimelineRun::new(&scenario, timeline, catalog)
         .and_then(TimelineRun::run)
         .expect("run");
     serde_json::to_value(report).expect("json")
@@ -423,4 +428,62 @@ fn node_class_changes_drift_as_the_controller_judges_them() {
     let mut subnets = base;
     subnets["subnetSelectorTerms"] = serde_json::json!([{"tags": {"k": "w"}}]);
     assert!(disruptions(&applied(subnets)) > 0, "other subnets");
+}
+
+/// `spec.featureGates` switches spot-to-spot consolidation on as `--feature-gates` does for the controller: a spot
+/// node left with one small pod is replaced by a cheaper spot node only with the gate on (Karpenter's
+/// consolidation suite: "cannot replace spot with spot if the spotToSpotConsolidation is disabled", and with it
+/// on, "spot to spot consolidation should order the instance types by price before enforcing minimum
+/// flexibility"). The map form takes the chart's camelCase names.
+#[test]
+fn the_spot_to_spot_gate_lets_consolidation_replace_spot_nodes() {
+    let spot_pool = "apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [spot]}
+        - {key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m, r]}
+  disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 1m}
+";
+    let catalog = catalog_with_spot(0.3);
+    let run = |gates: &str| {
+        timeline_on(
+            &catalog,
+            &format!(
+                "{{duration: 30m, {gates} events: [{{at: 5m, scale: {{deployment: a, replicas: 1}}}}]}}"
+            ),
+            &[spot_pool, CLASS, &deployment("a", 12, "")],
+        )
+    };
+    let off = run("");
+    assert_eq!(off["totals"]["disruptions"], 0, "{:#?}", actions(&off));
+    for gates in [
+        "featureGates: SpotToSpotConsolidation=true,",
+        "featureGates: {spotToSpotConsolidation: true},",
+    ] {
+        let on = run(gates);
+        let lines = actions(&on);
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("disrupt Underutilized") && l.contains("replaced by")),
+            "{gates}: {lines:#?}"
+        );
+        assert!(
+            on["totals"]["cost"].as_f64() < off["totals"]["cost"].as_f64(),
+            "{gates}: {} vs {}",
+            on["totals"]["cost"],
+            off["totals"]["cost"]
+        );
+    }
+    let text = "apiVersion: kerf.sh/v1alpha1\nkind: Simulation\nspec: {featureGates: {nodeRepair: true}}\n";
+    let error = load(text).expect_err("refused").to_string();
+    assert!(
+        error.contains("spec.featureGates") && error.contains("NodeRepair cannot be enabled"),
+        "{error}"
+    );
 }

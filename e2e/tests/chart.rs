@@ -11,13 +11,16 @@
 //! 3. Pod advice: the getting-started steps (docs/getting-started.md): `kubectl apply -f examples/inflate.yaml`, the
 //!    pods the real controller-manager creates carry kerf's annotations naming the NodePool, and after the
 //!    Deployment asks for arm64 the new pods say why no NodePool fits.
+//! 4. Feature gates: `settings.featureGates` (Karpenter's camelCase keys and defaults) renders as the controller's
+//!    `FEATURE_GATES`, which `kerf controller` reads: a gate kerf implements starts it, one it lacks stops it with a
+//!    message; the values schema refuses a gate it does not know.
 
 use anyhow::{anyhow, ensure, Context, Result};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
-use kerf_e2e::kerf::{free_port, start_kerf, Process};
+use kerf_e2e::kerf::{free_port, kerf_binary, start_kerf, Process};
 use kerf_e2e::{poll, repo_root, yaml_documents, Cluster, K8S_VERSION};
 use kube::api::{Api, ListParams};
 use serde_json::{json, Value};
@@ -39,6 +42,7 @@ async fn chart_cert_modes_and_pod_advice() -> Result<()> {
         .kubectl_ok(&["create", "namespace", NAMESPACE])
         .await?;
     cert_manager_rendering_is_accepted(&cluster).await?;
+    feature_gates_reach_the_controller(&cluster).await?;
     let _webhook = self_signed_install(&cluster).await?;
     pods_get_advice(&cluster).await
 }
@@ -128,6 +132,90 @@ fn controller_rendering(documents: &[Value]) -> Result<()> {
     );
     named(documents, "ClusterRole", "kerf-controller")?;
     named(documents, "PodDisruptionBudget", "kerf-controller")?;
+    Ok(())
+}
+
+/// The controller's `FEATURE_GATES` as the chart renders it with `values`.
+async fn rendered_gates(cluster: &Cluster, values: &[&str]) -> Result<String> {
+    let documents = render(cluster, "feature-gates", values).await?;
+    let container = &named(&documents, "Deployment", "kerf-controller")?["spec"]["template"]
+        ["spec"]["containers"][0];
+    container["env"]
+        .as_array()
+        .and_then(|env| env.iter().find(|v| v["name"] == "FEATURE_GATES"))
+        .and_then(|v| v["value"].as_str())
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow!("no FEATURE_GATES in {container}"))
+}
+
+/// `kerf controller` started with the rendered `FEATURE_GATES` and no cluster to reach: how it stops, and its
+/// stderr. A gate it accepts gets it as far as connecting to the Kubernetes API.
+async fn controller_with_gates(gates: &str) -> Result<(Option<i32>, String)> {
+    let out = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::process::Command::new(kerf_binary()?)
+            .args([
+                "controller",
+                "--cluster-name=c",
+                "--cluster-endpoint=https://k",
+            ])
+            .env("FEATURE_GATES", gates)
+            .envs([
+                ("AWS_REGION", "us-west-2"),
+                ("AWS_ENDPOINT_URL", "http://127.0.0.1:9"),
+                ("AWS_ACCESS_KEY_ID", "unused"),
+                ("AWS_SECRET_ACCESS_KEY", "unused"),
+            ])
+            .env("KUBECONFIG", "/nonexistent/kubeconfig")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .context("kerf controller did not stop")??;
+    Ok((
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+async fn feature_gates_reach_the_controller(cluster: &Cluster) -> Result<()> {
+    let defaults = rendered_gates(cluster, &[]).await?;
+    ensure!(
+        defaults
+            == "CapacityBuffer=false,NodeOverlay=false,NodeRepair=false,ReservedCapacity=true,\
+                SpotToSpotConsolidation=false,StaticCapacity=false",
+        "defaults: {defaults}"
+    );
+    let spot = rendered_gates(
+        cluster,
+        &["settings.featureGates.spotToSpotConsolidation=true"],
+    )
+    .await?;
+    ensure!(spot.contains("SpotToSpotConsolidation=true"), "{spot}");
+    let (code, stderr) = controller_with_gates(&spot).await?;
+    ensure!(
+        code == Some(1) && stderr.contains("connecting to the Kubernetes API"),
+        "the gates were not accepted ({code:?}): {stderr}"
+    );
+    let repair = rendered_gates(cluster, &["settings.featureGates.nodeRepair=true"]).await?;
+    let (code, stderr) = controller_with_gates(&repair).await?;
+    ensure!(
+        code == Some(2) && stderr.contains("feature gate NodeRepair cannot be enabled"),
+        "NodeRepair=true was not refused ({code:?}): {stderr}"
+    );
+    let unknown = render(
+        cluster,
+        "feature-gates",
+        &["settings.featureGates.hello=true"],
+    )
+    .await;
+    ensure!(
+        unknown
+            .as_ref()
+            .is_err_and(|e| format!("{e:#}").contains("hello")),
+        "an unknown gate rendered: {unknown:?}"
+    );
     Ok(())
 }
 

@@ -8,7 +8,7 @@ use crate::controllers::provisioning::catalogs::Catalogs;
 use crate::controllers::serve;
 use crate::controllers::state::ClusterState;
 use crate::controllers::{self, Context, Settings};
-use crate::engine::SystemClock;
+use crate::engine::{FeatureGates, SystemClock};
 use crate::interruption::MessageQueue;
 use crate::kube::events::Events;
 use crate::kube::leader::{LeaderElector, LeaseConfig};
@@ -65,6 +65,10 @@ pub struct ControllerArgs {
     /// `BestEffort` launches with as many distinct values as there are.
     #[arg(long, env = "MIN_VALUES_POLICY", default_value = "Strict", value_parser = parse_policy::<MinValuesPolicy>)]
     pub min_values_policy: MinValuesPolicy,
+    /// Karpenter's feature gates, `Name=true,Other=false`; gates left out keep Karpenter's defaults. An unknown
+    /// gate, or one kerf does not implement switched on, stops the controller at start.
+    #[arg(long, env = "FEATURE_GATES", default_value = "", value_parser = parse_gates)]
+    pub feature_gates: FeatureGates,
     /// SQS queue of interruption events (spot interruption, scheduled changes, state changes).
     #[arg(long, env = "INTERRUPTION_QUEUE")]
     pub interruption_queue: Option<String>,
@@ -98,9 +102,14 @@ impl ControllerArgs {
                 preferences: self.preference_policy,
                 min_values: self.min_values_policy,
             },
+            feature_gates: self.feature_gates,
             ..Settings::default()
         }
     }
+}
+
+fn parse_gates(value: &str) -> Result<FeatureGates, String> {
+    FeatureGates::parse(value).map_err(|e| e.to_string())
 }
 
 fn parse_policy<P: std::str::FromStr<Err = String>>(value: &str) -> Result<P, String> {
@@ -256,5 +265,31 @@ mod tests {
         let error = settings(&["--preference-policy=Sometimes"]).expect_err("refused");
         assert!(error.to_string().contains("Respect or Ignore"), "{error}");
         assert!(settings(&["--min-values-policy=Loose"]).is_err());
+    }
+
+    /// `--feature-gates` (the chart's `FEATURE_GATES`) in Karpenter's syntax reaches the disruption engine;
+    /// an unknown gate, or one kerf lacks switched on, stops the controller before it connects anywhere.
+    #[test]
+    fn feature_gates_are_a_flag_that_refuses_what_kerf_cannot_do() {
+        let defaults = settings(&[]).expect("defaults");
+        assert_eq!(defaults.feature_gates, FeatureGates::default());
+        assert!(!defaults.disruption().spot_to_spot);
+        let on = settings(&["--feature-gates=ReservedCapacity=true,SpotToSpotConsolidation=true"])
+            .expect("parse");
+        assert!(on.disruption().spot_to_spot);
+        for (flag, want) in [
+            (
+                "--feature-gates=Hello=true",
+                "unknown feature gate \"Hello\"",
+            ),
+            (
+                "--feature-gates=NodeRepair=true",
+                "does not implement it yet",
+            ),
+            ("--feature-gates=SpotToSpotConsolidation", "malformed pair"),
+        ] {
+            let error = settings(&[flag]).expect_err(flag).to_string();
+            assert!(error.contains(want), "{flag}: {error}");
+        }
     }
 }

@@ -57,6 +57,19 @@ pub struct Settings {
     pub gc_interval: Duration,
     /// How the solves treat preferences and `minValues` (`--preference-policy`, `--min-values-policy`).
     pub policies: crate::scheduling::Policies,
+    /// `--feature-gates`: spot-to-spot consolidation is the one that changes a decision today.
+    pub feature_gates: crate::engine::FeatureGates,
+}
+
+impl Settings {
+    /// What the disruption engine reads of them.
+    pub fn disruption(&self) -> crate::disruption::Settings {
+        crate::disruption::Settings {
+            policies: self.policies,
+            spot_to_spot: self.feature_gates.spot_to_spot_consolidation,
+            ..crate::disruption::Settings::default()
+        }
+    }
 }
 
 impl Default for Settings {
@@ -69,6 +82,7 @@ impl Default for Settings {
             leak_grace: Duration::from_secs(30),
             gc_interval: Duration::from_secs(2 * 60),
             policies: crate::scheduling::Policies::default(),
+            feature_gates: crate::engine::FeatureGates::default(),
         }
     }
 }

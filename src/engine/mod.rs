@@ -1,9 +1,10 @@
 //! The engine: the decisions the controller and `kerf simulate` share, so both make them one way. It holds the
 //! [`Clock`] every decision reads `now` from, what a launched node is labelled with ([`launch`]), pod events
 //! and `status.lastPodEventTime` ([`pod_events`]), and nominations that protect the destinations of pods on
-//! their way ([`nominations`]). Pure: no I/O, no async.
+//! their way ([`nominations`]), and the feature gates that switch decisions on ([`feature_gates`]). Pure: no I/O, no async.
 
 mod clock;
+pub mod feature_gates;
 pub mod launch;
 pub mod nominations;
 pub mod pod_events;
@@ -11,4 +12,5 @@ pub mod provisioning;
 pub mod usage;
 
 pub use clock::{Clock, SystemClock};
+pub use feature_gates::FeatureGates;
 pub use nominations::Nominations;

@@ -8,6 +8,7 @@ use crate::admission::{self, Admitted};
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
 use crate::api::validation::{ErrorKind, FieldError, FieldPath, Invalid};
+use crate::engine::FeatureGates;
 use crate::manifest::{group_kind, parse_documents, Document, Identities, Limits, ManifestError};
 use crate::scheduling::Policies;
 use crate::scheduling::{ClusterError, PodError};
@@ -41,6 +42,17 @@ pub struct SimulationSettings {
     pub preference_policy: Option<String>,
     /// `Strict` (the default) or `BestEffort`: as `kerf controller --min-values-policy`.
     pub min_values_policy: Option<String>,
+    /// As `kerf controller --feature-gates`: the `Name=true,...` string, or a map of gate to boolean (the chart's
+    /// `settings.featureGates`, camelCase names allowed).
+    pub feature_gates: Option<GatesSpec>,
+}
+
+/// A Simulation's `spec.featureGates`, in either of the forms users know.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum GatesSpec {
+    Text(String),
+    Map(BTreeMap<String, bool>),
 }
 
 impl SimulationSettings {
@@ -58,6 +70,31 @@ impl SimulationSettings {
                 .map_err(|e| format!("spec.minValuesPolicy: {e}"))?;
         }
         Ok(policies)
+    }
+
+    /// The feature gates these settings name; the field and the reason when they are refused.
+    pub fn feature_gates(&self) -> Result<FeatureGates, String> {
+        let gates = match &self.feature_gates {
+            None => Ok(FeatureGates::default()),
+            Some(GatesSpec::Text(text)) => FeatureGates::parse(text),
+            Some(GatesSpec::Map(map)) => {
+                let mut gates = FeatureGates::default();
+                map.iter()
+                    .try_for_each(|(name, on)| gates.set(name, *on))
+                    .and_then(|()| gates.implemented())
+                    .map(|()| gates)
+            }
+        };
+        gates.map_err(|e| format!("spec.featureGates: {e}"))
+    }
+
+    /// What the disruption engine reads of these settings.
+    pub fn disruption(&self) -> Result<crate::disruption::Settings, String> {
+        Ok(crate::disruption::Settings {
+            policies: self.policies()?,
+            spot_to_spot: self.feature_gates()?.spot_to_spot_consolidation,
+            ..crate::disruption::Settings::default()
+        })
     }
 }
 
@@ -174,7 +211,7 @@ pub fn from_documents(
             ("kerf.sh", "Simulation") => {
                 let spec = object.get("spec").cloned().unwrap_or_else(|| json!({}));
                 scenario.settings = SimulationSettings::deserialize(&spec).map_err(bad)?;
-                if let Err(error) = scenario.settings.policies() {
+                if let Err(error) = scenario.settings.disruption() {
                     invalid.push(format!("document {index}: {error}"));
                 }
             }

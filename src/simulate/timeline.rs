@@ -14,8 +14,8 @@ use crate::api::nodepool::NodePool;
 use crate::catalog::Catalog;
 use crate::disruption::{
     count_nodes, decide, ec2nodeclass_hash, is_daemonset_pod, nodepool_hash, Budgets, CloudDrift,
-    Command, DisruptionInput, Explanation, NodeInput, NodeState, PoolCounts, Settings, Why,
-    HASH_VERSION, NODEPOOL_HASH, NODEPOOL_HASH_VERSION,
+    Command, DisruptionInput, Explanation, NodeInput, NodeState, PoolCounts, Why, HASH_VERSION,
+    NODEPOOL_HASH, NODEPOOL_HASH_VERSION,
 };
 use crate::engine::launch::{kubelet_labels, launched_labels, registered_metadata};
 use crate::engine::nominations::{self, Nominations};
@@ -673,10 +673,7 @@ impl<'a> TimelineRun<'a> {
                 pdbs: &self.scenario.disruption_budgets,
                 daemonsets: &self.scenario.daemonsets,
                 catalog: self.catalog,
-                settings: Settings {
-                    policies: self.scenario.settings.policies().unwrap_or_default(),
-                    ..Settings::default()
-                },
+                settings: self.scenario.settings.disruption().unwrap_or_default(),
             },
             self.now,
         );

@@ -79,11 +79,11 @@ capabilities:
 {{- end -}}
 {{- end -}}
 
-{{- /* settings.featureGates as Karpenter's FEATURE_GATES: `Name=true,Other=false`. */}}
+{{- /* settings.featureGates (Karpenter's camelCase keys) as FEATURE_GATES: `NodeRepair=false,SpotToSpotConsolidation=true`. */}}
 {{- define "kerf.featureGates" -}}
 {{- $gates := list -}}
 {{- range $name, $on := . -}}
-{{- $gates = append $gates (printf "%s=%t" $name $on) -}}
+{{- $gates = append $gates (printf "%s%s=%t" (upper (substr 0 1 $name)) (substr 1 -1 $name) $on) -}}
 {{- end -}}
 {{- join "," $gates -}}
 {{- end -}}

@@ -30,8 +30,8 @@ pub struct Snapshot {
     pub daemonsets: Vec<DaemonSet>,
     /// The instance types of every EC2NodeClass a NodePool references, each name once.
     pub catalog: Arc<Catalog>,
-    /// The operator's solve policies, as provisioning applies them.
-    pub policies: crate::scheduling::Policies,
+    /// The operator's settings of the engine: solve policies (as provisioning applies them), feature gates.
+    pub settings: crate::disruption::Settings,
 }
 
 /// Why no snapshot could be taken.
@@ -118,7 +118,7 @@ pub async fn snapshot<C: CloudProvider>(
         pdbs,
         daemonsets,
         catalog,
-        policies: ctx.settings.policies,
+        settings: ctx.settings.disruption(),
     })
 }
 

@@ -20,7 +20,7 @@ use crate::api::nodepool::NodePool;
 use crate::cloud::CloudProvider;
 use crate::disruption::{
     count_nodes, decide, validate, Binding, Budgets, Command, Decision, DisruptionInput,
-    Explanation, Method, NodeState, PoolCounts, Settings,
+    Explanation, Method, NodeState, PoolCounts,
 };
 use input::Snapshot;
 use k8s_openapi::jiff::Timestamp;
@@ -66,10 +66,7 @@ impl Snapshot {
             pdbs: &self.pdbs,
             daemonsets: &self.daemonsets,
             catalog: &self.catalog,
-            settings: Settings {
-                policies: self.policies,
-                ..Settings::default()
-            },
+            settings: self.settings,
         }
     }
 }
