@@ -5,9 +5,7 @@
 //! Karpenter, or by a kerf without hashes) and that has not drifted is given the current hashes, so taking
 //! over a fleet or upgrading kerf does not drift every node.
 
-use super::disruption::drifted::DRIFTED;
 use super::nodeclaim::calls;
-use super::nodeclaim::conditions::{is_true, LAUNCHED};
 use super::{Context, Error};
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::labels;
@@ -18,6 +16,8 @@ use crate::disruption::{
     ec2nodeclass_hash, hash_annotations, nodepool_hash, EC2NODECLASS_HASH,
     EC2NODECLASS_HASH_VERSION, HASH_VERSION, NODEPOOL_HASH, NODEPOOL_HASH_VERSION,
 };
+use crate::engine::conditions::{is_true, LAUNCHED};
+use crate::engine::marks::DRIFTED;
 use ::kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::json;

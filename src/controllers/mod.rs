@@ -127,14 +127,9 @@ impl SharedNominations {
         }
     }
 
-    /// Whether any of `names` (a node's Node and claim names) is nominated at `now`.
-    pub fn any_nominated<'a>(
-        &self,
-        names: impl IntoIterator<Item = &'a str>,
-        now: k8s_openapi::jiff::Timestamp,
-    ) -> bool {
-        let nominations = self.lock();
-        names.into_iter().any(|n| nominations.is_nominated(n, now))
+    /// `read`'s answer on the nominations as they are now.
+    pub fn with<R>(&self, read: impl FnOnce(&crate::engine::Nominations) -> R) -> R {
+        read(&self.lock())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, crate::engine::Nominations> {

@@ -20,7 +20,20 @@ pub enum Method {
     SingleNodeConsolidation,
 }
 
+/// How long a command of a method that [`Method::needs_validation`] waits before it is re-checked against the
+/// cluster as it is then ([`crate::disruption::validate`]) and carried out: Karpenter's 15 s.
+pub const VALIDATION_DELAY: std::time::Duration = std::time::Duration::from_secs(15);
+
 impl Method {
+    /// Whether its commands wait [`VALIDATION_DELAY`] and are validated again before they are carried out
+    /// (emptiness and consolidation: what they judged may change meanwhile; drift and expiration do not wait).
+    pub fn needs_validation(self) -> bool {
+        matches!(
+            self,
+            Method::Emptiness | Method::MultiNodeConsolidation | Method::SingleNodeConsolidation
+        )
+    }
+
     pub fn reason(self) -> Reason {
         match self {
             Method::Expiration => Reason::Expired,

@@ -4,8 +4,11 @@
 //! their way ([`nominations`]), and the feature gates that switch decisions on ([`feature_gates`]). Pure: no I/O, no async.
 
 mod clock;
+pub mod conditions;
+pub mod disruption_input;
 pub mod feature_gates;
 pub mod launch;
+pub mod marks;
 pub mod nominations;
 pub mod pod_events;
 pub mod provisioning;

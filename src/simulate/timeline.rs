@@ -13,11 +13,13 @@ use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
 use crate::catalog::Catalog;
 use crate::disruption::{
-    count_nodes, decide, ec2nodeclass_hash, is_daemonset_pod, nodepool_hash, Budgets, CloudDrift,
-    Command, DisruptionInput, Explanation, NodeInput, NodeState, PoolCounts, Why, HASH_VERSION,
-    NODEPOOL_HASH, NODEPOOL_HASH_VERSION,
+    count_nodes, decide, ec2nodeclass_hash, is_daemonset_pod, nodepool_hash, validate, Budgets,
+    CloudDrift, Command, DisruptionInput, Explanation, NodeInput, NodeState, PoolCounts, Settings,
+    Why, DISRUPTED_TAINT, HASH_VERSION, NODEPOOL_HASH, NODEPOOL_HASH_VERSION, VALIDATION_DELAY,
 };
+use crate::engine::disruption_input::{node_inputs, Facts};
 use crate::engine::launch::{kubelet_labels, launched_labels, registered_metadata};
+use crate::engine::marks;
 use crate::engine::nominations::{self, Nominations};
 use crate::engine::pod_events::stamp_due;
 use crate::engine::provisioning::claim::node_claim;
@@ -459,7 +461,7 @@ impl<'a> TimelineRun<'a> {
         }
     }
 
-    /// The Node of a ready claim; nodes that disruption queued are cordoned so provisioning leaves them be.
+    /// The Node of a ready claim; nodes that disruption queued are tainted so provisioning leaves them be.
     fn node(&self, claim: &SimClaim) -> Option<Node> {
         if !claim.ready {
             return None;
@@ -479,9 +481,14 @@ impl<'a> TimelineRun<'a> {
         let (synced, annotations) = registered_metadata(&claim.claim);
         node_labels.extend(synced);
         node_labels.insert(labels::NODE_INITIALIZED.to_owned(), "true".to_owned());
+        // A node a command holds carries `karpenter.sh/disrupted`, as the controller taints it.
+        let mut taints = json!(claim.claim.spec.taints.clone().unwrap_or_default());
+        if let (Some(list), true) = (taints.as_array_mut(), claim.awaiting.is_some()) {
+            list.push(json!({"key": DISRUPTED_TAINT, "effect": "NoSchedule"}));
+        }
         serde_json::from_value(json!({
             "metadata": {"name": claim.name(), "labels": node_labels, "annotations": annotations},
-            "spec": {"taints": claim.claim.spec.taints, "unschedulable": claim.awaiting.is_some()},
+            "spec": {"taints": taints},
             "status": {
                 "capacity": it.capacity.to_quantities(),
                 "allocatable": it.allocatable().to_quantities(),
@@ -633,58 +640,96 @@ impl<'a> TimelineRun<'a> {
         Some(name)
     }
 
-    /// One disruption pass over the cluster as it is now, its commands carried out.
-    fn disrupt(&mut self) {
-        let inputs: Vec<NodeInput> = self
+    /// The disruption engine's view of the run at `now`: every claim's node input ([`node_inputs`], as the
+    /// controller assembles it) and the pods that wait.
+    fn disruption_view(&self, now: Timestamp) -> (Vec<NodeInput>, Vec<Pod>) {
+        let nodes: BTreeMap<String, Node> = self
             .claims
             .iter()
-            .map(|c| NodeInput {
-                claim: c.claim.clone(),
-                node: self.node(c),
-                pods: self
-                    .pods
-                    .iter()
-                    .filter(|p| p.on.as_deref() == Some(c.name()))
-                    .map(|p| p.pod.clone())
-                    .collect(),
-                queued: c.awaiting.is_some(),
-                cloud_drift: self.cloud_drift(c),
-                launched_as_replacement: c.replacement,
-                nominated: self.nominations.is_nominated(c.name(), self.now),
-            })
+            .filter_map(|c| Some((c.name().to_owned(), self.node(c)?)))
             .collect();
-        let pending: Vec<Pod> = self
+        let by_name: BTreeMap<&str, &SimClaim> =
+            self.claims.iter().map(|c| (c.name(), c)).collect();
+        let inputs = node_inputs(
+            self.claims.iter().map(|c| c.claim.clone()),
+            |name| nodes.get(name),
+            self.pods.iter().map(|p| &p.pod),
+            &self.nominations,
+            now,
+            |claim| {
+                let sim = claim
+                    .metadata
+                    .name
+                    .as_deref()
+                    .and_then(|name| by_name.get(name));
+                Facts {
+                    cloud_drift: sim.and_then(|c| self.cloud_drift(c)),
+                    launched_as_replacement: sim.and_then(|c| c.replacement),
+                }
+            },
+        );
+        let pending = self
             .pods
             .iter()
             .filter(|p| p.on.is_none())
             .map(|p| p.pod.clone())
             .collect();
+        (inputs, pending)
+    }
+
+    /// One disruption pass over the cluster as it is now: the claims marked as the controller marks them, blocked
+    /// budgets reported, and the commands carried out, those of emptiness and consolidation only if they still
+    /// hold [`VALIDATION_DELAY`] later (as the controller re-checks them).
+    fn disrupt(&mut self) {
+        let settings = self.scenario.settings.disruption().unwrap_or_default();
+        let (inputs, pending) = self.disruption_view(self.now);
         let counts = count_nodes(inputs.iter().map(|n| {
             (
                 pool_of(&n.claim),
                 NodeState::of(&n.claim, n.node.as_ref(), n.queued),
             )
         }));
-        let decision = decide(
-            &DisruptionInput {
-                nodepools: &self.pools,
-                nodes: &inputs,
-                pending: &pending,
-                pdbs: &self.scenario.disruption_budgets,
-                daemonsets: &self.scenario.daemonsets,
-                catalog: self.catalog,
-                settings: self.scenario.settings.disruption().unwrap_or_default(),
-            },
-            self.now,
-        );
+        let decision = decide(&self.input(&inputs, &pending, settings), self.now);
+        for mark in marks::of_pass(&inputs, &decision, self.now) {
+            if let Some(c) = self.claims.iter_mut().find(|c| c.name() == mark.claim) {
+                marks::apply(&mut c.claim, mark.conditions);
+            }
+        }
         for skip in &decision.skipped {
             let (Why::Budget { .. }, Some(pool)) = (&skip.why, &skip.nodepool) else {
                 continue;
             };
             self.blocked(pool, skip.method.reason(), &counts);
         }
+        let delay = SignedDuration::try_from(VALIDATION_DELAY).unwrap_or(SignedDuration::ZERO);
         for command in &decision.commands {
-            self.carry_out(command, &counts);
+            if !command.method.needs_validation() {
+                self.carry_out(command, &counts);
+                continue;
+            }
+            // Checked against the run as it is after the commands before it, at the time the controller would.
+            let later = self.now.checked_add(delay).unwrap_or(self.now);
+            let (inputs, pending) = self.disruption_view(later);
+            if let Ok(valid) = validate(&self.input(&inputs, &pending, settings), command, later) {
+                self.carry_out(&valid, &counts);
+            }
+        }
+    }
+
+    fn input<'i>(
+        &'i self,
+        nodes: &'i [NodeInput],
+        pending: &'i [Pod],
+        settings: Settings,
+    ) -> DisruptionInput<'i> {
+        DisruptionInput {
+            nodepools: &self.pools,
+            nodes,
+            pending,
+            pdbs: &self.scenario.disruption_budgets,
+            daemonsets: &self.scenario.daemonsets,
+            catalog: self.catalog,
+            settings,
         }
     }
 
@@ -781,6 +826,12 @@ impl<'a> TimelineRun<'a> {
                 self.delete(&name);
             } else if let Some(c) = self.claims.iter_mut().find(|c| c.name() == name) {
                 c.awaiting = Some(replacements.clone());
+                let reason = command.reason.to_string();
+                if let Some(conditions) =
+                    marks::disruption_reason(&c.claim, Some(&reason), self.now)
+                {
+                    marks::apply(&mut c.claim, conditions);
+                }
             }
         }
     }

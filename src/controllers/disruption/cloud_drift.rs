@@ -5,12 +5,12 @@
 //! [`Catalogs`] cache), so no selector is resolved per node. When the list fails, cloud drift is unknown for
 //! the pass and the rest of disruption goes on.
 
-use super::super::nodeclaim::conditions::{is_true, LAUNCHED};
 use super::super::provisioning::catalogs::Catalogs;
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodeclaim::NodeClaim;
 use crate::cloud::{self, CloudProvider, DriftReason, Instance, NodeClass};
 use crate::disruption::{node_class_drift, CloudDrift, StaticDrift};
+use crate::engine::conditions::{is_true, LAUNCHED};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

@@ -5,11 +5,11 @@
 use super::super::provisioning::{catalogs::Catalogs, class_catalogs, owned};
 use super::super::Context;
 use super::cloud_drift::{CloudFacts, LIST_TIMEOUT};
-use crate::api::labels;
 use crate::api::nodepool::NodePool;
 use crate::catalog::{Catalog, InstanceType};
 use crate::cloud::CloudProvider;
-use crate::disruption::{NodeInput, DISRUPTED_TAINT};
+use crate::disruption::NodeInput;
+use crate::engine::disruption_input::{node_inputs, Facts};
 use crate::engine::provisioning::pending;
 use crate::kube::CALL_TIMEOUT;
 use ::kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
@@ -70,47 +70,29 @@ pub async fn snapshot<C: CloudProvider>(
 
     // The store's pods are shared, not copied: each pod is copied once, into the node input or the pending
     // list that holds it (a pass used to hold three copies of every bound pod).
-    let mut by_node: HashMap<&str, Vec<&Pod>> = HashMap::new();
-    let mut pending_pods = Vec::new();
-    for pod in &pods {
-        match pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
-            Some(node) => by_node.entry(node).or_default().push(pod),
-            None if pending::is_provisionable(pod) => pending_pods.push(pod.as_ref().clone()),
-            None => {}
-        }
-    }
-    let nodes = claims
-        .into_iter()
-        .filter(|c| {
-            c.metadata
-                .labels
-                .as_ref()
-                .is_some_and(|l| l.contains_key(labels::NODEPOOL))
-        })
-        .map(|claim| {
-            let node = claim
-                .status
-                .as_ref()
-                .and_then(|s| s.node_name.as_deref())
-                .and_then(|name| nodes.get(name))
-                .cloned();
-            let pods = node
-                .as_ref()
-                .and_then(|n| n.metadata.name.as_deref())
-                .and_then(|name| by_node.get(name))
-                .map(|pods| pods.iter().map(|&pod| pod.clone()).collect())
-                .unwrap_or_default();
-            let mut input = NodeInput::new(claim, node, pods);
-            input.queued = input.node.as_ref().is_some_and(is_tainted_disrupted);
-            input.cloud_drift = cloud.as_ref().and_then(|c| c.drift(&input.claim));
-            input.launched_as_replacement = replacements.get(input.claim_name()).copied();
-            input.nominated = ctx.nominations.any_nominated(
-                input.node_name().into_iter().chain([input.claim_name()]),
-                stamp,
-            );
-            input
-        })
+    let pending_pods = pods
+        .iter()
+        .filter(|pod| pending::is_provisionable(pod))
+        .map(|pod| pod.as_ref().clone())
         .collect();
+    let nodes = ctx.nominations.with(|nominations| {
+        node_inputs(
+            claims,
+            |name| nodes.get(name),
+            pods.iter().map(AsRef::as_ref),
+            nominations,
+            stamp,
+            |claim| Facts {
+                cloud_drift: cloud.as_ref().and_then(|c| c.drift(claim)),
+                launched_as_replacement: claim
+                    .metadata
+                    .name
+                    .as_ref()
+                    .and_then(|name| replacements.get(name))
+                    .copied(),
+            },
+        )
+    });
     Ok(Snapshot {
         nodepools,
         nodes,
@@ -120,14 +102,6 @@ pub async fn snapshot<C: CloudProvider>(
         catalog,
         settings: ctx.settings.disruption(),
     })
-}
-
-/// Whether `node` carries `karpenter.sh/disrupted` (a disruption or a termination is under way).
-pub fn is_tainted_disrupted(node: &Node) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|t| t.iter().any(|t| t.key == DISRUPTED_TAINT))
 }
 
 /// One catalog of the instance types of all `catalogs`; a type listed by several classes is kept once (the

@@ -1,15 +1,14 @@
 //! Disruption: every 10 s (on the leader: it runs inside `controllers::run`) a snapshot of the cluster
 //! ([`input`], with the cloud facts of drift from [`cloud_drift`]) goes through the pure engine
-//! ([`crate::disruption::decide`]); the claims it finds drifted get a `Drifted` condition ([`drifted`]); its
+//! ([`crate::disruption::decide`]); the claims get the conditions that show its verdicts (`Drifted`, `Consolidatable`: [`marks`]); its
 //! commands are re-checked after 15 s where the reference asks for it ([`crate::disruption::validate`]) and
 //! carried out one at a time ([`execute`]). NodePools whose budgets allow no disruption get a
 //! `DisruptionBlocked` Event.
 
 pub mod cloud_drift;
-pub mod consolidatable;
-pub mod drifted;
 pub mod execute;
 pub mod input;
+pub mod marks;
 pub mod metrics;
 pub mod reason;
 
@@ -20,7 +19,7 @@ use crate::api::nodepool::NodePool;
 use crate::cloud::CloudProvider;
 use crate::disruption::{
     count_nodes, decide, validate, Binding, Budgets, Command, Decision, DisruptionInput,
-    Explanation, Method, NodeState, PoolCounts,
+    Explanation, NodeState, PoolCounts, VALIDATION_DELAY,
 };
 use input::Snapshot;
 use k8s_openapi::jiff::Timestamp;
@@ -30,8 +29,6 @@ use std::time::{Duration, Instant};
 
 /// How often a pass runs.
 pub const PASS_INTERVAL: Duration = Duration::from_secs(10);
-/// How long an emptiness or consolidation command waits before it is re-checked and carried out.
-pub const VALIDATION_DELAY: Duration = Duration::from_secs(15);
 /// How often the same `DisruptionBlocked` Event is published again for a pool.
 const BLOCKED_EVENT_EVERY: Duration = Duration::from_secs(5 * 60);
 
@@ -77,18 +74,11 @@ async fn pass<C: CloudProvider>(ctx: &Context<C>, memory: &mut Memory) {
         return;
     };
     report_blocked(ctx, &snapshot, now, &mut memory.blocked).await;
-    drifted::mark(ctx, &snapshot.nodes, &decision.drifted, now).await;
-    consolidatable::mark(ctx, &snapshot.nodes, &decision.consolidatable).await;
-    // Commands run inside the pass, so none is under way now: a `DisruptionReason` left on a claim that is
-    // neither tainted nor being deleted is from a command a crash interrupted.
-    for node in &snapshot.nodes {
-        let stale = !node.queued
-            && node.claim.metadata.deletion_timestamp.is_none()
-            && reason::updated_conditions(&node.claim, None, now).is_some();
-        if stale {
-            reason::write(ctx, node.claim_name(), None).await;
-        }
-    }
+    marks::write(
+        ctx,
+        crate::engine::marks::of_pass(&snapshot.nodes, &decision, now),
+    )
+    .await;
     let alive: Vec<&str> = snapshot.nodes.iter().map(|n| n.claim_name()).collect();
     memory
         .replacements
@@ -138,10 +128,7 @@ async fn carry_out<C: CloudProvider>(
     decided_on: &Snapshot,
     command: Command,
 ) {
-    let needs_validation = matches!(
-        command.method,
-        Method::Emptiness | Method::MultiNodeConsolidation | Method::SingleNodeConsolidation
-    );
+    let needs_validation = command.method.needs_validation();
     let fresh;
     let (command, snapshot) = if needs_validation {
         tokio::time::sleep(VALIDATION_DELAY).await;

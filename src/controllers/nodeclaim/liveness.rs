@@ -1,8 +1,8 @@
 //! Giving up on a NodeClaim that does not come up: not launched within [`LAUNCH_TTL`] of its creation, or
 //! launched but not registered within the registration TTL (Karpenter: 15 minutes). Pure.
 
-use super::conditions::{self, LAUNCHED, REGISTERED};
 use crate::api::nodeclaim::NodeClaim;
+use crate::engine::conditions::{self, LAUNCHED, REGISTERED};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use std::time::Duration;
 

@@ -5,7 +5,6 @@
 //! Deleting claims is the termination controller's.
 
 pub mod calls;
-pub mod conditions;
 pub mod created_here;
 pub mod launch;
 pub mod liveness;
@@ -20,12 +19,12 @@ use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
 use crate::catalog::Catalog;
 use crate::cloud::{CloudError, CloudProvider};
+use crate::engine::conditions::{self, INITIALIZED, LAUNCHED, REGISTERED};
 use ::kube::api::Api;
 use ::kube::runtime::controller::{Action, Controller};
 use ::kube::runtime::reflector::{ObjectRef, Store};
 use ::kube::runtime::watcher;
 use calls::{ReconcileError, TERMINATION_FINALIZER};
-use conditions::{INITIALIZED, LAUNCHED, REGISTERED};
 use created_here::FirstLaunch;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;

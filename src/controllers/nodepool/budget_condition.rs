@@ -6,8 +6,8 @@
 use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
-use crate::controllers::disruption::input::is_tainted_disrupted;
 use crate::disruption::{count_nodes, Budgets, NodeState, PoolCounts};
+use crate::engine::disruption_input::is_tainted_disrupted;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use std::collections::{BTreeMap, HashMap};
