@@ -4,6 +4,7 @@
 //! interruption queue on SQS ([`SqsQueue`]). The AWS SDK lives here only, so the `kerf` crate stays free of
 //! it. docs/cloud.md and docs/interruption.md describe the behaviour.
 
+mod cluster;
 mod config;
 mod errors;
 mod fleet;

@@ -14,7 +14,7 @@ use kerf::catalog::{
 use kerf::cloud::{
     newest_per_architecture, plan, provider_id, CloudError, CloudProvider, IceCache, Instance,
     InstanceState, LaunchRequest, NodeClass, OfferingKey, ResolvedAmi, ResolvedNodeClass,
-    ResolvedSubnet, TAG_CLUSTER_PREFIX, TAG_NODECLAIM, TAG_NODEPOOL,
+    ResolvedSubnet, NO_AMIS, TAG_CLUSTER_PREFIX, TAG_NODECLAIM, TAG_NODEPOOL,
 };
 
 use crate::errors::{bounded, code_of};
@@ -28,7 +28,7 @@ use crate::pagination::collect_pages;
 use crate::prices::on_demand::{self, OnDemandPrices};
 use crate::prices::spot::{self, Row, SpotPrices};
 use crate::prices::Refreshing;
-use crate::resolve::{alias_parameters, tag_filters};
+use crate::resolve::{alias_parameters, is_image_id, tag_filters};
 use crate::user_data::{self, ClusterInfo, NodeSettings};
 
 /// How kerf talks to AWS and which cluster it launches for.
@@ -104,9 +104,12 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl AwsCloud {
-    /// Builds the EC2, SSM, IAM and Price List clients (no call is made yet).
-    pub async fn connect(settings: AwsSettings) -> Result<Self, CloudError> {
+    /// Builds the EC2, SSM, IAM and Price List clients. No call is made, except EKS `DescribeCluster` when the
+    /// cluster's endpoint is not configured ([`crate::cluster::discover`]).
+    pub async fn connect(mut settings: AwsSettings) -> Result<Self, CloudError> {
         let (config, region) = crate::config::load(&settings).await?;
+        settings.cluster =
+            crate::cluster::discover(&config, settings.cluster, settings.call_timeout).await?;
         let pricing = (!settings.isolated_vpc).then(|| {
             let endpoint = aws_config::Region::new(on_demand::endpoint_region(&region));
             let config = aws_sdk_pricing::config::Builder::from(&config)
@@ -132,6 +135,11 @@ impl AwsCloud {
 
     pub fn region(&self) -> &str {
         &self.region
+    }
+
+    /// The cluster nodes join, as configured or discovered from EKS.
+    pub fn cluster(&self) -> &ClusterInfo {
+        &self.settings.cluster
     }
 
     /// The EC2 client (the stand-in kubelet and tests read instances with it).
@@ -440,6 +448,11 @@ impl AwsCloud {
                 }
                 continue;
             }
+            if let Some(parameter) = &term.ssm_parameter {
+                let id = self.ssm_image_id(parameter).await?;
+                images.extend(self.describe_images(Some(vec![id]), vec![], vec![]).await?);
+                continue;
+            }
             let mut filters = tag_filters(term.tags.as_ref());
             if let Some(name) = &term.name {
                 filters.push(ec2::Filter::builder().name("name").values(name).build());
@@ -471,6 +484,34 @@ impl AwsCloud {
             })
         });
         Ok(newest_per_architecture(amis))
+    }
+
+    /// The image id the SSM parameter `name` holds (an `ssmParameter` AMI selector term). A parameter that is
+    /// missing or holds anything but an image id is an error naming it: the term never widens to other images.
+    async fn ssm_image_id(&self, name: &str) -> Result<String, CloudError> {
+        let not_ready = |why: String| CloudError::NodeClassNotReady {
+            name: String::from("(amiSelectorTerms)"),
+            reason: format!("{NO_AMIS}: {why}"),
+        };
+        let out = match self
+            .call("GetParameter", self.ssm.get_parameter().name(name).send())
+            .await
+        {
+            Ok(out) => out,
+            Err(e) if code_of(&e) == Some("ParameterNotFound") => {
+                return Err(not_ready(format!("ssmParameter {name:?} does not exist")))
+            }
+            Err(e) => return Err(e),
+        };
+        let value = out.parameter.and_then(|p| p.value).unwrap_or_default();
+        if is_image_id(&value) {
+            Ok(value)
+        } else {
+            Err(not_ready(format!(
+                "ssmParameter {name:?} holds {:?}, not an image id (ami-...)",
+                value.chars().take(64).collect::<String>()
+            )))
+        }
     }
 
     async fn describe_images(

@@ -70,8 +70,38 @@ pub fn alias_parameters(
         .collect()
 }
 
+/// Whether `value` is an EC2 image id (`ami-` and lowercase hex, as the EC2NodeClass's `id` pattern has it): what
+/// an `ssmParameter` AMI term's parameter must hold.
+pub fn is_image_id(value: &str) -> bool {
+    value.strip_prefix("ami-").is_some_and(|rest| {
+        !rest.is_empty()
+            && rest
+                .chars()
+                .all(|c| c.is_ascii_digit() || c.is_ascii_lowercase())
+    })
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_image_id_is_ami_and_lowercase_alphanumerics() {
+        for yes in ["ami-0123456789abcdef0", "ami-1"] {
+            assert!(is_image_id(yes), "{yes}");
+        }
+        for no in [
+            "",
+            "ami-",
+            "AMI-123",
+            "ami-ABC",
+            "ami-12 34",
+            "snap-0123",
+            "/aws/service/x",
+            "amí-1",
+        ] {
+            assert!(!is_image_id(no), "{no}");
+        }
+    }
+
     use super::*;
 
     #[test]

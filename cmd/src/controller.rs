@@ -8,7 +8,7 @@ use kerf_aws::{AwsCloud, AwsSettings, ClusterInfo, SqsQueue};
 pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     let cluster = ClusterInfo {
         name: args.cluster_name.clone(),
-        endpoint: args.cluster_endpoint.clone(),
+        endpoint: args.cluster_endpoint.clone().unwrap_or_default(),
         ca_bundle: args.cluster_ca_bundle.clone(),
         cidr: args.cluster_cidr.clone(),
     };

@@ -124,6 +124,12 @@ impl AwsEmu {
             .await
     }
 
+    /// Adds SSM parameters (`{"/aws/service/...": "value"}`; the emulator allows names under `/aws/service/`).
+    pub async fn seed_ssm(&self, parameters: &Value) -> Result<()> {
+        self.control(reqwest::Method::POST, "/_emu/ssm", Some(parameters))
+            .await
+    }
+
     /// Clears every injected fault.
     pub async fn clear_faults(&self) -> Result<()> {
         self.control(reqwest::Method::DELETE, "/_emu/faults", None)

@@ -117,6 +117,124 @@ async fn a_node_class_resolves_to_its_subnets_security_group_and_newest_amis() -
     Ok(())
 }
 
+/// An `ssmParameter` AMI term resolves to the one image its parameter holds (Karpenter's AMI provider reads the
+/// parameter and describes that image id): never to every image DescribeImages would list without a filter. A
+/// missing parameter, or one that holds anything but an image id, leaves the class not ready with the
+/// parameter named (its `AMIsReady` condition says so).
+#[tokio::test]
+async fn an_ssm_parameter_term_resolves_to_exactly_the_image_it_names() -> Result<()> {
+    let Some(emu) = AwsEmu::shared_or_skip("an_ssm_parameter_term")? else {
+        return Ok(());
+    };
+    let Launchable { cluster, cloud, .. } = emu.launchable("ssm-term").await?;
+    let not_an_image = format!("/aws/service/kerf-e2e/{cluster}/not-an-image");
+    emu.seed_ssm(&serde_json::json!({ not_an_image.as_str(): "hello" }))
+        .await?;
+    let with_term = |term: serde_json::Value| {
+        let mut spec = serde_json::to_value(node_class_spec(&cluster)?)?;
+        spec["amiSelectorTerms"] = serde_json::json!([term]);
+        anyhow::Ok(serde_json::from_value::<
+            kerf::api::ec2nodeclass::EC2NodeClassSpec,
+        >(spec)?)
+    };
+    let x86 = "/aws/service/eks/optimized-ami/1.30/amazon-linux-2023/x86_64/standard/recommended/image_id";
+    let class = cloud
+        .resolve_node_class("ssm", &with_term(serde_json::json!({"ssmParameter": x86}))?)
+        .await?;
+    let amis: Vec<(&str, &str)> = class
+        .resolved
+        .amis
+        .iter()
+        .map(|a| (a.architecture.as_str(), a.id.as_str()))
+        .collect();
+    assert_eq!(amis, [("x86_64", "ami-0eks130x86000001")]);
+    for (parameter, want) in [
+        (
+            format!("/aws/service/kerf-e2e/{cluster}/missing"),
+            "does not exist",
+        ),
+        (not_an_image.clone(), "holds \"hello\", not an image id"),
+    ] {
+        let spec = with_term(serde_json::json!({ "ssmParameter": parameter }))?;
+        match cloud.resolve_node_class("ssm-bad", &spec).await {
+            Err(CloudError::NodeClassNotReady { reason, .. }) => assert!(
+                reason.starts_with("no AMI matches amiSelectorTerms: ssmParameter")
+                    && reason.contains(&parameter)
+                    && reason.contains(want),
+                "{reason}"
+            ),
+            other => panic!("{parameter}: expected NodeClassNotReady, got {other:?}"),
+        }
+    }
+    Ok(())
+}
+
+/// Without `--cluster-endpoint`, the endpoint nodes join comes from EKS `DescribeCluster` on the cluster's name,
+/// with the CA bundle where it is not configured (Karpenter's operator resolves the endpoint so); a configured
+/// endpoint is used as is, and a cluster EKS does not know stops the start with the flag named.
+#[tokio::test]
+async fn an_unset_cluster_endpoint_is_discovered_from_eks() -> Result<()> {
+    let Some(emu) = AwsEmu::shared_or_skip("an_unset_cluster_endpoint")? else {
+        return Ok(());
+    };
+    let name = kerf_e2e::aws::unique_cluster_name("discover");
+    let eks = aws_sdk_eks::Client::from_conf(
+        aws_sdk_eks::Config::builder()
+            .behavior_version(aws_sdk_eks::config::BehaviorVersion::latest())
+            .region(aws_sdk_eks::config::Region::new("us-west-2"))
+            .endpoint_url(emu.endpoint())
+            .credentials_provider(aws_sdk_eks::config::Credentials::new(
+                "testing", "testing", None, None, "e2e",
+            ))
+            .build(),
+    );
+    let created = eks
+        .create_cluster()
+        .name(&name)
+        .role_arn("arn:aws:iam::123456789012:role/eks")
+        .resources_vpc_config(aws_sdk_eks::types::VpcConfigRequest::builder().build())
+        .send()
+        .await
+        .context("CreateCluster")?;
+    let described = created.cluster.context("created cluster")?;
+    let want_endpoint = described
+        .endpoint
+        .clone()
+        .context("moto gives an endpoint")?;
+    let want_ca = described.certificate_authority.and_then(|ca| ca.data);
+
+    let mut settings = emu.settings(&name, Duration::from_secs(30))?;
+    settings.cluster.endpoint = String::new();
+    settings.cluster.ca_bundle = None;
+    let cloud = kerf_aws::AwsCloud::connect(settings.clone()).await?;
+    assert_eq!(cloud.cluster().endpoint, want_endpoint);
+    assert_eq!(cloud.cluster().ca_bundle, want_ca);
+    assert_eq!(
+        cloud.cluster().cidr.as_deref(),
+        Some("10.100.0.0/16"),
+        "a configured CIDR stays"
+    );
+
+    let mut configured = settings.clone();
+    configured.cluster.endpoint = "https://configured.example:443".to_owned();
+    let cloud = kerf_aws::AwsCloud::connect(configured).await?;
+    assert_eq!(cloud.cluster().endpoint, "https://configured.example:443");
+
+    let mut unknown = settings;
+    unknown.cluster.name = format!("{name}-unknown");
+    match kerf_aws::AwsCloud::connect(unknown).await {
+        Err(CloudError::Api {
+            operation, message, ..
+        }) => {
+            assert_eq!(operation, "DescribeCluster");
+            assert!(message.contains("--cluster-endpoint"), "{message}");
+        }
+        Err(other) => panic!("expected a DescribeCluster error, got {other}"),
+        Ok(_) => panic!("an unknown cluster was accepted"),
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn instance_types_come_from_ec2_with_offerings_in_the_class_zones() -> Result<()> {
     let Some(emu) = AwsEmu::shared_or_skip("instance_types_come_from_ec2")? else {

@@ -26,9 +26,10 @@ pub struct ControllerArgs {
     /// The cluster's name: instances are tagged `kubernetes.io/cluster/<name>` and join it.
     #[arg(long, env = "CLUSTER_NAME")]
     pub cluster_name: String,
-    /// The API server URL nodes join (their user data).
+    /// The API server URL nodes join (their user data); when unset or empty, EKS `DescribeCluster` on the
+    /// cluster's name gives it (and the CA bundle and service CIDR, where those are unset too).
     #[arg(long, env = "CLUSTER_ENDPOINT")]
-    pub cluster_endpoint: String,
+    pub cluster_endpoint: Option<String>,
     /// Base64 PEM of the cluster CA, for the nodes' user data.
     #[arg(long, env = "CLUSTER_CA_BUNDLE")]
     pub cluster_ca_bundle: Option<String>,

@@ -167,7 +167,12 @@ pub fn status(
                 (SECURITY_GROUPS_READY, NO_SECURITY_GROUPS),
                 (AMIS_READY, NO_AMIS),
             ];
-            let failing = failed.iter().position(|(_, r)| *r == reason);
+            // A reason may go on after its selector's message (`no AMI matches amiSelectorTerms: ssmParameter ...`).
+            let failing = failed.iter().position(|(_, r)| {
+                reason
+                    .strip_prefix(r)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
+            });
             for (i, (type_, _)) in failed.iter().enumerate() {
                 match failing {
                     Some(f) if i < f => set(type_, true, type_, ""),
@@ -276,6 +281,21 @@ mod tests {
         );
         // What resolved before is still shown.
         assert_eq!(broken.subnets, ready.subnets);
+        // A selector's message may go on with the detail (an `ssmParameter` that holds no image id).
+        let detail =
+            format!("{NO_AMIS}: ssmParameter \"/p\" holds \"x\", not an image id (ami-...)");
+        let ssm = status(Some(&ready), Err(&detail), "t3", Some(3));
+        assert_eq!(condition(&ssm, SECURITY_GROUPS_READY).status, "True");
+        assert_eq!(condition(&ssm, AMIS_READY).status, "False");
+        assert_eq!(condition(&ssm, AMIS_READY).message, detail);
+        // A reason that merely begins like a selector's is not that selector's.
+        let other = status(
+            Some(&ready),
+            Err("no AMI matches amiSelectorTermsX"),
+            "t3",
+            Some(3),
+        );
+        assert_eq!(condition(&other, AMIS_READY).status, "True");
     }
 
     #[test]
