@@ -270,7 +270,10 @@ async fn template_annotations_reach_the_node_and_pod_events_stamp_the_claim() ->
         return Ok(());
     };
     let mut pool = pool(json!([{"nodes": "0"}]));
-    pool["spec"]["template"]["metadata"] = json!({"annotations": {"example.com/owner": "team-a"}});
+    pool["spec"]["template"]["metadata"] = json!({"annotations": {
+        "example.com/owner": "team-a",
+        "karpenter.sh/do-not-disrupt": "true",
+    }});
     let namespace = nodes_for_inflate(&bed, pool, 1).await?;
     let cluster = &bed.cluster;
     let stamped = |after: Option<Timestamp>| async move {
@@ -307,6 +310,28 @@ async fn template_annotations_reach_the_node_and_pod_events_stamp_the_claim() ->
         annotations.get("example.com/owner").map(String::as_str) == Some("team-a"),
         "the template's annotation is not on the Node: {annotations:?}"
     );
+    // The template's do-not-disrupt reaches the Node, and each pass says so on the Node and its NodeClaim, in
+    // Karpenter's words.
+    let node_name = node.metadata.name.clone().unwrap_or_default();
+    let node_name = &node_name;
+    poll(
+        "a DisruptionBlocked Event on the Node and its NodeClaim",
+        Duration::from_secs(60),
+        || async move {
+            let events = events_with_reason(cluster, "DisruptionBlocked").await?;
+            let on = |kind: &str| {
+                events.iter().any(|e| {
+                    e.involved_object.kind.as_deref() == Some(kind)
+                        && (kind != "Node" || e.involved_object.name.as_deref() == Some(node_name))
+                        && e.message.as_deref()
+                            == Some("Disruption is blocked through the \"karpenter.sh/do-not-disrupt\" annotation")
+                })
+            };
+            Ok((on("Node") && on("NodeClaim")).then_some(()))
+        },
+    )
+    .await
+    .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 40)))?;
 
     // Stamps within ten seconds of the last are skipped: the pod leaves after that.
     poll(

@@ -21,6 +21,7 @@ use crate::disruption::{
     count_nodes, decide, validate, Binding, Budgets, Command, Decision, DisruptionInput,
     Explanation, NodeState, PoolCounts, VALIDATION_DELAY,
 };
+use crate::engine::disruption_events;
 use input::Snapshot;
 use k8s_openapi::jiff::Timestamp;
 use std::collections::HashMap;
@@ -40,6 +41,8 @@ struct Memory {
     replacements: HashMap<String, Timestamp>,
     /// When each `(pool, message)` DisruptionBlocked Event was last published.
     blocked: HashMap<(String, String), Instant>,
+    /// Node Events published (claim, reason, message), with when and for how long they are not repeated.
+    node_events: HashMap<(String, &'static str, String), (Instant, Duration)>,
 }
 
 /// Runs a pass every [`PASS_INTERVAL`] until the process stops. Failures are logged; the next pass retries.
@@ -79,6 +82,7 @@ async fn pass<C: CloudProvider>(ctx: &Context<C>, memory: &mut Memory) {
         crate::engine::marks::of_pass(&snapshot.nodes, &decision, now),
     )
     .await;
+    report_nodes(ctx, &snapshot, &decision.skipped, &mut memory.node_events).await;
     let alive: Vec<&str> = snapshot.nodes.iter().map(|n| n.claim_name()).collect();
     memory
         .replacements
@@ -215,6 +219,39 @@ async fn report_blocked<C>(
             ctx.events.normal(pool, "DisruptionBlocked", message).await;
             published.insert(key, Instant::now());
         }
+    }
+}
+
+/// Publishes each node Event of the pass ([`disruption_events::of`]: `DisruptionBlocked`, `Unconsolidatable`)
+/// on the node's Node and NodeClaim, unless the same one was published within its dedupe window.
+async fn report_nodes<C>(
+    ctx: &Context<C>,
+    snapshot: &Snapshot,
+    skipped: &[crate::disruption::Skip],
+    published: &mut HashMap<(String, &'static str, String), (Instant, Duration)>,
+) {
+    published.retain(|_, (at, window)| at.elapsed() < *window);
+    for event in disruption_events::of(skipped) {
+        let key = (event.claim.clone(), event.reason, event.message.clone());
+        if published.contains_key(&key) {
+            continue;
+        }
+        let Some(node) = snapshot
+            .nodes
+            .iter()
+            .find(|n| n.claim_name() == event.claim)
+        else {
+            continue;
+        };
+        if let Some(object) = &node.node {
+            ctx.events
+                .normal(object, event.reason, event.message.clone())
+                .await;
+        }
+        ctx.events
+            .normal(&node.claim, event.reason, event.message)
+            .await;
+        published.insert(key, (Instant::now(), event.dedupe));
     }
 }
 
