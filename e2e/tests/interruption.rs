@@ -240,11 +240,21 @@ async fn a_spot_interruption_drains_and_replaces_the_node() -> Result<()> {
         left == [replacement_name.clone()],
         "one replacement, no second launch: {left:?}"
     );
+    // On the NodeClaim and on its Node (Karpenter publishes interruption Events on both).
+    let interrupted = events_with_reason(&bed.cluster, "SpotInterrupted").await?;
+    let kinds: Vec<(&str, &str)> = interrupted
+        .iter()
+        .filter_map(|e| {
+            Some((
+                e.involved_object.kind.as_deref()?,
+                e.involved_object.name.as_deref()?,
+            ))
+        })
+        .collect();
     ensure!(
-        !events_with_reason(&bed.cluster, "SpotInterrupted")
-            .await?
-            .is_empty(),
-        "a SpotInterrupted Event"
+        kinds.contains(&("NodeClaim", old_name.as_str()))
+            && kinds.contains(&("Node", old_node.as_str())),
+        "a SpotInterrupted Event on the claim {old_name} and the Node {old_node}: {kinds:?}"
     );
     let waiting = queue.waiting().await?;
     ensure!(

@@ -122,6 +122,17 @@ impl<C: CloudProvider + 'static> Handler for ClaimHandler<C> {
                 let Some(claim) = ctx.state.node_claims.get(&ObjectRef::new(name)) else {
                     return Ok(()); // gone since the lookup: nothing left to do
                 };
+                // On the Node too (once registered), where users look first, as Karpenter publishes them.
+                let node = claim
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .and_then(|node| ctx.state.nodes.get(&ObjectRef::new(node)));
+                if let Some(node) = node {
+                    ctx.events
+                        .warning(&*node, reason.as_str(), reason.message().to_owned())
+                        .await;
+                }
                 ctx.events
                     .warning(&*claim, reason.as_str(), reason.message().to_owned())
                     .await;
