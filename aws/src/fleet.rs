@@ -17,16 +17,18 @@ pub struct TemplateOverrides<'a> {
 
 /// The CreateFleet request of one instance: spot with price-capacity-optimized, on-demand with lowest-price;
 /// overrides per type × zone with their subnet and image, `Priority` = price (cheapest first); the tags on
-/// the instance, its volumes and the fleet.
+/// the instance, its volumes and the fleet; the class's `context` as the request's `Context`.
 pub fn request(
     ec2: &aws_sdk_ec2::Client,
     plan: &LaunchPlan,
     templates: &[TemplateOverrides<'_>],
     tags: &BTreeMap<String, String>,
+    context: Option<&str>,
 ) -> aws_sdk_ec2::operation::create_fleet::builders::CreateFleetFluentBuilder {
     let mut request = ec2
         .create_fleet()
         .r#type(ec2::FleetType::Instant)
+        .set_context(context.map(str::to_owned))
         .target_capacity_specification(
             ec2::TargetCapacitySpecificationRequest::builder()
                 .total_target_capacity(1)
@@ -197,6 +199,34 @@ mod tests {
             .error_message("no")
             .launch_template_and_overrides(answered(instance_type, "us-west-2a"))
             .build()
+    }
+
+    fn client() -> aws_sdk_ec2::Client {
+        aws_sdk_ec2::Client::from_conf(
+            aws_sdk_ec2::Config::builder()
+                .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
+                .region(aws_sdk_ec2::config::Region::new("us-west-2"))
+                .build(),
+        )
+    }
+
+    #[test]
+    fn the_class_s_context_is_the_request_s_context() {
+        let plan = plan();
+        let templates = [TemplateOverrides {
+            template_name: "karpenter.k8s.aws/0123456789abcdef".into(),
+            overrides: plan.overrides.iter().collect(),
+        }];
+        let tags = BTreeMap::from([("team".to_owned(), "e2e".to_owned())]);
+        let with = request(&client(), &plan, &templates, &tags, Some("ctx-0123"));
+        let input = with.as_input();
+        assert_eq!(input.get_context().as_deref(), Some("ctx-0123"));
+        assert_eq!(input.get_type(), &Some(ec2::FleetType::Instant));
+        let configs = input.get_launch_template_configs().as_deref().unwrap();
+        assert_eq!(configs[0].overrides().len(), 2);
+
+        let without = request(&client(), &plan, &templates, &tags, None);
+        assert_eq!(without.as_input().get_context(), &None);
     }
 
     #[test]

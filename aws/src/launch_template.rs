@@ -1,12 +1,12 @@
 //! Launch templates: one per unique launch configuration (AMI, user data, security groups, instance
-//! profile, metadata options, block devices, tags), named `karpenter.k8s.aws/<hash of the configuration>`,
-//! created the first time a launch needs it and reused after.
+//! profile, metadata options, block devices, primary network interface, monitoring, CPU options, tags), named
+//! `karpenter.k8s.aws/<hash of the configuration>`, created the first time a launch needs it and reused after.
 
 use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types as ec2;
 use base64::Engine;
-use kerf::api::ec2nodeclass::{EC2NodeClassSpec, HttpTokens, Toggle};
+use kerf::api::ec2nodeclass::{AmiFamily, EC2NodeClassSpec, HttpTokens, Toggle};
 
 /// The name prefix Karpenter uses; kerf's templates are interchangeable with its in naming.
 pub const NAME_PREFIX: &str = "karpenter.k8s.aws/";
@@ -16,11 +16,84 @@ pub const NAME_PREFIX: &str = "karpenter.k8s.aws/";
 pub struct TemplateConfig {
     pub image_id: String,
     pub user_data: String,
+    /// The class's resolved security groups; they go on the network interface, not the template's top level.
     pub security_group_ids: Vec<String>,
     pub instance_profile: Option<String>,
     pub metadata: Metadata,
     pub tags: BTreeMap<String, String>,
     pub block_devices: Vec<BlockDevice>,
+    pub network_interface: NetworkInterface,
+    /// `spec.detailedMonitoring` (CloudWatch detailed monitoring), false when unset.
+    pub detailed_monitoring: bool,
+    /// `spec.cpuOptions.nestedVirtualization`: `Some(true)` enabled, `Some(false)` disabled, `None` unset.
+    pub nested_virtualization: Option<bool>,
+}
+
+/// What a launch adds to its class's spec to make a [`TemplateConfig`]: the resolved image, security groups
+/// and instance profile, the rendered user data, the tags, and the cluster's IP family.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Launch {
+    pub image_id: String,
+    pub user_data: String,
+    pub security_group_ids: Vec<String>,
+    pub instance_profile: Option<String>,
+    pub tags: BTreeMap<String, String>,
+    /// An IPv6 cluster ([`ipv6_cluster`]).
+    pub ipv6: bool,
+}
+
+/// Whether the cluster is IPv6, read from its service CIDR: Karpenter asks the family of the kube-dns
+/// service's address, which lies in that CIDR. An unknown CIDR counts as IPv4, as an unknown DNS address does
+/// for Karpenter.
+pub fn ipv6_cluster(service_cidr: Option<&str>) -> bool {
+    service_cidr.is_some_and(|cidr| cidr.contains(':'))
+}
+
+/// The one network interface (device index 0) every launch template carries, as Karpenter's do when the
+/// class lists no `networkInterfaces`: the security groups go here, so the template has no top-level ones.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NetworkInterface {
+    /// `spec.associatePublicIPAddress`; unset follows the subnet.
+    pub associate_public_ip_address: Option<bool>,
+    /// `spec.ipPrefixCount`: IPv4 prefixes on an IPv4 cluster, IPv6 prefixes on an IPv6 one.
+    pub ip_prefix_count: Option<i32>,
+    /// An IPv6 cluster: the interface gets a primary IPv6 address (one IPv6 address).
+    pub ipv6: bool,
+    /// `spec.connectionTracking`, `None` when it sets no timeout.
+    pub connection_tracking: Option<ConnectionTracking>,
+}
+
+/// Connection tracking idle timeouts of the network interface, in seconds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnectionTracking {
+    pub tcp_established_timeout: Option<i32>,
+    pub udp_stream_timeout: Option<i32>,
+    pub udp_timeout: Option<i32>,
+}
+
+impl NetworkInterface {
+    /// The class's interface settings on a cluster of the given family.
+    pub fn of(spec: &EC2NodeClassSpec, ipv6: bool) -> Self {
+        let connection_tracking = spec
+            .connection_tracking
+            .as_ref()
+            .map(|c| ConnectionTracking {
+                tcp_established_timeout: c.tcp_established_timeout,
+                udp_stream_timeout: c.udp_stream_timeout,
+                udp_timeout: c.udp_timeout,
+            })
+            .filter(|c| {
+                c.tcp_established_timeout.is_some()
+                    || c.udp_stream_timeout.is_some()
+                    || c.udp_timeout.is_some()
+            });
+        NetworkInterface {
+            associate_public_ip_address: spec.associate_public_ip_address,
+            ip_prefix_count: spec.ip_prefix_count,
+            ipv6,
+            connection_tracking,
+        }
+    }
 }
 
 /// Instance metadata options (IMDS), with Karpenter's defaults.
@@ -40,6 +113,14 @@ pub struct BlockDevice {
     pub volume_type: Option<String>,
     pub encrypted: Option<bool>,
     pub delete_on_termination: bool,
+    /// Provisioned IOPS; 0 counts as unset, as in Karpenter.
+    pub iops: Option<i32>,
+    /// Throughput in MiB/s; 0 counts as unset, as in Karpenter.
+    pub throughput: Option<i32>,
+    pub kms_key_id: Option<String>,
+    pub snapshot_id: Option<String>,
+    /// MiB/s at which the snapshot is downloaded into the volume.
+    pub volume_initialization_rate: Option<i32>,
 }
 
 impl Metadata {
@@ -66,20 +147,38 @@ impl Metadata {
 }
 
 impl BlockDevice {
-    /// The class's block devices; AL2023's root volume (20 GiB gp3 on /dev/xvda, encrypted) when it lists none.
+    /// The class's block devices; without any, its AMI family's defaults as Karpenter sends them: a 20 GiB gp3
+    /// root on `/dev/xvda` (AL2023, AL2, and a class whose family is not known), Bottlerocket's 4 GiB OS volume
+    /// on `/dev/xvda` and 20 GiB data volume on `/dev/xvdb`, Windows' 50 GiB `/dev/sda1`, and none for `Custom`
+    /// (the AMI's own mappings apply). All encrypted gp3.
     pub fn of(spec: &EC2NodeClassSpec) -> Vec<Self> {
         let Some(mappings) = spec
             .block_device_mappings
             .as_ref()
             .filter(|m| !m.is_empty())
         else {
-            return vec![BlockDevice {
-                device_name: "/dev/xvda".into(),
-                size_gib: Some(20),
+            let volume = |device: &str, size: i32| BlockDevice {
+                device_name: device.into(),
+                size_gib: Some(size),
                 volume_type: Some("gp3".into()),
                 encrypted: Some(true),
                 delete_on_termination: true,
-            }];
+                iops: None,
+                throughput: None,
+                kms_key_id: None,
+                snapshot_id: None,
+                volume_initialization_rate: None,
+            };
+            return match crate::user_data::family(spec) {
+                Some(AmiFamily::Custom) => Vec::new(),
+                Some(AmiFamily::Bottlerocket) => {
+                    vec![volume("/dev/xvda", 4), volume("/dev/xvdb", 20)]
+                }
+                Some(AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025) => {
+                    vec![volume("/dev/sda1", 50)]
+                }
+                Some(AmiFamily::Al2 | AmiFamily::Al2023) | None => vec![volume("/dev/xvda", 20)],
+            };
         };
         mappings
             .iter()
@@ -98,10 +197,30 @@ impl BlockDevice {
                     delete_on_termination: ebs
                         .and_then(|e| e.delete_on_termination)
                         .unwrap_or(true),
+                    iops: ebs.and_then(|e| e.iops).and_then(nonzero_i32),
+                    throughput: ebs.and_then(|e| e.throughput).and_then(nonzero_i32),
+                    kms_key_id: ebs.and_then(|e| e.kms_key_id.clone()),
+                    snapshot_id: ebs.and_then(|e| e.snapshot_id.clone()),
+                    volume_initialization_rate: ebs.and_then(|e| e.volume_initialization_rate),
                 }
             })
             .collect()
     }
+}
+
+/// An IOPS or throughput figure as EC2's 32-bit field, `None` for 0 (Karpenter sends none then). A figure
+/// beyond 32 bits is sent as the largest one, for EC2 to refuse, rather than dropped.
+fn nonzero_i32(n: i64) -> Option<i32> {
+    let n = i32::try_from(n).unwrap_or(if n < 0 { i32::MIN } else { i32::MAX });
+    (n != 0).then_some(n)
+}
+
+/// `spec.cpuOptions.nestedVirtualization` as enabled (`true`) or disabled (`false`).
+fn nested_virtualization(spec: &EC2NodeClassSpec) -> Option<bool> {
+    spec.cpu_options
+        .as_ref()
+        .and_then(|c| c.nested_virtualization)
+        .map(|t| t == Toggle::Enabled)
 }
 
 /// A volume size (`20Gi`, `100G`, `1Ti`, `1T`) in GiB, rounded up; validation admits only these forms.
@@ -119,6 +238,23 @@ fn size_gib(size: &str) -> Option<i32> {
 }
 
 impl TemplateConfig {
+    /// The configuration of `launch` for a class with `spec`: everything the spec says about the instance
+    /// (metadata options, block devices, network interface, monitoring, CPU options) is read here.
+    pub fn new(spec: &EC2NodeClassSpec, launch: Launch) -> Self {
+        TemplateConfig {
+            image_id: launch.image_id,
+            user_data: launch.user_data,
+            security_group_ids: launch.security_group_ids,
+            instance_profile: launch.instance_profile,
+            metadata: Metadata::of(spec),
+            tags: launch.tags,
+            block_devices: BlockDevice::of(spec),
+            network_interface: NetworkInterface::of(spec, launch.ipv6),
+            detailed_monitoring: spec.detailed_monitoring.unwrap_or(false),
+            nested_virtualization: nested_virtualization(spec),
+        }
+    }
+
     /// `karpenter.k8s.aws/<16 hex digits>`: the same configuration always gets the same name, from any
     /// kerf version or replica (FNV-1a over a canonical rendering, not a per-process hasher).
     pub fn name(&self) -> String {
@@ -163,11 +299,19 @@ impl TemplateConfig {
             } else {
                 ec2::LaunchTemplateHttpTokensState::Optional
             })
+            // Always off, as Karpenter sends it: an account default of instance tags in IMDS would otherwise
+            // apply, and tag keys with `:` (kerf's own) are not valid there.
+            .instance_metadata_tags(ec2::LaunchTemplateInstanceMetadataTagsState::Disabled)
             .build();
         let mut data = ec2::RequestLaunchTemplateData::builder()
             .image_id(&self.image_id)
             .user_data(base64::engine::general_purpose::STANDARD.encode(&self.user_data))
-            .set_security_group_ids(Some(self.security_group_ids.clone()))
+            .network_interfaces(self.network_interface_data())
+            .monitoring(
+                ec2::LaunchTemplatesMonitoringRequest::builder()
+                    .enabled(self.detailed_monitoring)
+                    .build(),
+            )
             .metadata_options(metadata)
             .tag_specifications(
                 ec2::LaunchTemplateTagSpecificationRequest::builder()
@@ -179,7 +323,12 @@ impl TemplateConfig {
             let mut ebs = ec2::LaunchTemplateEbsBlockDeviceRequest::builder()
                 .delete_on_termination(device.delete_on_termination)
                 .set_volume_size(device.size_gib)
-                .set_encrypted(device.encrypted);
+                .set_encrypted(device.encrypted)
+                .set_iops(device.iops)
+                .set_throughput(device.throughput)
+                .set_kms_key_id(device.kms_key_id.clone())
+                .set_snapshot_id(device.snapshot_id.clone())
+                .set_volume_initialization_rate(device.volume_initialization_rate);
             if let Some(volume_type) = &device.volume_type {
                 ebs = ebs.volume_type(ec2::VolumeType::from(volume_type.as_str()));
             }
@@ -197,7 +346,49 @@ impl TemplateConfig {
                     .build(),
             );
         }
+        if let Some(enabled) = self.nested_virtualization {
+            data = data.cpu_options(
+                ec2::LaunchTemplateCpuOptionsRequest::builder()
+                    .nested_virtualization(if enabled {
+                        ec2::NestedVirtualizationSpecification::Enabled
+                    } else {
+                        ec2::NestedVirtualizationSpecification::Disabled
+                    })
+                    .build(),
+            );
+        }
         data.build()
+    }
+
+    /// The primary interface: device index 0 with the security groups, the public-address choice, the prefix
+    /// count of the cluster's family (and on IPv6 a primary IPv6 address) and the connection tracking timeouts.
+    fn network_interface_data(
+        &self,
+    ) -> ec2::LaunchTemplateInstanceNetworkInterfaceSpecificationRequest {
+        let ni = &self.network_interface;
+        let mut interface =
+            ec2::LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
+                .device_index(0)
+                .set_associate_public_ip_address(ni.associate_public_ip_address)
+                .set_groups(Some(self.security_group_ids.clone()));
+        interface = if ni.ipv6 {
+            interface
+                .set_ipv6_prefix_count(ni.ip_prefix_count)
+                .primary_ipv6(true)
+                .ipv6_address_count(1)
+        } else {
+            interface.set_ipv4_prefix_count(ni.ip_prefix_count)
+        };
+        if let Some(tracking) = &ni.connection_tracking {
+            interface = interface.connection_tracking_specification(
+                ec2::ConnectionTrackingSpecificationRequest::builder()
+                    .set_tcp_established_timeout(tracking.tcp_established_timeout)
+                    .set_udp_stream_timeout(tracking.udp_stream_timeout)
+                    .set_udp_timeout(tracking.udp_timeout)
+                    .build(),
+            );
+        }
+        interface.build()
     }
 }
 
@@ -205,16 +396,259 @@ impl TemplateConfig {
 mod tests {
     use super::*;
 
-    fn config() -> TemplateConfig {
-        TemplateConfig {
+    fn launch(ipv6: bool) -> Launch {
+        Launch {
             image_id: "ami-1".into(),
             user_data: "data".into(),
-            security_group_ids: vec!["sg-1".into()],
-            instance_profile: None,
-            metadata: Metadata::of(&EC2NodeClassSpec::default()),
+            security_group_ids: vec!["sg-1".into(), "sg-2".into()],
+            instance_profile: Some("profile".into()),
             tags: BTreeMap::new(),
-            block_devices: BlockDevice::of(&EC2NodeClassSpec::default()),
+            ipv6,
         }
+    }
+
+    fn config() -> TemplateConfig {
+        TemplateConfig::new(&EC2NodeClassSpec::default(), launch(false))
+    }
+
+    /// A class setting every field that reaches the launch template beyond the defaults.
+    fn full_spec() -> EC2NodeClassSpec {
+        serde_json::from_value(serde_json::json!({
+            "blockDeviceMappings": [{
+                "deviceName": "/dev/xvdb",
+                "rootVolume": true,
+                "ebs": {
+                    "volumeSize": "100Gi", "volumeType": "gp3", "encrypted": true, "deleteOnTermination": false,
+                    "iops": 4000, "throughput": 250, "kmsKeyID": "arn:aws:kms:us-west-2:111122223333:key/k-1",
+                    "snapshotID": "snap-0123456789abcdef0", "volumeInitializationRate": 200
+                }
+            }],
+            "associatePublicIPAddress": true,
+            "ipPrefixCount": 2,
+            "detailedMonitoring": true,
+            "cpuOptions": {"nestedVirtualization": "enabled"},
+            "connectionTracking": {"tcpEstablishedTimeout": 3600, "udpStreamTimeout": 120, "udpTimeout": 45},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_class_s_ebs_interface_monitoring_and_cpu_fields_reach_the_template_data() {
+        let data = TemplateConfig::new(&full_spec(), launch(false)).data();
+
+        let [mapping] = data.block_device_mappings() else {
+            panic!("one mapping: {data:?}")
+        };
+        assert_eq!(mapping.device_name(), Some("/dev/xvdb"));
+        let ebs = mapping.ebs().unwrap();
+        assert_eq!(ebs.volume_size(), Some(100));
+        assert_eq!(ebs.volume_type(), Some(&ec2::VolumeType::Gp3));
+        assert_eq!(ebs.encrypted(), Some(true));
+        assert_eq!(ebs.delete_on_termination(), Some(false));
+        assert_eq!(ebs.iops(), Some(4000));
+        assert_eq!(ebs.throughput(), Some(250));
+        assert_eq!(
+            ebs.kms_key_id(),
+            Some("arn:aws:kms:us-west-2:111122223333:key/k-1")
+        );
+        assert_eq!(ebs.snapshot_id(), Some("snap-0123456789abcdef0"));
+        assert_eq!(ebs.volume_initialization_rate(), Some(200));
+
+        // The security groups move onto the interface: EC2 refuses both.
+        assert!(data.security_group_ids().is_empty(), "{data:?}");
+        let [interface] = data.network_interfaces() else {
+            panic!("one interface: {data:?}")
+        };
+        assert_eq!(interface.device_index(), Some(0));
+        assert_eq!(interface.associate_public_ip_address(), Some(true));
+        assert_eq!(interface.groups(), ["sg-1", "sg-2"]);
+        assert_eq!(interface.ipv4_prefix_count(), Some(2));
+        assert_eq!(interface.ipv6_prefix_count(), None);
+        assert_eq!(interface.primary_ipv6(), None);
+        let tracking = interface.connection_tracking_specification().unwrap();
+        assert_eq!(tracking.tcp_established_timeout(), Some(3600));
+        assert_eq!(tracking.udp_stream_timeout(), Some(120));
+        assert_eq!(tracking.udp_timeout(), Some(45));
+
+        assert_eq!(data.monitoring().and_then(|m| m.enabled()), Some(true));
+        assert_eq!(
+            data.cpu_options().and_then(|c| c.nested_virtualization()),
+            Some(&ec2::NestedVirtualizationSpecification::Enabled)
+        );
+        assert_eq!(
+            data.iam_instance_profile().and_then(|p| p.name()),
+            Some("profile")
+        );
+    }
+
+    /// Karpenter's default block devices per AMI family (its amifamily providers), when a class lists none.
+    #[test]
+    fn each_family_gets_karpenters_default_volumes() {
+        let devices = |spec: serde_json::Value| {
+            let spec: EC2NodeClassSpec = serde_json::from_value(spec).expect("spec");
+            BlockDevice::of(&spec)
+                .into_iter()
+                .map(|d| (d.device_name, d.size_gib, d.volume_type, d.encrypted))
+                .collect::<Vec<_>>()
+        };
+        let gp3 = |device: &str, size: i32| {
+            (
+                device.to_owned(),
+                Some(size),
+                Some("gp3".to_owned()),
+                Some(true),
+            )
+        };
+        assert_eq!(
+            devices(serde_json::json!({"amiSelectorTerms": [{"alias": "al2023@latest"}]})),
+            [gp3("/dev/xvda", 20)]
+        );
+        assert_eq!(
+            devices(serde_json::json!({"amiSelectorTerms": [{"alias": "bottlerocket@latest"}]})),
+            [gp3("/dev/xvda", 4), gp3("/dev/xvdb", 20)]
+        );
+        assert_eq!(
+            devices(serde_json::json!({"amiFamily": "AL2", "amiSelectorTerms": [{"id": "ami-1"}]})),
+            [gp3("/dev/xvda", 20)]
+        );
+        assert_eq!(
+            devices(
+                serde_json::json!({"amiFamily": "Custom", "amiSelectorTerms": [{"id": "ami-1"}]})
+            ),
+            []
+        );
+        // Listed devices replace the defaults.
+        let listed = devices(serde_json::json!({
+            "amiSelectorTerms": [{"alias": "bottlerocket@latest"}],
+            "blockDeviceMappings": [{"deviceName": "/dev/xvdb", "ebs": {"volumeSize": "100Gi"}}],
+        }));
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].1, Some(100));
+    }
+
+    #[test]
+    fn without_those_fields_the_interface_is_bare_and_monitoring_off() {
+        let data = config().data();
+        let ebs = data.block_device_mappings()[0].ebs().unwrap();
+        assert_eq!(
+            (
+                ebs.iops(),
+                ebs.throughput(),
+                ebs.kms_key_id(),
+                ebs.snapshot_id(),
+                ebs.volume_initialization_rate()
+            ),
+            (None, None, None, None, None)
+        );
+        assert!(data.security_group_ids().is_empty());
+        let [interface] = data.network_interfaces() else {
+            panic!("one interface: {data:?}")
+        };
+        assert_eq!(interface.device_index(), Some(0));
+        assert_eq!(interface.groups(), ["sg-1", "sg-2"]);
+        assert_eq!(interface.associate_public_ip_address(), None);
+        assert_eq!(interface.ipv4_prefix_count(), None);
+        assert!(interface.connection_tracking_specification().is_none());
+        assert_eq!(data.monitoring().and_then(|m| m.enabled()), Some(false));
+        assert!(data.cpu_options().is_none());
+        assert_eq!(
+            data.metadata_options()
+                .and_then(|m| m.instance_metadata_tags()),
+            Some(&ec2::LaunchTemplateInstanceMetadataTagsState::Disabled)
+        );
+
+        // A public address refused, nested virtualization disabled, IOPS of 0 and connection tracking without a
+        // timeout are sent as Karpenter sends them.
+        let spec: EC2NodeClassSpec = serde_json::from_value(serde_json::json!({
+            "associatePublicIPAddress": false,
+            "cpuOptions": {"nestedVirtualization": "disabled"},
+            "connectionTracking": {},
+            "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"iops": 0, "throughput": 0}}],
+        }))
+        .unwrap();
+        let data = TemplateConfig::new(&spec, launch(false)).data();
+        let interface = &data.network_interfaces()[0];
+        assert_eq!(interface.associate_public_ip_address(), Some(false));
+        assert!(interface.connection_tracking_specification().is_none());
+        assert_eq!(
+            data.cpu_options().and_then(|c| c.nested_virtualization()),
+            Some(&ec2::NestedVirtualizationSpecification::Disabled)
+        );
+        let ebs = data.block_device_mappings()[0].ebs().unwrap();
+        assert_eq!((ebs.iops(), ebs.throughput()), (None, None));
+    }
+
+    #[test]
+    fn on_an_ipv6_cluster_the_prefixes_are_ipv6_and_the_interface_has_a_primary_ipv6_address() {
+        assert!(ipv6_cluster(Some("fd00:10:96::/108")));
+        assert!(!ipv6_cluster(Some("10.100.0.0/16")));
+        assert!(!ipv6_cluster(None));
+        let data = TemplateConfig::new(&full_spec(), launch(true)).data();
+        let interface = &data.network_interfaces()[0];
+        assert_eq!(interface.ipv6_prefix_count(), Some(2));
+        assert_eq!(interface.ipv4_prefix_count(), None);
+        assert_eq!(interface.primary_ipv6(), Some(true));
+        assert_eq!(interface.ipv6_address_count(), Some(1));
+    }
+
+    #[test]
+    fn every_field_is_part_of_the_name_and_an_unchanged_class_keeps_its_template() {
+        let base = TemplateConfig::new(&full_spec(), launch(false));
+        assert_eq!(
+            base.name(),
+            TemplateConfig::new(&full_spec(), launch(false)).name()
+        );
+        assert_ne!(base.name(), config().name());
+        let changes: Vec<fn(&mut EC2NodeClassSpec)> = vec![
+            |s| {
+                s.block_device_mappings.as_mut().unwrap()[0]
+                    .ebs
+                    .as_mut()
+                    .unwrap()
+                    .iops = Some(5000)
+            },
+            |s| {
+                s.block_device_mappings.as_mut().unwrap()[0]
+                    .ebs
+                    .as_mut()
+                    .unwrap()
+                    .throughput = Some(300)
+            },
+            |s| {
+                s.block_device_mappings.as_mut().unwrap()[0]
+                    .ebs
+                    .as_mut()
+                    .unwrap()
+                    .kms_key_id = None
+            },
+            |s| {
+                s.block_device_mappings.as_mut().unwrap()[0]
+                    .ebs
+                    .as_mut()
+                    .unwrap()
+                    .snapshot_id = None
+            },
+            |s| {
+                s.block_device_mappings.as_mut().unwrap()[0]
+                    .ebs
+                    .as_mut()
+                    .unwrap()
+                    .volume_initialization_rate = Some(300)
+            },
+            |s| s.associate_public_ip_address = Some(false),
+            |s| s.ip_prefix_count = Some(3),
+            |s| s.detailed_monitoring = None,
+            |s| s.cpu_options = None,
+            |s| s.connection_tracking.as_mut().unwrap().udp_timeout = Some(60),
+        ];
+        let mut names = std::collections::HashSet::from([base.name()]);
+        for change in changes {
+            let mut spec = full_spec();
+            change(&mut spec);
+            let name = TemplateConfig::new(&spec, launch(false)).name();
+            assert!(names.insert(name), "{spec:?} shares a name");
+        }
+        assert!(names.insert(TemplateConfig::new(&full_spec(), launch(true)).name()));
     }
 
     #[test]

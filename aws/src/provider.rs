@@ -23,7 +23,7 @@ use crate::instance_profile::{
     gone_is_done, profile_name, profile_tags, role_changes, role_error, role_name,
 };
 use crate::instance_types::{info_from_ec2, zones_by_type};
-use crate::launch_template::{unused_templates, BlockDevice, Metadata, TemplateConfig};
+use crate::launch_template::{ipv6_cluster, unused_templates, Launch, TemplateConfig};
 use crate::pagination::collect_pages;
 use crate::prices::on_demand::{self, OnDemandPrices};
 use crate::prices::spot::{self, Row, SpotPrices};
@@ -47,7 +47,8 @@ pub struct AwsSettings {
     pub call_timeout: Duration,
     /// Attempts per call (the SDK retries throttling and 5xx answers).
     pub max_attempts: u32,
-    /// Prices of offerings (on-demand and spot) that AWS's price APIs do not give; unknown prices stay unknown.
+    /// Prices of offerings (on-demand and spot) that AWS's price APIs do not give: by default the shipped
+    /// on-demand snapshot (`Pricing::snapshot`), a pricing file over it.
     pub pricing: Pricing,
     /// No route to AWS's public endpoints (Karpenter's `ISOLATED_VPC`): the Price List API is not called and
     /// on-demand prices come from `pricing` only.
@@ -66,7 +67,7 @@ impl AwsSettings {
             static_credentials: None,
             call_timeout: Duration::from_secs(30),
             max_attempts: 3,
-            pricing: Pricing::none(),
+            pricing: Pricing::snapshot(),
             isolated_vpc: false,
         }
     }
@@ -637,19 +638,21 @@ impl AwsCloud {
                 custom: spec.user_data.as_deref(),
             },
         )?;
-        Ok(TemplateConfig {
-            image_id: image_id.to_owned(),
-            user_data,
-            security_group_ids: resolved
-                .security_groups
-                .iter()
-                .map(|g| g.id.clone())
-                .collect(),
-            instance_profile: resolved.instance_profile.clone(),
-            metadata: Metadata::of(spec),
-            tags: template_tags(request.tags(&self.settings.cluster.name)),
-            block_devices: BlockDevice::of(spec),
-        })
+        Ok(TemplateConfig::new(
+            spec,
+            Launch {
+                image_id: image_id.to_owned(),
+                user_data,
+                security_group_ids: resolved
+                    .security_groups
+                    .iter()
+                    .map(|g| g.id.clone())
+                    .collect(),
+                instance_profile: resolved.instance_profile.clone(),
+                tags: template_tags(request.tags(&self.settings.cluster.name)),
+                ipv6: ipv6_cluster(self.settings.cluster.cidr.as_deref()),
+            },
+        ))
     }
 
     async fn create_fleet(
@@ -672,11 +675,14 @@ impl AwsCloud {
             });
         }
         let tags = request.tags(&self.settings.cluster.name);
+        // Karpenter leaves `Context` out for a claim whose minValues it relaxed (MIN_VALUES_POLICY=BestEffort);
+        // kerf does not mark relaxed claims yet (docs/cloud.md), so it always sends it.
+        let context = request.node_class.spec.context.as_deref();
         // Its timestamp ends the pending → launch request time of docs/performance.md.
         tracing::debug!(nodeclaim = %request.node_claim, "calling CreateFleet");
         self.call(
             "CreateFleet",
-            fleet::request(&self.ec2, plan, &templates, &tags).send(),
+            fleet::request(&self.ec2, plan, &templates, &tags, context).send(),
         )
         .await
     }

@@ -19,8 +19,9 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.pricing_file {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        settings.pricing =
-            Pricing::from_json(&text).with_context(|| format!("reading {}", path.display()))?;
+        settings.pricing = Pricing::from_json(&text)
+            .with_context(|| format!("reading {}", path.display()))?
+            .over(Pricing::snapshot());
     }
     let queue = match &args.interruption_queue {
         Some(name) => Some(

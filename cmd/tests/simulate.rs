@@ -198,6 +198,14 @@ fn large_scenarios_show_progress_on_stderr_and_small_ones_stay_quiet() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("10 pods"), "{stdout}");
     assert!(!stderr.contains("simulating"), "{stderr}");
+    // The README's first command prices its choice out of the box (the shipped on-demand snapshot): the
+    // cheapest type that fits, not an unpriced one.
+    assert!(
+        stdout.contains("1 NodeClaim to launch, $0.6120/h")
+            && stdout.contains("c6a.4xlarge on-demand"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("price unknown"), "{stdout}");
 
     let large = inflate.replace("replicas: 10\n", "replicas: 1500\n");
     let (code, stdout, stderr) = kerf_simulate(&large);

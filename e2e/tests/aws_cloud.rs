@@ -457,3 +457,119 @@ async fn deleting_terminates_and_then_reports_not_found() -> Result<()> {
     ));
     Ok(())
 }
+
+/// The EC2NodeClass fields that only matter to EC2 reach the launch template, read back with
+/// DescribeLaunchTemplateVersions: the EBS volume's IOPS, throughput, KMS key, snapshot and initialization rate;
+/// a network interface (device index 0) carrying the security groups, the public-address choice, the prefix
+/// count and the connection tracking timeouts; detailed monitoring; nested virtualization. moto 5.2.5 stores and
+/// returns the template data as sent, but ignores CreateFleet's `Context` (nothing reads it back): that one is
+/// asserted on the request in `aws/src/fleet.rs`'s unit tests.
+#[tokio::test]
+async fn a_class_s_ebs_network_and_monitoring_fields_reach_the_launch_template() -> Result<()> {
+    let Some(emu) = AwsEmu::shared_or_skip("a_class_s_ebs_network_and_monitoring_fields")? else {
+        return Ok(());
+    };
+    let mut launchable = emu.launchable("lt-fields").await?;
+    let mut spec = serde_json::to_value(&launchable.class.spec)?;
+    let fields = serde_json::json!({
+        "blockDeviceMappings": [{
+            "deviceName": "/dev/xvda",
+            "rootVolume": true,
+            "ebs": {
+                "volumeSize": "40Gi", "volumeType": "gp3", "encrypted": true, "deleteOnTermination": true,
+                "iops": 4000, "throughput": 250, "kmsKeyID": "arn:aws:kms:us-west-2:123456789012:key/kerf-e2e",
+                "snapshotID": "snap-0123456789abcdef0", "volumeInitializationRate": 200
+            }
+        }],
+        "associatePublicIPAddress": true,
+        "ipPrefixCount": 1,
+        "detailedMonitoring": true,
+        "cpuOptions": {"nestedVirtualization": "enabled"},
+        "connectionTracking": {"tcpEstablishedTimeout": 3600, "udpStreamTimeout": 120, "udpTimeout": 45},
+        "context": "kerf-e2e-context"
+    });
+    for (key, value) in fields.as_object().context("fields")? {
+        spec[key] = value.clone();
+    }
+    launchable.class.spec = serde_json::from_value(spec)?;
+    let (cluster, cloud, network) = (&launchable.cluster, &launchable.cloud, &launchable.network);
+
+    for name in ["fields-a", "fields-b"] {
+        let request = launchable.request(name, &["c5.large"], &["on-demand"])?;
+        cloud.create(&request, SystemTime::now()).await?;
+    }
+    // One configuration, one template, reused by the second launch.
+    let templates = cloud
+        .ec2()
+        .describe_launch_templates()
+        .filters(
+            Filter::builder()
+                .name("tag:eks:eks-cluster-name")
+                .values(cluster.as_str())
+                .build(),
+        )
+        .send()
+        .await?;
+    let names: Vec<_> = templates
+        .launch_templates()
+        .iter()
+        .filter_map(|t| t.launch_template_name())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    let versions = cloud
+        .ec2()
+        .describe_launch_template_versions()
+        .launch_template_name(names[0])
+        .versions("$Latest")
+        .send()
+        .await?;
+    let data = versions.launch_template_versions()[0]
+        .launch_template_data()
+        .context("template data")?;
+    let [mapping] = data.block_device_mappings() else {
+        panic!("one block device: {data:#?}")
+    };
+    assert_eq!(mapping.device_name(), Some("/dev/xvda"));
+    let ebs = mapping.ebs().context("an EBS volume")?;
+    assert_eq!(ebs.volume_size(), Some(40));
+    assert_eq!(ebs.iops(), Some(4000));
+    assert_eq!(ebs.throughput(), Some(250));
+    assert_eq!(
+        ebs.kms_key_id(),
+        Some("arn:aws:kms:us-west-2:123456789012:key/kerf-e2e")
+    );
+    assert_eq!(ebs.snapshot_id(), Some("snap-0123456789abcdef0"));
+    assert_eq!(ebs.volume_initialization_rate(), Some(200));
+
+    let [interface] = data.network_interfaces() else {
+        panic!("one network interface: {data:#?}")
+    };
+    assert_eq!(interface.device_index(), Some(0));
+    assert_eq!(interface.associate_public_ip_address(), Some(true));
+    assert_eq!(interface.groups(), [network.security_group_id.as_str()]);
+    assert_eq!(interface.ipv4_prefix_count(), Some(1));
+    let tracking = interface
+        .connection_tracking_specification()
+        .context("connection tracking")?;
+    assert_eq!(
+        (
+            tracking.tcp_established_timeout(),
+            tracking.udp_stream_timeout(),
+            tracking.udp_timeout()
+        ),
+        (Some(3600), Some(120), Some(45))
+    );
+    assert!(
+        data.security_group_ids().is_empty(),
+        "the groups are on the interface only: {data:#?}"
+    );
+
+    assert_eq!(data.monitoring().and_then(|m| m.enabled()), Some(true));
+    assert_eq!(
+        data.cpu_options()
+            .and_then(|c| c.nested_virtualization())
+            .map(|n| n.as_str()),
+        Some("enabled")
+    );
+    Ok(())
+}

@@ -11,6 +11,9 @@
 //! ```
 //!
 //! Every member is optional. A spot price is per zone (as EC2 quotes it), or one number for every zone.
+//!
+//! Without a file, prices come from the on-demand snapshot kerf ships ([`Pricing::snapshot`]); a file's prices
+//! go over it ([`Pricing::over`]).
 
 use std::collections::BTreeMap;
 
@@ -25,7 +28,15 @@ pub struct Pricing {
     source: Option<String>,
     on_demand: BTreeMap<String, BTreeMap<String, f64>>,
     spot: BTreeMap<String, BTreeMap<String, SpotPrice>>,
+    /// Karpenter's defaults for a snapshot: a region without on-demand prices takes this region's, and a region
+    /// without any spot price prices spot at on-demand (the most spot costs) until spot prices are known.
+    defaults: Option<String>,
 }
+
+/// The on-demand price snapshot kerf ships (`catalog/on-demand-prices.json`), as Karpenter ships one.
+const SNAPSHOT: &str = include_str!("../../catalog/on-demand-prices.json");
+/// The region whose snapshot prices stand in for a region the snapshot lacks (Karpenter's fallback).
+const SNAPSHOT_FALLBACK_REGION: &str = "us-east-1";
 
 /// The spot price of one type in one region.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -50,6 +61,30 @@ impl Pricing {
     /// No prices at all: every offering's price is unknown.
     pub fn none() -> Self {
         Self::default()
+    }
+
+    /// The shipped on-demand snapshot, with Karpenter's defaults: regions it lacks take us-east-1's prices, and
+    /// spot is priced at on-demand until a pricing file or the spot price history says otherwise.
+    pub fn snapshot() -> Self {
+        let mut pricing = Self::from_json(SNAPSHOT).unwrap_or_default();
+        pricing.defaults = Some(SNAPSHOT_FALLBACK_REGION.to_owned());
+        pricing
+    }
+
+    /// These prices over `base`: a price here wins, `base` fills in the rest (and keeps its defaults).
+    pub fn over(self, base: Pricing) -> Pricing {
+        let mut merged = base;
+        for (region, types) in self.on_demand {
+            merged.on_demand.entry(region).or_default().extend(types);
+        }
+        for (region, types) in self.spot {
+            merged.spot.entry(region).or_default().extend(types);
+        }
+        merged.source = match (self.source, merged.source) {
+            (Some(top), Some(bottom)) => Some(format!("{top}; then {bottom}")),
+            (top, bottom) => top.or(bottom),
+        };
+        merged
     }
 
     /// Reads a pricing file (see the module documentation). Negative, infinite or NaN prices are errors.
@@ -80,6 +115,7 @@ impl Pricing {
             source: file.source,
             on_demand: file.on_demand_usd_per_hour,
             spot: file.spot_usd_per_hour,
+            defaults: None,
         })
     }
 
@@ -89,7 +125,12 @@ impl Pricing {
     }
 
     pub fn on_demand(&self, region: &str, instance_type: &str) -> Option<f64> {
-        self.on_demand.get(region)?.get(instance_type).copied()
+        let prices = match (self.on_demand.get(region), &self.defaults) {
+            (Some(prices), _) => prices,
+            (None, Some(fallback)) => self.on_demand.get(fallback)?,
+            (None, None) => return None,
+        };
+        prices.get(instance_type).copied()
     }
 
     pub fn spot(&self, region: &str, instance_type: &str, zone: &str) -> Option<f64> {
@@ -109,7 +150,12 @@ impl Pricing {
     ) -> Option<f64> {
         match capacity_type {
             CapacityType::OnDemand => self.on_demand(region, instance_type),
-            CapacityType::Spot => self.spot(region, instance_type, zone),
+            CapacityType::Spot => self.spot(region, instance_type, zone).or_else(|| {
+                let unknown_region = !self.spot.contains_key(region);
+                (self.defaults.is_some() && unknown_region)
+                    .then(|| self.on_demand(region, instance_type))
+                    .flatten()
+            }),
             CapacityType::Reserved => None,
         }
     }
@@ -173,5 +219,51 @@ mod tests {
         let wrong =
             Pricing::from_json(r#"{"spotUsdPerHour": {"r": {"t": "cheap"}}}"#).expect_err("string");
         assert!(wrong.to_string().contains("spotUsdPerHour.r.t"), "{wrong}");
+    }
+
+    /// Karpenter's pricing provider: the shipped on-demand snapshot prices a region it lacks with us-east-1's, and
+    /// spot at the on-demand price until spot prices are known; a file's prices go over it.
+    #[test]
+    fn the_snapshot_prices_out_of_the_box_and_a_file_goes_over_it() {
+        let snapshot = Pricing::snapshot();
+        let m5 = snapshot
+            .on_demand("us-east-1", "m5.large")
+            .expect("m5.large in the snapshot");
+        assert!(m5 > 0.05 && m5 < 0.2, "{m5}");
+        assert_eq!(snapshot.on_demand("eu-west-9", "m5.large"), Some(m5));
+        assert_eq!(
+            snapshot.price("us-east-1", "m5.large", "us-east-1a", CapacityType::Spot),
+            Some(m5)
+        );
+        assert_eq!(snapshot.on_demand("us-east-1", "no-such.type"), None);
+        let file = Pricing::from_json(
+            r#"{"source": "mine", "onDemandUsdPerHour": {"us-east-1": {"m5.large": 0.5}},
+                "spotUsdPerHour": {"us-east-1": {"c5.large": 0.02}}}"#,
+        )
+        .expect("file");
+        let layered = file.over(Pricing::snapshot());
+        assert_eq!(layered.on_demand("us-east-1", "m5.large"), Some(0.5));
+        assert!(layered.on_demand("us-east-1", "c5.large").is_some());
+        assert_eq!(
+            layered.price("us-east-1", "c5.large", "us-east-1b", CapacityType::Spot),
+            Some(0.02)
+        );
+        // The file has spot prices for the region: a type it does not price has no spot price.
+        assert_eq!(
+            layered.price("us-east-1", "m5.large", "us-east-1b", CapacityType::Spot),
+            None
+        );
+        assert!(layered
+            .source()
+            .is_some_and(|s| s.starts_with("mine; then ")));
+        // A file alone keeps kerf's old meaning: what it does not price is unknown.
+        let alone =
+            Pricing::from_json(r#"{"onDemandUsdPerHour": {"us-east-1": {"m5.large": 0.5}}}"#)
+                .expect("file");
+        assert_eq!(alone.on_demand("us-west-2", "m5.large"), None);
+        assert_eq!(
+            alone.price("us-east-1", "m5.large", "z", CapacityType::Spot),
+            None
+        );
     }
 }

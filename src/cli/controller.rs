@@ -45,11 +45,12 @@ pub struct ControllerArgs {
     /// One endpoint for every AWS service (an emulator such as moto); AWS itself when unset.
     #[arg(long, env = "AWS_ENDPOINT_URL")]
     pub aws_endpoint_url: Option<String>,
-    /// Prices (USD per hour) of on-demand and spot offerings, used where AWS's price APIs give none.
+    /// Prices (USD per hour) of on-demand and spot offerings, used where AWS's price APIs give none (over the
+    /// shipped on-demand snapshot, which prices what neither knows).
     #[arg(long, env = "KERF_PRICING_FILE")]
     pub pricing_file: Option<PathBuf>,
-    /// No route to AWS's public endpoints: on-demand prices come from the pricing file only, the Price List
-    /// API is not called.
+    /// No route to AWS's public endpoints: on-demand prices come from the pricing file and the shipped snapshot,
+    /// the Price List API is not called.
     #[arg(long, env = "ISOLATED_VPC", default_value_t = false, action = clap::ArgAction::Set)]
     pub isolated_vpc: bool,
     /// How long a batch of pending pods waits for more pods after the last one arrived.

@@ -33,7 +33,8 @@ pub struct CatalogArgs {
     /// AWS region of the embedded instance-type catalog.
     #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
     pub region: String,
-    /// Prices (USD per hour) for on-demand and spot offerings; without one, prices are reported as unknown.
+    /// Prices (USD per hour) for on-demand and spot offerings, over the on-demand snapshot kerf ships (which
+    /// alone prices spot at on-demand); see docs/catalog.md.
     #[arg(long)]
     pub pricing_file: Option<PathBuf>,
     /// Replaces the embedded catalog with instance types from this file (see docs/catalog.md).
@@ -52,10 +53,10 @@ impl CatalogArgs {
                 .map_err(|e| format!("{}: {e}", path.display()));
         }
         let pricing = match &self.pricing_file {
-            Some(path) => {
-                Pricing::from_json(&read(path)?).map_err(|e| format!("{}: {e}", path.display()))?
-            }
-            None => Pricing::none(),
+            Some(path) => Pricing::from_json(&read(path)?)
+                .map_err(|e| format!("{}: {e}", path.display()))?
+                .over(Pricing::snapshot()),
+            None => Pricing::snapshot(),
         };
         Catalog::embedded(&self.region, &CatalogSettings::default(), &pricing)
             .map_err(|e| e.to_string())
