@@ -285,6 +285,20 @@ impl AwsCloud {
         Ok(name)
     }
 
+    /// `profile` (the class's `spec.instanceProfile`) when IAM has it; else the class is not ready, with the
+    /// profile named, rather than launching instances EC2 will refuse.
+    async fn existing_profile(&self, class: &str, profile: &str) -> Result<String, CloudError> {
+        match self.profile_roles(profile).await? {
+            Some(_) => Ok(profile.to_owned()),
+            None => Err(CloudError::NodeClassNotReady {
+                name: class.to_owned(),
+                reason: format!(
+                    "the instance profile {profile} of spec.instanceProfile does not exist"
+                ),
+            }),
+        }
+    }
+
     /// The roles instance profile `name` holds; `None` when it does not exist.
     async fn profile_roles(&self, name: &str) -> Result<Option<Vec<String>>, CloudError> {
         let get = self.iam.get_instance_profile().instance_profile_name(name);
@@ -759,7 +773,7 @@ impl CloudProvider for AwsCloud {
             security_groups: self.security_groups(spec).await?,
             amis: self.amis(spec).await?,
             instance_profile: match (&spec.instance_profile, &spec.role) {
-                (Some(profile), _) => Some(profile.clone()),
+                (Some(profile), _) => Some(self.existing_profile(name, profile).await?),
                 (None, Some(role)) => Some(self.managed_profile(name, role).await?),
                 (None, None) => None,
             },

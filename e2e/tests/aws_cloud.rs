@@ -50,7 +50,7 @@ async fn a_node_class_resolves_to_its_subnets_security_group_and_newest_amis() -
     let again = cloud
         .resolve_node_class("default", &node_class_spec(&cluster)?)
         .await?;
-    assert_eq!(again.resolved.instance_profile, Some(profile));
+    assert_eq!(again.resolved.instance_profile.as_ref(), Some(&profile));
     // Resolutions racing to create one class's profile (the class status and the provisioner do, and so do
     // two replicas) all succeed: the losers find the role they failed to add already there.
     let spec = node_class_spec(&cluster)?;
@@ -101,6 +101,25 @@ async fn a_node_class_resolves_to_its_subnets_security_group_and_newest_amis() -
     match cloud.resolve_node_class("no-role", &no_role).await {
         Err(CloudError::NodeClassNotReady { reason, .. }) => {
             assert!(reason.contains("NoSuchRole"), "{reason}");
+        }
+        other => panic!("expected NodeClassNotReady, got {other:?}"),
+    }
+
+    // An instance profile of the class's own is used when IAM has it; one it does not have leaves the class not
+    // ready, naming it, instead of launching instances EC2 would refuse.
+    let existing = class_with_profile(&cluster, &profile)?;
+    let class = cloud.resolve_node_class("own-profile", &existing).await?;
+    assert_eq!(
+        class.resolved.instance_profile.as_deref(),
+        Some(profile.as_str())
+    );
+    let missing = class_with_profile(&cluster, "NoSuchProfile")?;
+    match cloud.resolve_node_class("no-profile", &missing).await {
+        Err(CloudError::NodeClassNotReady { reason, .. }) => {
+            assert!(
+                reason.contains("instance profile NoSuchProfile"),
+                "{reason}"
+            );
         }
         other => panic!("expected NodeClassNotReady, got {other:?}"),
     }
@@ -235,6 +254,37 @@ async fn an_unset_cluster_endpoint_is_discovered_from_eks() -> Result<()> {
     Ok(())
 }
 
+/// The names of the launch templates kerf made for `cluster`.
+async fn template_names(cloud: &kerf_aws::AwsCloud, cluster: &str) -> Result<Vec<String>> {
+    let templates = cloud
+        .ec2()
+        .describe_launch_templates()
+        .filters(
+            Filter::builder()
+                .name("tag:eks:eks-cluster-name")
+                .values(cluster)
+                .build(),
+        )
+        .send()
+        .await?;
+    Ok(templates
+        .launch_templates()
+        .iter()
+        .filter_map(|t| t.launch_template_name().map(str::to_owned))
+        .collect())
+}
+
+/// The test class of `cluster` with `spec.instanceProfile` instead of `spec.role`.
+fn class_with_profile(
+    cluster: &str,
+    profile: &str,
+) -> Result<kerf::api::ec2nodeclass::EC2NodeClassSpec> {
+    let mut spec = node_class_spec(cluster)?;
+    spec.role = None;
+    spec.instance_profile = Some(profile.to_owned());
+    Ok(spec)
+}
+
 #[tokio::test]
 async fn instance_types_come_from_ec2_with_offerings_in_the_class_zones() -> Result<()> {
     let Some(emu) = AwsEmu::shared_or_skip("instance_types_come_from_ec2")? else {
@@ -348,28 +398,13 @@ async fn a_launch_runs_the_cheapest_type_tagged_from_one_reused_launch_template(
     );
 
     // Both launches share one configuration, hence one template.
-    let templates = cloud
-        .ec2()
-        .describe_launch_templates()
-        .filters(
-            Filter::builder()
-                .name("tag:eks:eks-cluster-name")
-                .values(cluster.as_str())
-                .build(),
-        )
-        .send()
-        .await?;
-    let names: Vec<_> = templates
-        .launch_templates()
-        .iter()
-        .filter_map(|t| t.launch_template_name())
-        .collect();
+    let names = template_names(cloud, cluster).await?;
     assert_eq!(names.len(), 1, "{names:?}");
     assert!(names.iter().all(|n| n.starts_with("karpenter.k8s.aws/")));
     let versions = cloud
         .ec2()
         .describe_launch_template_versions()
-        .launch_template_name(names[0])
+        .launch_template_name(&names[0])
         .versions("$Latest")
         .send()
         .await?;
@@ -408,7 +443,7 @@ async fn a_launch_runs_the_cheapest_type_tagged_from_one_reused_launch_template(
     let left = cloud
         .ec2()
         .describe_launch_templates()
-        .launch_template_names(names[0])
+        .launch_template_names(&names[0])
         .send()
         .await;
     assert!(
@@ -499,27 +534,12 @@ async fn a_class_s_ebs_network_and_monitoring_fields_reach_the_launch_template()
         cloud.create(&request, SystemTime::now()).await?;
     }
     // One configuration, one template, reused by the second launch.
-    let templates = cloud
-        .ec2()
-        .describe_launch_templates()
-        .filters(
-            Filter::builder()
-                .name("tag:eks:eks-cluster-name")
-                .values(cluster.as_str())
-                .build(),
-        )
-        .send()
-        .await?;
-    let names: Vec<_> = templates
-        .launch_templates()
-        .iter()
-        .filter_map(|t| t.launch_template_name())
-        .collect();
+    let names = template_names(cloud, cluster).await?;
     assert_eq!(names.len(), 1, "{names:?}");
     let versions = cloud
         .ec2()
         .describe_launch_template_versions()
-        .launch_template_name(names[0])
+        .launch_template_name(&names[0])
         .versions("$Latest")
         .send()
         .await?;
