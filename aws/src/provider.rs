@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_ec2::types as ec2;
-use kerf::api::ec2nodeclass::{EC2NodeClassSpec, SecurityGroup, Subnet};
+use kerf::api::ec2nodeclass::{EC2NodeClassSpec, InstanceStorePolicy, SecurityGroup, Subnet};
 use kerf::catalog::{
     CapacityType, CatalogSettings, InstanceType, InstanceTypeInfo, Offering, Pricing,
 };
@@ -650,6 +650,7 @@ impl AwsCloud {
                 taints: &request.taints,
                 kubelet: spec.kubelet.as_ref(),
                 custom: spec.user_data.as_deref(),
+                raid0: spec.instance_store_policy == Some(InstanceStorePolicy::Raid0),
             },
         )?;
         Ok(TemplateConfig::new(

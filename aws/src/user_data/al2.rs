@@ -24,6 +24,9 @@ pub fn al2(cluster: &ClusterInfo, node: &NodeSettings<'_>) -> String {
     if kubelet.and_then(|k| k.max_pods).is_some() {
         bootstrap.push_str(" --use-max-pods false");
     }
+    if node.raid0 {
+        bootstrap.push_str(" --local-disks raid0");
+    }
     bootstrap.push_str(&format!(
         " --kubelet-extra-args {}",
         quote(&kubelet_flags(node).join(" "))
@@ -133,6 +136,7 @@ mod tests {
                 taints: &taints,
                 kubelet: Some(&kubelet),
                 custom: Some("#!/bin/bash\necho first"),
+                raid0: true,
             },
         );
         let custom_at = data.find("echo first").unwrap();
@@ -140,7 +144,7 @@ mod tests {
         assert!(custom_at < bootstrap_at, "{data}");
         for expected in [
             "--apiserver-endpoint 'https://k:443' --b64-cluster-ca 'Q0E=' --service-ipv4-cidr '10.100.0.0/16'",
-            "--dns-cluster-ip '10.100.0.10' --use-max-pods false",
+            "--dns-cluster-ip '10.100.0.10' --use-max-pods false --local-disks raid0",
             "--node-labels=karpenter.sh/nodepool=default",
             "--register-with-taints=dedicated=gpu:NoSchedule,karpenter.sh/unregistered=:NoExecute",
             "--max-pods=42",

@@ -54,16 +54,20 @@ pub fn node_config(cluster: &ClusterInfo, node: &NodeSettings<'_>) -> Value {
     if let Some(cidr) = &cluster.cidr {
         cluster_spec.insert("cidr".into(), json!(cidr));
     }
+    let mut spec = json!({
+        "cluster": cluster_spec,
+        "kubelet": {
+            "config": config,
+            "flags": [format!("--node-labels={}", labels.join(","))],
+        }
+    });
+    if node.raid0 {
+        spec["instance"] = json!({"localStorage": {"strategy": "RAID0"}});
+    }
     json!({
         "apiVersion": "node.eks.aws/v1alpha1",
         "kind": "NodeConfig",
-        "spec": {
-            "cluster": cluster_spec,
-            "kubelet": {
-                "config": config,
-                "flags": [format!("--node-labels={}", labels.join(","))],
-            }
-        }
+        "spec": spec,
     })
 }
 
@@ -130,6 +134,7 @@ mod tests {
                 taints: &taints,
                 kubelet: Some(&kubelet),
                 custom: Some("#!/bin/bash\necho hi"),
+                raid0: false,
             },
         );
         assert!(
@@ -138,6 +143,22 @@ mod tests {
         assert!(data.contains("Content-Type: text/x-shellscript"));
         assert!(data.ends_with("--//--\n"));
         assert!(data.contains("maxPods: 42"));
+        assert!(!data.contains("localStorage"), "no RAID0 unless asked");
+        // instanceStorePolicy RAID0: nodeadm's local storage strategy (Karpenter's nodeadm bootstrap).
+        let raid0 = node_config(
+            &cluster(),
+            &NodeSettings {
+                labels: &labels,
+                taints: &taints,
+                kubelet: None,
+                custom: None,
+                raid0: true,
+            },
+        );
+        assert_eq!(
+            raid0["spec"]["instance"]["localStorage"]["strategy"],
+            "RAID0"
+        );
         assert!(data.contains("apiServerEndpoint: https://127.0.0.1:6443"));
         let (read_labels, read_taints) = registration(&data).unwrap();
         assert_eq!(read_labels, labels);

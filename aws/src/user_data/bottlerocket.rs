@@ -13,7 +13,36 @@ pub fn bottlerocket(cluster: &ClusterInfo, node: &NodeSettings<'_>) -> Result<St
             "userData is not valid TOML, which Bottlerocket needs: {e}"
         ))
     })?;
-    let kubernetes = table(table(doc.as_table_mut(), "settings")?, "kubernetes")?;
+    let settings = table(doc.as_table_mut(), "settings")?;
+    // kerf's nodes join no Auto Scaling group: waiting for one would hold the kubelet back forever.
+    if let Some(autoscaling) = settings.get_mut("autoscaling").and_then(Item::as_table_mut) {
+        if autoscaling.contains_key("should-wait") {
+            autoscaling["should-wait"] = value(false);
+        }
+    }
+    if node.raid0 {
+        // The instance-store disks as one array, bound where containerd, the kubelet and pod logs write.
+        let commands = table(
+            table(settings, "bootstrap-commands")?,
+            "000-mount-instance-storage",
+        )?;
+        let command = |words: &[&str]| Array::from_iter(words.iter().copied());
+        commands["commands"] = value(Array::from_iter([
+            command(&["apiclient", "ephemeral-storage", "init"]),
+            command(&[
+                "apiclient",
+                "ephemeral-storage",
+                "bind",
+                "--dirs",
+                "/var/lib/containerd",
+                "/var/lib/kubelet",
+                "/var/log/pods",
+            ]),
+        ]));
+        commands["essential"] = value(true);
+        commands["mode"] = value("always");
+    }
+    let kubernetes = table(settings, "kubernetes")?;
     kubernetes["cluster-name"] = value(&cluster.name);
     kubernetes["api-server"] = value(&cluster.endpoint);
     if let Some(ca) = &cluster.ca_bundle {
@@ -48,6 +77,8 @@ pub fn bottlerocket(cluster: &ClusterInfo, node: &NodeSettings<'_>) -> Result<St
             ("kube-reserved", &k.kube_reserved),
             ("system-reserved", &k.system_reserved),
             ("eviction-hard", &k.eviction_hard),
+            ("eviction-soft", &k.eviction_soft),
+            ("eviction-soft-grace-period", &k.eviction_soft_grace_period),
         ] {
             if let Some(values) = values.as_ref().filter(|m| !m.is_empty()) {
                 let t = table(kubernetes, name)?;
@@ -66,9 +97,13 @@ pub fn bottlerocket(cluster: &ClusterInfo, node: &NodeSettings<'_>) -> Result<St
                 k.image_gc_low_threshold_percent,
             ),
         ] {
+            // Strings, as Karpenter writes them.
             if let Some(percent) = percent {
-                kubernetes[name] = value(i64::from(percent));
+                kubernetes[name] = value(percent.to_string());
             }
+        }
+        if let Some(seconds) = k.eviction_max_pod_grace_period {
+            kubernetes["eviction-max-pod-grace-period"] = value(i64::from(seconds));
         }
         if let Some(quota) = k.cpu_cfs_quota {
             kubernetes["cpu-cfs-quota-enforced"] = value(quota);
@@ -123,6 +158,7 @@ mod tests {
                 taints: &[],
                 kubelet: Some(&kubelet),
                 custom: Some(custom),
+                raid0: false,
             },
         )
         .unwrap();
@@ -156,8 +192,81 @@ mod tests {
             taints: &[],
             kubelet: None,
             custom: Some("#!/bin/bash\necho hi"),
+            raid0: false,
         };
         let error = bottlerocket(&cluster(), &node).unwrap_err().to_string();
         assert!(error.contains("not valid TOML"), "{error}");
+    }
+
+    /// Karpenter's Bottlerocket bootstrap: soft eviction thresholds and their grace periods, the pod grace period,
+    /// image GC thresholds as strings, `autoscaling.should-wait` turned off, and for `instanceStorePolicy: RAID0`
+    /// the essential bootstrap command that makes the instance store the ephemeral storage.
+    #[test]
+    fn eviction_settings_raid0_and_should_wait_are_karpenters() {
+        let labels = BTreeMap::new();
+        let kubelet: KubeletConfiguration = serde_json::from_value(json!({
+            "evictionSoft": {"memory.available": "500Mi"},
+            "evictionSoftGracePeriod": {"memory.available": "1m"},
+            "evictionMaxPodGracePeriod": 60,
+            "imageGCHighThresholdPercent": 85,
+            "imageGCLowThresholdPercent": 80,
+        }))
+        .unwrap();
+        let out = bottlerocket(
+            &cluster(),
+            &NodeSettings {
+                labels: &labels,
+                taints: &[],
+                kubelet: Some(&kubelet),
+                custom: Some("[settings.autoscaling]\nshould-wait = true\n"),
+                raid0: true,
+            },
+        )
+        .unwrap();
+        let doc: toml_edit::DocumentMut = out.parse().unwrap();
+        let k = &doc["settings"]["kubernetes"];
+        assert_eq!(
+            k["eviction-soft"]["memory.available"].as_str(),
+            Some("500Mi")
+        );
+        assert_eq!(
+            k["eviction-soft-grace-period"]["memory.available"].as_str(),
+            Some("1m")
+        );
+        assert_eq!(k["eviction-max-pod-grace-period"].as_integer(), Some(60));
+        assert_eq!(k["image-gc-high-threshold-percent"].as_str(), Some("85"));
+        assert_eq!(k["image-gc-low-threshold-percent"].as_str(), Some("80"));
+        assert_eq!(
+            doc["settings"]["autoscaling"]["should-wait"].as_bool(),
+            Some(false)
+        );
+        let mount = &doc["settings"]["bootstrap-commands"]["000-mount-instance-storage"];
+        assert_eq!(mount["essential"].as_bool(), Some(true));
+        assert_eq!(mount["mode"].as_str(), Some("always"));
+        let commands: Vec<Vec<&str>> = mount["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                c.as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|w| w.as_str())
+                    .collect()
+            })
+            .collect();
+        assert_eq!(commands[0], ["apiclient", "ephemeral-storage", "init"]);
+        assert_eq!(
+            commands[1],
+            [
+                "apiclient",
+                "ephemeral-storage",
+                "bind",
+                "--dirs",
+                "/var/lib/containerd",
+                "/var/lib/kubelet",
+                "/var/log/pods"
+            ]
+        );
     }
 }

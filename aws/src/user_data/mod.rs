@@ -40,6 +40,9 @@ pub struct NodeSettings<'a> {
     pub taints: &'a [Taint],
     pub kubelet: Option<&'a KubeletConfiguration>,
     pub custom: Option<&'a str>,
+    /// `instanceStorePolicy: RAID0`: the instance-store disks striped into one array for containerd, the
+    /// kubelet and pod logs, by each family's own means.
+    pub raid0: bool,
 }
 
 /// The user-data format of a class: its `amiFamily`, or the family of its alias term.
@@ -161,6 +164,7 @@ mod tests {
             taints: &[],
             kubelet: None,
             custom: None,
+            raid0: false,
         };
         let windows = spec(json!({"amiSelectorTerms": [{"alias": "windows2022@latest"}]}));
         let error = render(&windows, &cluster, &node).unwrap_err().to_string();
@@ -171,6 +175,7 @@ mod tests {
         let custom = spec(json!({"amiFamily": "Custom", "userData": "#!/bin/sh\nexit 0"}));
         let node = NodeSettings {
             custom: Some("#!/bin/sh\nexit 0"),
+            raid0: false,
             ..node
         };
         assert_eq!(
