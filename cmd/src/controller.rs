@@ -11,6 +11,7 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
         endpoint: args.cluster_endpoint.clone().unwrap_or_default(),
         ca_bundle: args.cluster_ca_bundle.clone(),
         cidr: args.cluster_cidr.clone(),
+        dns_ip: kerf::kube::kube_dns::discover().await,
     };
     let mut settings = AwsSettings::new(cluster, &args.kubernetes_version);
     settings.region = args.aws_region.clone();

@@ -234,6 +234,7 @@ impl AwsEmu {
             endpoint: "https://127.0.0.1:6443".to_owned(),
             ca_bundle: None,
             cidr: Some("10.100.0.0/16".to_owned()),
+            dns_ip: None,
         };
         let mut settings = kerf_aws::AwsSettings::new(cluster, EKS_AMI_VERSION);
         settings.region = Some(REGION.to_owned());

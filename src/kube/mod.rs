@@ -6,6 +6,7 @@
 pub mod ca_bundle;
 pub mod events;
 pub mod eviction;
+pub mod kube_dns;
 pub mod leader;
 pub mod pools;
 pub mod self_signed;

@@ -18,7 +18,7 @@ pub fn al2(cluster: &ClusterInfo, node: &NodeSettings<'_>) -> String {
         bootstrap.push_str(&format!(" --service-ipv4-cidr {}", quote(cidr)));
     }
     let kubelet = node.kubelet;
-    if let Some(dns) = kubelet.and_then(|k| k.cluster_dns.as_ref()?.first()) {
+    if let Some(dns) = super::cluster_dns(cluster, node) {
         bootstrap.push_str(&format!(" --dns-cluster-ip {}", quote(dns)));
     }
     if kubelet.and_then(|k| k.max_pods).is_some() {
@@ -116,6 +116,7 @@ mod tests {
             endpoint: "https://k:443".into(),
             ca_bundle: Some("Q0E=".into()),
             cidr: Some("10.100.0.0/16".into()),
+            dns_ip: None,
         };
         let labels = BTreeMap::from([("karpenter.sh/nodepool".to_owned(), "default".to_owned())]);
         let taints = [Taint {

@@ -40,6 +40,11 @@ pub fn node_config(cluster: &ClusterInfo, node: &NodeSettings<'_>) -> Value {
             config.extend(settings.into_iter().filter(|(_, v)| !v.is_null()));
         }
     }
+    if !config.contains_key("clusterDNS") {
+        if let Some(dns) = super::cluster_dns(cluster, node) {
+            config.insert("clusterDNS".into(), json!([dns]));
+        }
+    }
     let labels: Vec<String> = node
         .labels
         .iter()
@@ -106,6 +111,7 @@ mod tests {
             endpoint: "https://127.0.0.1:6443".into(),
             ca_bundle: Some("Q0E=".into()),
             cidr: Some("10.100.0.0/16".into()),
+            dns_ip: None,
         }
     }
 
@@ -158,6 +164,43 @@ mod tests {
         assert_eq!(
             raid0["spec"]["instance"]["localStorage"]["strategy"],
             "RAID0"
+        );
+        assert!(raid0["spec"]["kubelet"]["config"]
+            .get("clusterDNS")
+            .is_none());
+        // Without the class's clusterDNS, the cluster's kube-dns address (Karpenter's default).
+        let with_dns = ClusterInfo {
+            dns_ip: Some("10.100.0.10".into()),
+            ..cluster()
+        };
+        let defaulted = node_config(
+            &with_dns,
+            &NodeSettings {
+                labels: &labels,
+                taints: &taints,
+                kubelet: None,
+                custom: None,
+                raid0: false,
+            },
+        );
+        assert_eq!(
+            defaulted["spec"]["kubelet"]["config"]["clusterDNS"],
+            json!(["10.100.0.10"])
+        );
+        // The class's own wins.
+        let own = node_config(
+            &with_dns,
+            &NodeSettings {
+                labels: &labels,
+                taints: &taints,
+                kubelet: Some(&kubelet),
+                custom: None,
+                raid0: false,
+            },
+        );
+        assert_eq!(
+            own["spec"]["kubelet"]["config"]["clusterDNS"],
+            json!(["10.0.0.10"])
         );
         assert!(data.contains("apiServerEndpoint: https://127.0.0.1:6443"));
         let (read_labels, read_taints) = registration(&data).unwrap();

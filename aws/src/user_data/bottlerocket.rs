@@ -66,10 +66,10 @@ pub fn bottlerocket(cluster: &ClusterInfo, node: &NodeSettings<'_>) -> Result<St
     for (key, values) in taints {
         taint_table[key] = value(values);
     }
+    if let Some(dns) = super::cluster_dns(cluster, node) {
+        kubernetes["cluster-dns-ip"] = value(dns);
+    }
     if let Some(k) = node.kubelet {
-        if let Some(dns) = k.cluster_dns.as_ref().and_then(|d| d.first()) {
-            kubernetes["cluster-dns-ip"] = value(dns);
-        }
         if let Some(max_pods) = k.max_pods {
             kubernetes["max-pods"] = value(i64::from(max_pods));
         }
@@ -138,6 +138,7 @@ mod tests {
             endpoint: "https://k:443".into(),
             ca_bundle: Some("Q0E=".into()),
             cidr: None,
+            dns_ip: None,
         }
     }
 

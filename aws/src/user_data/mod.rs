@@ -31,6 +31,18 @@ pub struct ClusterInfo {
     pub ca_bundle: Option<String>,
     /// The service CIDR (`10.100.0.0/16`).
     pub cidr: Option<String>,
+    /// The cluster DNS address (the `kube-system/kube-dns` Service's ClusterIP), for nodes whose class sets no
+    /// `kubelet.clusterDNS`.
+    pub dns_ip: Option<String>,
+}
+
+/// The DNS address a node's kubelet is given: the class's `kubelet.clusterDNS` (its first), else the cluster's
+/// kube-dns address, as Karpenter defaults it.
+fn cluster_dns<'a>(cluster: &'a ClusterInfo, node: &NodeSettings<'a>) -> Option<&'a str> {
+    node.kubelet
+        .and_then(|k| k.cluster_dns.as_ref()?.first())
+        .or(cluster.dns_ip.as_ref())
+        .map(String::as_str)
 }
 
 /// What goes into one node's configuration.
@@ -157,6 +169,7 @@ mod tests {
             endpoint: "https://k".into(),
             ca_bundle: None,
             cidr: None,
+            dns_ip: None,
         };
         let labels = BTreeMap::new();
         let node = NodeSettings {
