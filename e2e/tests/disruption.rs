@@ -293,6 +293,28 @@ async fn template_annotations_reach_the_node_and_pod_events_stamp_the_claim() ->
     .await
     .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 40)))?;
 
+    // The pool's readiness conditions, as Karpenter's readiness and validation controllers keep them (the READY
+    // column of `kubectl get nodepools`).
+    poll(
+        "the NodePool's Ready, NodeClassReady and ValidationSucceeded conditions",
+        Duration::from_secs(60),
+        || async move {
+            let pools: Api<NodePool> = Api::all(cluster.client()?);
+            let conditions = pools
+                .get("general")
+                .await?
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default();
+            Ok(["Ready", "NodeClassReady", "ValidationSucceeded"]
+                .iter()
+                .all(|t| kerf::api::condition::is_true(&conditions, t))
+                .then_some(()))
+        },
+    )
+    .await
+    .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 40)))?;
+
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client()?);
     let node = nodes
         .list(&Default::default())

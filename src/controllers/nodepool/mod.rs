@@ -1,9 +1,11 @@
 //! NodePool status: `status.resources` (the summed capacity of the pool's NodeClaims, `nodes` counted),
 //! `status.nodes`, and the `DisruptionAllowed` condition ([`budget_condition`]: which budget binds and when
-//! that changes), kept current from the cluster state and written only when they change. The limits check
+//! that changes), and the readiness conditions `ValidationSucceeded`, `NodeClassReady` and `Ready`
+//! ([`readiness`]), kept current from the cluster state and written only when they change. The limits check
 //! the provisioner applies at creation lives in [`usage`].
 
 pub mod budget_condition;
+pub mod readiness;
 
 use super::nodeclaim::calls;
 use super::nodeclass::rfc3339;
@@ -67,6 +69,7 @@ async fn write_statuses<C>(ctx: &Context<C>) -> Option<Timestamp> {
         .filter_map(|n| Some((n.metadata.name.as_deref()?, n.as_ref())))
         .collect();
     let counts = budget_condition::pool_counts(claims.iter().map(|c| c.as_ref()), &nodes);
+    let classes = ctx.state.node_classes.state();
     let api: Api<NodePool> = Api::all(ctx.client.clone());
     let transition_time = rfc3339(clock);
     let mut next_change: Option<Timestamp> = None;
@@ -76,7 +79,17 @@ async fn write_statuses<C>(ctx: &Context<C>) -> Option<Timestamp> {
         let condition =
             budget_condition(&pool, counts.get(&name).copied().unwrap_or_default(), now);
         next_change = next_change.into_iter().chain(condition.until).min();
-        let Some(patch) = status_patch(&pool, &pool_usage, &condition, &transition_time) else {
+        let class = classes
+            .iter()
+            .find(|c| {
+                c.metadata.name.as_deref()
+                    == Some(pool.spec.template.spec.node_class_ref.name.as_str())
+            })
+            .map(|c| c.as_ref());
+        let readiness = readiness::verdicts(&pool, class);
+        let Some(patch) =
+            status_patch(&pool, &pool_usage, &condition, &readiness, &transition_time)
+        else {
             continue;
         };
         let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
@@ -102,6 +115,7 @@ fn status_patch(
     pool: &NodePool,
     usage: &Usage,
     budgets: &BudgetCondition,
+    readiness: &[readiness::Verdict],
     now: &str,
 ) -> Option<serde_json::Value> {
     let mut status = serde_json::Map::new();
@@ -124,7 +138,7 @@ fn status_patch(
     let mut conditions = current
         .and_then(|s| s.conditions.clone())
         .unwrap_or_default();
-    let condition_changed = condition::set(
+    let mut condition_changed = condition::set(
         &mut conditions,
         DISRUPTION_ALLOWED,
         budgets.allowed,
@@ -133,6 +147,17 @@ fn status_patch(
         now,
         pool.metadata.generation,
     );
+    for verdict in readiness {
+        condition_changed |= condition::set(
+            &mut conditions,
+            verdict.type_,
+            verdict.ok,
+            &verdict.reason,
+            &verdict.message,
+            now,
+            pool.metadata.generation,
+        );
+    }
     if condition_changed {
         // A merge patch replaces a list whole, so the other conditions are written back as read. The
         // resourceVersion makes the write fail (409) if anyone changed the pool since, instead of undoing
@@ -209,12 +234,18 @@ mod tests {
     ) -> Option<serde_json::Value> {
         let current = pool(json!({"resources": {"cpu": "2", "nodes": "1"}, "nodes": 1,
                                   "conditions": [ready(), allowed_condition(shown)]}));
-        status_patch(&current, &usage, &budgets, NOW)
+        status_patch(&current, &usage, &budgets, &[], NOW)
     }
 
     #[test]
     fn a_pool_without_status_gets_usage_and_the_condition() {
-        let patch = status_patch(&pool(json!({})), &usage("2", 1), &budgets(true, "m"), NOW);
+        let patch = status_patch(
+            &pool(json!({})),
+            &usage("2", 1),
+            &budgets(true, "m"),
+            &[],
+            NOW,
+        );
         assert_eq!(
             patch,
             Some(json!({
@@ -246,8 +277,8 @@ mod tests {
             json!({"resources": {"cpu": "2", "memory": "4Gi", "nodes": "1"}, "nodes": 1,
                                   "conditions": [allowed_condition("m")]}),
         );
-        let patch =
-            status_patch(&current, &Usage::default(), &budgets(true, "m"), NOW).expect("a patch");
+        let patch = status_patch(&current, &Usage::default(), &budgets(true, "m"), &[], NOW)
+            .expect("a patch");
         assert_eq!(
             patch,
             json!({"status": {"resources": {"cpu": null, "memory": null, "nodes": "0"}, "nodes": 0}})
