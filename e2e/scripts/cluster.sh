@@ -135,16 +135,22 @@ wait_until() {
   done
 }
 
+# A port free now, below the kernel's ephemeral range: a port from that range (what binding port 0 gives) can be
+# taken as the source port of some outgoing connection between the pick and the component's bind, and the
+# component then fails with "address already in use".
 free_port() {
-  if command -v python3 >/dev/null 2>&1; then
-    python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'
-  else
-    local p
-    while :; do
-      p=$((20000 + RANDOM % 40000))
+  local low=32768 p
+  read -r low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+  [ "$low" -gt 12000 ] || low=32768
+  while :; do
+    p=$((10000 + RANDOM % (low - 10000)))
+    if command -v python3 >/dev/null 2>&1; then
+      python3 -c 'import socket,sys;s=socket.socket();s.bind(("127.0.0.1",int(sys.argv[1])))' "$p" 2>/dev/null \
+        && { echo "$p"; return; }
+    else
       (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-    done
-  fi
+    fi
+  done
 }
 
 # ---------------------------------------------------------------------------------------------------

@@ -21,11 +21,29 @@ pub fn kerf_binary() -> Result<PathBuf> {
     Ok(path)
 }
 
-/// A port nothing listens on right now.
+/// A port nothing listens on right now, below the kernel's ephemeral range: a port from that range (what binding
+/// port 0 gives) can become the source port of an outgoing connection before the process that is to listen on it
+/// binds it ("address already in use").
 pub fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .filter(|low| *low > 12_000)
+        .unwrap_or(32_768);
+    let span = u32::from(low - 10_000);
+    // A different start per call and process; then every port of the span in turn.
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos())
+        ^ std::process::id().rotate_left(16);
+    for step in 0..span {
+        let port = 10_000
+            + u16::try_from((seed.wrapping_add(step.wrapping_mul(7919))) % span).unwrap_or(0);
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    anyhow::bail!("no free port below the ephemeral range")
 }
 
 /// A child process that is killed when dropped, also while a failing test unwinds.
