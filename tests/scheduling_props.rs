@@ -175,8 +175,10 @@ fn pod_json(name: &str, p: &PodSpec) -> Value {
     match p.kind {
         Kind::Plain => {}
         Kind::ZonalSpread => {
+            // Every spread pod counts every node (not only those of its own architecture, the default), so that
+            // they all share one skew.
             spec["topologySpreadConstraints"] = json!([{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
-                "whenUnsatisfiable": "DoNotSchedule", "labelSelector": selector}]);
+                "whenUnsatisfiable": "DoNotSchedule", "labelSelector": selector, "nodeAffinityPolicy": "Ignore"}]);
         }
         Kind::HostnameAntiAffinity => {
             spec["affinity"] = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [

@@ -4,7 +4,7 @@
 //! Implemented so far: effective requests, node selectors and required/preferred node affinity with
 //! Karpenter's relaxation order, taints and tolerations, NodePool weights and limits, instance-type filtering
 //! on requirements, allocatable and offerings, the cheapest-first launch list, topology spread and required and
-//! preferred pod (anti-)affinity on zone, capacity type and hostname, the requeue of failed pods, existing nodes
+//! preferred pod (anti-)affinity on any label key (docs/scheduling.md), the requeue of failed pods, existing nodes
 //! and in-flight NodeClaims (with their pods counted in topology), DaemonSet overhead, host ports and minValues.
 
 mod cluster;

@@ -41,9 +41,12 @@ pub struct PodInfo {
     /// How many of `variants` come from the required node-selector terms (relaxation step 1); the rest shed
     /// node-affinity preferences (step 4).
     pub required_terms: usize,
+    /// The nodeSelector with each required node-selector term, no preferences: what topology spread measures
+    /// skew over (Karpenter's strict pod requirements). Never empty.
+    pub strict: Vec<Requirements>,
     pub namespace: String,
     pub labels: BTreeMap<String, String>,
-    /// Spread constraints and pod (anti-)affinity on zone, capacity type and hostname.
+    /// Spread constraints and pod (anti-)affinity.
     pub topology: Vec<TopologyConstraint>,
     /// The host ports the pod's containers bind.
     pub host_ports: Vec<HostPort>,
@@ -99,6 +102,11 @@ fn host_ports(spec: &PodSpec) -> Vec<HostPort> {
 }
 
 impl PodInfo {
+    /// The strict requirements of requirement set `variant` (the required term it comes from).
+    pub fn strict_of(&self, variant: usize) -> Option<&Requirements> {
+        self.strict.get(variant).or(self.strict.last())
+    }
+
     pub fn from_pod(pod: &Pod) -> Result<Self, PodError> {
         let meta = &pod.metadata;
         let key = format!(
@@ -123,16 +131,17 @@ impl PodInfo {
             pod: key.clone(),
             source,
         })?;
-        let variants = requirement_variants(spec).map_err(|source| PodError::Requirements {
-            pod: key.clone(),
-            source,
-        })?;
+        let (variants, strict) =
+            requirement_variants(spec).map_err(|source| PodError::Requirements {
+                pod: key.clone(),
+                source,
+            })?;
         let namespace = meta
             .namespace
             .clone()
             .unwrap_or_else(|| "default".to_owned());
         let labels = meta.labels.clone().unwrap_or_default();
-        let topology = constraints(spec, &namespace, &labels);
+        let topology = constraints(spec, &namespace, &labels, &strict);
         let required_terms = spec
             .affinity
             .as_ref()
@@ -147,6 +156,7 @@ impl PodInfo {
         Ok(PodInfo {
             host_ports,
             required_terms,
+            strict,
             namespace,
             labels,
             topology,
@@ -214,8 +224,11 @@ fn effective_requests(
     Ok(total)
 }
 
-/// The pod's requirement sets, strictest first.
-fn requirement_variants(spec: &PodSpec) -> Result<Vec<Requirements>, RequirementError> {
+/// The pod's requirement sets, strictest first, and its strict requirements ([`PodInfo::strict`]).
+type Variants = (Vec<Requirements>, Vec<Requirements>);
+
+/// The pod's requirement sets, strictest first, and its strict requirements ([`PodInfo::strict`]).
+fn requirement_variants(spec: &PodSpec) -> Result<Variants, RequirementError> {
     let mut base = Requirements::new();
     for (key, value) in spec.node_selector.iter().flatten() {
         base.add(Requirement::one_of(key.clone(), [value.clone()]));
@@ -253,9 +266,9 @@ fn requirement_variants(spec: &PodSpec) -> Result<Vec<Requirements>, Requirement
             .collect::<Result<Vec<_>, _>>()?
     };
     let mut variants = Vec::new();
+    let strict = terms.iter().map(|term| with_base(&base, term)).collect();
     let with = |term: &Requirements, preference: Option<&Requirements>| {
-        let mut reqs = base.clone();
-        reqs.add_all(term);
+        let mut reqs = with_base(&base, term);
         if let Some(preference) = preference {
             reqs.add_all(preference);
         }
@@ -273,7 +286,14 @@ fn requirement_variants(spec: &PodSpec) -> Result<Vec<Requirements>, Requirement
             variants.push(with(last, None));
         }
     }
-    Ok(variants)
+    Ok((variants, strict))
+}
+
+/// `base` (the nodeSelector) with `term` added.
+fn with_base(base: &Requirements, term: &Requirements) -> Requirements {
+    let mut reqs = base.clone();
+    reqs.add_all(term);
+    reqs
 }
 
 fn term_requirements(term: &NodeSelectorTerm) -> Result<Requirements, RequirementError> {

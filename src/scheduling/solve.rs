@@ -10,7 +10,9 @@ use super::offerings::{allows, cheapest_offering, OfferingBits};
 use super::pod::{ports_clash, HostPort, PodInfo};
 use super::taints::{describe, untolerated};
 use super::template::Template;
-use super::topology::{Bound, Domains, Narrowing, Relax, Relaxed, Topology, TopologyKey};
+use super::topology::{
+    single_value, Bound, Domains, Host, Narrowing, Relax, Relaxed, Topology, TopologyKey, Universe,
+};
 use super::type_name::TypeName;
 use crate::api::labels;
 use crate::api::nodepool::{NodePool, TaintEffect};
@@ -95,8 +97,9 @@ struct Claim {
     ports: Vec<HostPort>,
     /// The least room among its instance types.
     floor: Floor,
-    /// The zones and capacity types its requirements still allow, as [`domain_bits`] over its template's.
-    domains: [u64; 2],
+    /// Per label key of the solve ([`SolveDomains::keys`]): the domains its requirements still allow, as
+    /// [`domain_bits`] over its template's.
+    domains: Vec<u64>,
 }
 
 /// The least room (allocatable minus daemon overhead) among a claim's instance types, in the core resources: a
@@ -299,12 +302,11 @@ impl<'a> Scheduler<'a> {
             .iter()
             .enumerate()
             .flat_map(|(host, state)| {
-                let node = state.node;
-                node.pods.iter().map(move |b| Bound {
+                let node = state.host();
+                state.node.pods.iter().map(move |b| Bound {
                     pod: &b.pod,
                     host,
-                    zone: single_value(&node.requirements, TopologyKey::Zone),
-                    capacity_type: single_value(&node.requirements, TopologyKey::CapacityType),
+                    node,
                 })
             })
             .collect();
@@ -319,30 +321,35 @@ impl<'a> Scheduler<'a> {
                 }
             }
         }
-        let mut node_domains = [Vec::new(), Vec::new()];
-        for (key, k) in VALUE_KEYS {
-            let mut values: std::collections::BTreeSet<&str> = self
-                .prepared
-                .domains
-                .iter()
-                .flat_map(|d| d[k].iter().map(String::as_str))
-                .collect();
-            values.extend(
-                nodes
-                    .iter()
-                    .filter_map(|s| single_value(&s.node.requirements, key)),
-            );
-            node_domains[k] = values.into_iter().map(str::to_owned).collect();
+        let domains = self.solve_domains(pods, &bound, &nodes);
+        let mut universe = Universe::default();
+        for (k, key) in domains.keys.iter().enumerate() {
+            let offered = universe.offered.entry(key.clone()).or_default();
+            for (t, template) in self.prepared.templates.iter().enumerate() {
+                if template.unusable.is_none() {
+                    offered.extend(
+                        domains.per_template[t][k]
+                            .iter()
+                            .map(|d| (d.as_str(), template.taints.as_slice())),
+                    );
+                }
+            }
         }
+        universe.nodes = nodes
+            .iter()
+            .filter(|s| !s.node.in_flight)
+            .map(NodeState::host)
+            .collect();
+        let topology = Topology::new(pods, &bound, nodes.len(), &universe);
         let mut solver = Solver {
             scheduler: self,
             pods,
             templates,
             claims: Vec::new(),
             order: Vec::new(),
-            topology: Topology::new(pods, &bound, nodes.len()),
+            topology,
             nodes,
-            node_domains,
+            domains: &domains,
         };
         // Largest first: CPU, then memory, then oldest, then UID.
         let mut queue: Vec<usize> = (0..pods.len()).collect();
@@ -403,6 +410,51 @@ impl<'a> Scheduler<'a> {
             claims,
             existing,
             unschedulable,
+        }
+    }
+
+    /// The label keys the solve's topology constrains on (those of the pending pods and the required
+    /// anti-affinity of the bound ones), with the domains each template and the existing nodes offer there.
+    fn solve_domains(
+        &self,
+        pods: &[PodInfo],
+        bound: &[Bound],
+        nodes: &[NodeState],
+    ) -> SolveDomains {
+        let keys: std::collections::BTreeSet<&TopologyKey> = pods
+            .iter()
+            .chain(bound.iter().map(|b| b.pod))
+            .flat_map(|p| p.topology.iter().map(|c| &c.key))
+            .filter(|k| **k != TopologyKey::Hostname)
+            .collect();
+        let keys: Vec<TopologyKey> = keys.into_iter().cloned().collect();
+        let per_template = (0..self.prepared.templates.len())
+            .map(|t| {
+                keys.iter()
+                    .map(|key| self.template_domains(t, key))
+                    .collect()
+            })
+            .collect::<Vec<Vec<Vec<String>>>>();
+        let nodes = keys
+            .iter()
+            .enumerate()
+            .map(|(k, key)| {
+                let mut values: std::collections::BTreeSet<&str> = per_template
+                    .iter()
+                    .flat_map(|d| d[k].iter().map(String::as_str))
+                    .collect();
+                values.extend(
+                    nodes
+                        .iter()
+                        .filter_map(|s| single_value(&s.node.requirements, key.label())),
+                );
+                values.into_iter().map(str::to_owned).collect()
+            })
+            .collect();
+        SolveDomains {
+            keys,
+            per_template,
+            nodes,
         }
     }
 
@@ -502,13 +554,12 @@ impl<'a> Scheduler<'a> {
             pods: Vec::new(),
             ports: Vec::new(),
             floor: Floor::default(),
-            domains: [u64::MAX; 2],
+            domains: Vec::new(),
         };
         let (requirements, instance_types) = self.narrow(&empty, pod, requirements, extra)?;
         let instance_types = instance_types.unwrap_or(empty.instance_types);
         let requirements = requirements.unwrap_or(empty.requirements);
         Ok(Claim {
-            domains: self.domain_bits(t, &requirements),
             requirements,
             floor: self.floor(t, &instance_types),
             instance_types,
@@ -518,14 +569,37 @@ impl<'a> Scheduler<'a> {
         })
     }
 
-    /// The zones and capacity types of template `t` that `requirements` allow, as [`domain_bits`].
-    fn domain_bits(&self, t: usize, requirements: &Requirements) -> [u64; 2] {
-        VALUE_KEYS.map(|(key, k)| {
-            let theirs = requirements.get(key.label());
-            domain_bits(&self.prepared.domains[t][k], |d| {
-                theirs.is_none_or(|r| r.has(d))
-            })
-        })
+    /// The domains template `t` offers on label `key`: for a zone or capacity type those of the offerings it
+    /// allows; for another label the values its requirements list and those its instance types have that its
+    /// requirements allow (as Karpenter builds its topology domains).
+    fn template_domains(&self, t: usize, key: &TopologyKey) -> Vec<String> {
+        match key.label() {
+            labels::ZONE => return self.prepared.domains[t][0].clone(),
+            labels::CAPACITY_TYPE => return self.prepared.domains[t][1].clone(),
+            _ => {}
+        }
+        let template = &self.prepared.templates[t];
+        let theirs = template.requirements.get(key.label());
+        let mut values: std::collections::BTreeSet<&str> = theirs
+            .and_then(|r| r.values())
+            .into_iter()
+            .flat_map(|v| v.iter().map(String::as_str))
+            .collect();
+        for i in &template.instance_types {
+            let it = &self.catalog.instance_types[*i];
+            for v in it
+                .requirements
+                .get(key.label())
+                .and_then(|r| r.values())
+                .into_iter()
+                .flatten()
+            {
+                if theirs.is_none_or(|r| r.has(v)) {
+                    values.insert(v);
+                }
+            }
+        }
+        values.into_iter().map(str::to_owned).collect()
     }
 
     /// The least room among `types` on template `t`.
@@ -686,6 +760,23 @@ impl<'a> Scheduler<'a> {
     }
 }
 
+/// The label keys a solve's topology constrains on, and the domains each template and the existing nodes offer
+/// on each.
+struct SolveDomains {
+    keys: Vec<TopologyKey>,
+    /// Per template, per key: the domains it offers.
+    per_template: Vec<Vec<Vec<String>>>,
+    /// Per key: the domains of every template and existing node, which a pod on an existing node may take.
+    nodes: Vec<Vec<String>>,
+}
+
+impl SolveDomains {
+    /// The index of label `key` among the keys.
+    fn index(&self, key: &TopologyKey) -> Option<usize> {
+        self.keys.iter().position(|k| k == key)
+    }
+}
+
 /// One solve: the claims it plans, what is left of each pool's limits, and the topology counts.
 struct Solver<'s, 'a> {
     scheduler: &'s Scheduler<'a>,
@@ -698,9 +789,7 @@ struct Solver<'s, 'a> {
     /// Existing nodes in the order they are tried; node `n` is host `n` in the topology, claim `c` host
     /// `nodes.len() + c`.
     nodes: Vec<NodeState<'s>>,
-    /// The zones and capacity types of every pool and existing node: the domains skew is measured over on
-    /// existing nodes.
-    node_domains: [Vec<String>; 2],
+    domains: &'s SolveDomains,
 }
 
 /// A node's labels are final: a pod may require only the labels it has.
@@ -719,14 +808,15 @@ struct NodeState<'n> {
     pods: Vec<usize>,
 }
 
-/// The single value `requirements` allow for `key`, if exactly one.
-fn single_value(requirements: &Requirements, key: TopologyKey) -> Option<&str> {
-    requirements
-        .get(key.label())
-        .and_then(|r| r.values())
-        .filter(|v| v.len() == 1)
-        .and_then(|v| v.first())
-        .map(String::as_str)
+impl<'n> NodeState<'n> {
+    /// The node as topology sees it.
+    fn host(&self) -> Host<'n> {
+        Host {
+            requirements: &self.node.requirements,
+            taints: &self.node.taints,
+            allow: self.allow,
+        }
+    }
 }
 
 /// Plans NodeClaims for `pods` over `nodepools` and the `catalog`, in an empty cluster.
@@ -744,10 +834,6 @@ pub fn solve_cluster(
     Scheduler::with_daemonsets(nodepools, catalog, &cluster.daemonsets)
         .solve_on(pods, &cluster.nodes)
 }
-
-/// The keys whose domains are label values, with their index into `Scheduler::domains`.
-const VALUE_KEYS: [(TopologyKey, usize); 2] =
-    [(TopologyKey::Zone, 0), (TopologyKey::CapacityType, 1)];
 
 impl<'s> Solver<'s, '_> {
     /// Tries pod `index` with the relaxation order of controller-behaviour.md §1.4: required terms in turn,
@@ -794,51 +880,76 @@ impl<'s> Solver<'s, '_> {
         Err(reason)
     }
 
-    /// What pod `p`'s zone and capacity-type constraints allow on template `t`, or the constraint that cannot be
-    /// met. The same for every claim of the template; each claim then keeps the domains it still allows.
+    /// What pod `p`'s label-key constraints allow on template `t` with requirement set `variant`, or the
+    /// constraint that cannot be met. The same for every claim of the template; each claim then keeps the
+    /// domains it still allows.
     fn narrowings(
         &self,
         p: usize,
         t: usize,
-        requirements: &Requirements,
+        variant: usize,
         relaxed: Relaxed,
     ) -> Result<Vec<Narrowing<'s>>, String> {
-        let scheduler: &'s Scheduler<'_> = self.scheduler;
-        self.narrowings_over(p, &scheduler.prepared.domains[t], requirements, relaxed)
+        let domains: &'s SolveDomains = self.domains;
+        self.narrowings_over(p, &domains.per_template[t], variant, relaxed)
     }
 
     /// The domains of template `t` that `narrowings` allow, as [`domain_bits`] per key (all for a key they
     /// leave alone).
-    fn narrowing_bits(&self, t: usize, narrowings: &[Narrowing]) -> [u64; 2] {
-        VALUE_KEYS.map(|(key, k)| match narrowings.iter().find(|n| n.key == key) {
-            Some(n) => domain_bits(&self.scheduler.prepared.domains[t][k], |d| {
-                n.allowed.contains(&d)
-            }),
-            None => u64::MAX,
-        })
+    fn narrowing_bits(&self, t: usize, narrowings: &[Narrowing]) -> Vec<u64> {
+        let domains = self.domains;
+        domains
+            .keys
+            .iter()
+            .enumerate()
+            .map(|(k, key)| match narrowings.iter().find(|n| n.key == *key) {
+                Some(n) => domain_bits(&domains.per_template[t][k], |d| n.allowed.contains(&d)),
+                None => u64::MAX,
+            })
+            .collect()
     }
 
-    /// [`Self::narrowings`] over the zones and capacity types `domains`.
+    /// The domains of template `t` that `requirements` allow, as [`domain_bits`] per key.
+    fn domain_bits(&self, t: usize, requirements: &Requirements) -> Vec<u64> {
+        let domains = self.domains;
+        domains
+            .keys
+            .iter()
+            .enumerate()
+            .map(|(k, key)| {
+                let theirs = requirements.get(key.label());
+                domain_bits(&domains.per_template[t][k], |d| {
+                    theirs.is_none_or(|r| r.has(d))
+                })
+            })
+            .collect()
+    }
+
+    /// [`Self::narrowings`] over `domains` (per key of the solve).
     fn narrowings_over<'d>(
         &self,
         p: usize,
-        domains: &'d [Vec<String>; 2],
-        requirements: &Requirements,
+        domains: &'d [Vec<String>],
+        variant: usize,
         relaxed: Relaxed,
     ) -> Result<Vec<Narrowing<'d>>, String> {
+        let pod = &self.pods[p];
+        let requirements = &pod.variants[variant];
+        let strict = pod.strict_of(variant);
         let mut out = Vec::new();
-        for (key, k) in VALUE_KEYS {
+        for (key, offered) in self.domains.keys.iter().zip(domains) {
             if !self.topology.touches(p, key) {
                 continue;
             }
             let theirs = requirements.get(key.label());
             let domains = Domains {
                 key,
-                eligible: domains[k]
+                eligible: offered
                     .iter()
                     .map(String::as_str)
                     .filter(|d| theirs.is_none_or(|r| r.has(d)))
                     .collect(),
+                strict: strict.and_then(|r| r.get(key.label())),
             };
             if let Some(n) = self.topology.narrowing(self.pods, p, relaxed, &domains)? {
                 if n.single || !n.all {
@@ -858,20 +969,18 @@ impl<'s> Solver<'s, '_> {
     ) -> Result<(), String> {
         let pod = &self.pods[index];
         let requirements = &pod.variants[variant];
-        if let Some(n) = self.existing_fit(index, requirements, relaxed, soft) {
+        if let Some(n) = self.existing_fit(index, variant, relaxed, soft) {
             let pods = self.pods;
             let state = &mut self.nodes[n];
             state.room -= &pod.requests;
             state.ports.extend(pod.host_ports.iter().cloned());
             state.pods.push(index);
-            let node: &'s ExistingNode = state.node;
-            self.topology.record(
-                pods,
-                index,
-                n,
-                |key| single_value(&node.requirements, key).into_iter().collect(),
-                &node.requirements,
-            );
+            let host = state.host();
+            self.topology.record(pods, index, n, &host, |key| {
+                single_value(host.requirements, key.label())
+                    .into_iter()
+                    .collect()
+            });
             return Ok(());
         }
         let hosts = self.nodes.len();
@@ -895,7 +1004,7 @@ impl<'s> Solver<'s, '_> {
             let template = &self.templates[claim.template];
             let Ok((narrowing, allowed)) = narrowings[claim.template]
                 .get_or_insert_with(|| {
-                    self.narrowings(index, claim.template, requirements, relaxed)
+                    self.narrowings(index, claim.template, variant, relaxed)
                         .map(|n| {
                             let bits = self.narrowing_bits(claim.template, &n);
                             (n, bits)
@@ -907,7 +1016,12 @@ impl<'s> Solver<'s, '_> {
             };
             // Most claims a zonal-spread pod walks past are in a zone it may not take: one AND rules them out,
             // before the costlier checks.
-            if claim.domains[0] & allowed[0] == 0 || claim.domains[1] & allowed[1] == 0 {
+            if claim
+                .domains
+                .iter()
+                .zip(allowed)
+                .any(|(claim, allowed)| claim & allowed == 0)
+            {
                 continue;
             }
             if untolerated(&pod.tolerations, &template.taints, soft).is_some()
@@ -941,9 +1055,12 @@ impl<'s> Solver<'s, '_> {
             }
         }
         if let Some((c, (merged, types))) = placed {
+            let bits = merged
+                .as_ref()
+                .map(|merged| self.domain_bits(self.claims[c].template, merged));
             let claim = &mut self.claims[c];
-            if let Some(merged) = merged {
-                claim.domains = self.scheduler.domain_bits(claim.template, &merged);
+            if let (Some(merged), Some(bits)) = (merged, bits) {
+                claim.domains = bits;
                 claim.requirements = merged;
             }
             if let Some(types) = types {
@@ -959,7 +1076,7 @@ impl<'s> Solver<'s, '_> {
         }
         let mut reasons = Vec::new();
         for t in 0..self.templates.len() {
-            match self.open_claim(t, index, requirements, relaxed, soft) {
+            match self.open_claim(t, index, variant, relaxed, soft) {
                 Ok(()) => return Ok(()),
                 Err(why) => reasons.push(format!("nodepool {}: {why}", self.templates[t].nodepool)),
             }
@@ -988,12 +1105,13 @@ impl<'s> Solver<'s, '_> {
     fn existing_fit(
         &self,
         index: usize,
-        requirements: &Requirements,
+        variant: usize,
         relaxed: Relaxed,
         soft: bool,
     ) -> Option<usize> {
         let pod = &self.pods[index];
-        // The zone and capacity-type narrowings, computed on first use: the same for every node.
+        let requirements = &pod.variants[variant];
+        // The label-key narrowings, computed on first use: the same for every node.
         let mut narrowings: Option<Result<Vec<Narrowing>, String>> = None;
         (0..self.nodes.len()).find(|&host| {
             let state = &self.nodes[host];
@@ -1010,14 +1128,15 @@ impl<'s> Solver<'s, '_> {
             }
             let Ok(narrowings) = narrowings
                 .get_or_insert_with(|| {
-                    self.narrowings_over(index, &self.node_domains, requirements, relaxed)
+                    self.narrowings_over(index, &self.domains.nodes, variant, relaxed)
                 })
                 .as_ref()
             else {
                 return false;
             };
             narrowings.iter().all(|n| {
-                single_value(&node.requirements, n.key).is_some_and(|v| n.allowed.contains(&v))
+                single_value(&node.requirements, n.key.label())
+                    .is_some_and(|v| n.allowed.contains(&v))
             })
         })
     }
@@ -1025,18 +1144,28 @@ impl<'s> Solver<'s, '_> {
     /// Counts pod `p`, just placed on claim `c`, in the topology groups.
     fn record(&mut self, p: usize, c: usize) {
         let claim = &self.claims[c];
-        let domains = &self.scheduler.prepared.domains[claim.template];
+        let domains = self.domains;
+        let per_key = &domains.per_template[claim.template];
         let requirements = &claim.requirements;
-        let values = |key: TopologyKey| {
-            let k = usize::from(key == TopologyKey::CapacityType);
-            domains[k]
-                .iter()
-                .map(String::as_str)
-                .filter(|d| requirements.get(key.label()).is_none_or(|r| r.has(d)))
-                .collect()
+        let host = Host {
+            requirements,
+            taints: &self.templates[claim.template].taints,
+            allow: AllowUndefined::well_known_labels(),
+        };
+        let values = |key: &TopologyKey| {
+            domains
+                .index(key)
+                .map(|k| {
+                    per_key[k]
+                        .iter()
+                        .map(String::as_str)
+                        .filter(|d| requirements.get(key.label()).is_none_or(|r| r.has(d)))
+                        .collect()
+                })
+                .unwrap_or_default()
         };
         self.topology
-            .record(self.pods, p, self.nodes.len() + c, values, requirements);
+            .record(self.pods, p, self.nodes.len() + c, &host, values);
     }
 
     /// A new claim from template `t` holding the pod, if the pool (and what is left of its limits) can take it.
@@ -1044,12 +1173,13 @@ impl<'s> Solver<'s, '_> {
         &mut self,
         t: usize,
         index: usize,
-        requirements: &Requirements,
+        variant: usize,
         relaxed: Relaxed,
         soft: bool,
     ) -> Result<(), String> {
         let scheduler = self.scheduler;
         let pod = &self.pods[index];
+        let requirements = &pod.variants[variant];
         let template = &self.templates[t];
         if template.unusable.is_none() {
             self.topology.host_allows(
@@ -1084,7 +1214,7 @@ impl<'s> Solver<'s, '_> {
             _ => template.instance_types.clone(),
         };
         let alternatives = if template.unusable.is_none() {
-            let narrowing = self.narrowings(index, t, requirements, relaxed)?;
+            let narrowing = self.narrowings(index, t, variant, relaxed)?;
             combine(&narrowing, &template.requirements)
         } else {
             vec![Vec::new()]
@@ -1098,6 +1228,7 @@ impl<'s> Solver<'s, '_> {
             }
         }
         let mut claim = result?;
+        claim.domains = self.domain_bits(t, &claim.requirements);
         claim.pods.push(index);
         // A new claim uses up the largest capacity it might launch with: pessimistic, as Karpenter is.
         if let Some(left) = self.templates[t].remaining.as_mut() {
@@ -1186,9 +1317,9 @@ fn domain_bits(domains: &[String], allows: impl Fn(&str) -> bool) -> u64 {
         .fold(0, |bits, (i, _)| bits | 1 << i)
 }
 
-/// A pod's zone and capacity-type narrowings on one template with the domains they allow as
+/// A pod's label-key narrowings on one template with the domains they allow as
 /// [`domain_bits`], or the constraint that cannot be met.
-type TemplateNarrowings<'s> = Result<(Vec<Narrowing<'s>>, [u64; 2]), String>;
+type TemplateNarrowings<'s> = Result<(Vec<Narrowing<'s>>, Vec<u64>), String>;
 
 /// How `narrow` checks that a type still has an allowed offering.
 enum Offers<'a> {

@@ -1,44 +1,142 @@
 //! Topology: spread constraints and required/preferred pod (anti-)affinity (controller-behaviour.md §1.3
-//! "Topology"), on zone, capacity type and hostname.
+//! "Topology"), on the hostname or any node label.
 //!
 //! Constraints are parsed once per pod ([`TopologyConstraint`]). A solve dedups them into groups (same kind,
-//! key, namespaces and selector) that keep a count of matching pods per domain, and precomputes which groups
-//! each pod owns and which it matches, so the per-claim checks are map lookups. A zone or capacity-type domain
-//! is a label value; a hostname domain is a host: an existing node, or a claim (a new claim is a new hostname
-//! with no pods). Hosts are numbered existing nodes first, then claims.
+//! key, namespaces, selector and, for a spread, node filter) that keep a count of matching pods per domain, and
+//! precomputes which groups each pod owns and which it matches, so the per-claim checks are map lookups. A
+//! label's domain is a label value; a hostname domain is a host: an existing node, or a claim (a new claim is a
+//! new hostname with no pods). Hosts are numbered existing nodes first, then claims.
+//!
+//! As in Karpenter, a spread's skew is measured over every domain the cluster could offer the pod: the values
+//! any NodePool's instance types or requirements give the key, and the labels of the nodes its filter counts
+//! (its `nodeTaintsPolicy` and `nodeAffinityPolicy`), limited to what the pod's own node selector and required
+//! node affinity allow; preferred node affinity does not narrow it.
 
+use super::taints::untolerated;
 use crate::api::labels;
-use crate::api::requirements::{Requirement, Requirements};
+use crate::api::nodepool::Taint;
+use crate::api::requirements::{AllowUndefined, Requirement, Requirements};
 use k8s_openapi::api::core::v1::{
-    PodAffinityTerm, PodSpec, TopologySpreadConstraint, WeightedPodAffinityTerm,
+    PodAffinityTerm, PodSpec, Toleration, TopologySpreadConstraint, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
-/// The topology keys kerf simulates.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// A topology key: the hostname (each node its own domain) or any node label, whose values are the domains.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum TopologyKey {
-    Zone,
-    CapacityType,
     Hostname,
+    /// A label key, normalised (`failure-domain.beta.kubernetes.io/zone` reads as `topology.kubernetes.io/zone`).
+    Label(Arc<str>),
 }
 
 impl TopologyKey {
+    /// The key of a constraint; `None` for an empty key, which the apiserver refuses.
     fn parse(key: &str) -> Option<Self> {
         match labels::normalize_key(key) {
-            labels::ZONE => Some(Self::Zone),
-            labels::CAPACITY_TYPE => Some(Self::CapacityType),
+            "" => None,
             labels::HOSTNAME => Some(Self::Hostname),
-            _ => None,
+            key => Some(Self::Label(Arc::from(key))),
         }
     }
 
-    pub fn label(self) -> &'static str {
+    /// The key of `label` (normalised).
+    pub fn of(label: &str) -> Self {
+        Self::parse(label).unwrap_or_else(|| Self::Label(Arc::from("")))
+    }
+
+    pub fn label(&self) -> &str {
         match self {
-            Self::Zone => labels::ZONE,
-            Self::CapacityType => labels::CAPACITY_TYPE,
             Self::Hostname => labels::HOSTNAME,
+            Self::Label(key) => key,
         }
+    }
+}
+
+/// Which nodes a spread constraint counts (Kubernetes' `nodeAffinityPolicy` and `nodeTaintsPolicy`): by default
+/// the nodes the pod's nodeSelector and required node affinity admit, whatever their taints. Affinity terms
+/// count on every node.
+#[derive(Clone, Debug, Default)]
+pub struct NodeFilter {
+    /// `Honor`ed node affinity: the nodeSelector with each required term (any one suffices); `None` when ignored
+    /// or when the pod has neither.
+    affinity: Option<Vec<Requirements>>,
+    /// `Honor`ed taints: the pod's tolerations, which must tolerate every taint of the node.
+    tolerations: Option<Vec<Toleration>>,
+    /// A canonical text of the two, which groups compare by.
+    id: String,
+}
+
+impl PartialEq for NodeFilter {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+impl Eq for NodeFilter {}
+impl PartialOrd for NodeFilter {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for NodeFilter {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.id.cmp(&other.id)
+    }
+}
+
+impl NodeFilter {
+    /// The filter of a spread constraint with the given policies (`Honor` affinity and `Ignore` taints unless
+    /// set), for a pod whose strict node requirements are `strict` (one set per required term).
+    fn new(
+        affinity_policy: Option<&str>,
+        taints_policy: Option<&str>,
+        strict: &[Requirements],
+        tolerations: &[Toleration],
+    ) -> Self {
+        let affinity = (affinity_policy != Some("Ignore") && strict.iter().any(|r| !r.is_empty()))
+            .then(|| strict.to_vec());
+        let tolerations = (taints_policy == Some("Honor")).then(|| tolerations.to_vec());
+        let mut id = String::new();
+        if let Some(terms) = &affinity {
+            for term in terms {
+                id.push_str(&format!("[{term}]"));
+            }
+        }
+        if let Some(tolerations) = &tolerations {
+            id.push('|');
+            id.push_str(&serde_json::to_string(tolerations).unwrap_or_default());
+        }
+        NodeFilter {
+            affinity,
+            tolerations,
+            id,
+        }
+    }
+
+    /// Whether a node with `taints` and `requirements` (its labels, or a claim's requirements with the undefined
+    /// labels `allow` lets it still get) counts.
+    pub fn matches(
+        &self,
+        taints: &[Taint],
+        requirements: &Requirements,
+        allow: &AllowUndefined,
+    ) -> bool {
+        self.affinity.as_ref().is_none_or(|terms| {
+            terms
+                .iter()
+                .any(|term| requirements.is_compatible(term, allow))
+        }) && self
+            .tolerations
+            .as_ref()
+            .is_none_or(|tolerations| untolerated(tolerations, taints, true).is_none())
+    }
+
+    /// Whether a domain that nodes with `taints` offer counts for a pod with this filter.
+    fn admits_taints(&self, taints: &[Taint]) -> bool {
+        self.tolerations
+            .as_ref()
+            .is_none_or(|tolerations| untolerated(tolerations, taints, true).is_none())
     }
 }
 
@@ -136,6 +234,8 @@ pub enum Relax {
 pub struct TopologyConstraint {
     pub kind: ConstraintKind,
     pub key: TopologyKey,
+    /// The nodes whose pods count (spread only; every node for affinity).
+    pub filter: NodeFilter,
     /// The namespaces whose pods count; `None` for all.
     pub namespaces: Option<BTreeSet<String>>,
     pub selector: Selector,
@@ -165,11 +265,13 @@ impl TopologyConstraint {
     }
 }
 
-/// The topology constraints of a pod spec, on the keys kerf simulates (others are ignored).
+/// The topology constraints of a pod spec; `strict` is the pod's nodeSelector with each required node-affinity
+/// term (one set per term).
 pub fn constraints(
     spec: &PodSpec,
     namespace: &str,
     pod_labels: &BTreeMap<String, String>,
+    strict: &[Requirements],
 ) -> Vec<TopologyConstraint> {
     let mut out = Vec::new();
     let own_namespace = || Some(BTreeSet::from([namespace.to_owned()]));
@@ -182,7 +284,8 @@ pub fn constraints(
             when_unsatisfiable,
             label_selector,
             match_label_keys,
-            ..
+            node_affinity_policy,
+            node_taints_policy,
         } = c;
         let Some(key) = TopologyKey::parse(topology_key) else {
             continue;
@@ -199,6 +302,12 @@ pub fn constraints(
                 min_domains: min_domains.unwrap_or(1).max(1),
             },
             key,
+            filter: NodeFilter::new(
+                node_affinity_policy.as_deref(),
+                node_taints_policy.as_deref(),
+                strict,
+                spec.tolerations.as_deref().unwrap_or_default(),
+            ),
             namespaces: own_namespace(),
             selector: Selector::new(label_selector.as_ref())
                 .with_label_keys(match_label_keys.as_deref().unwrap_or_default(), pod_labels),
@@ -222,6 +331,7 @@ pub fn constraints(
         Some(TopologyConstraint {
             kind,
             key,
+            filter: NodeFilter::default(),
             namespaces,
             selector: Selector::new(t.label_selector.as_ref()).with_label_keys(
                 t.match_label_keys.as_deref().unwrap_or_default(),
@@ -323,15 +433,25 @@ struct Counts {
 }
 
 /// Counts a running pod in its node's domain of `key` (nothing when the node lacks the label).
-fn count_bound(counts: &mut Counts, key: TopologyKey, running: &Bound) {
+fn count_bound(counts: &mut Counts, key: &TopologyKey, running: &Bound) {
     match key {
         TopologyKey::Hostname => counts.add_host(running.host, false),
         key => {
-            if let Some(domain) = running.domain(key) {
+            if let Some(domain) = single_value(running.node.requirements, key.label()) {
                 counts.add_value(domain);
             }
         }
     }
+}
+
+/// The single value `requirements` allow for `key`, if exactly one.
+pub fn single_value<'r>(requirements: &'r Requirements, key: &str) -> Option<&'r str> {
+    requirements
+        .get(key)
+        .and_then(|r| r.values())
+        .filter(|v| v.len() == 1)
+        .and_then(|v| v.first())
+        .map(String::as_str)
 }
 
 impl Counts {
@@ -361,13 +481,17 @@ impl Counts {
     }
 }
 
-/// Constraints shared by pods (same kind, key, namespaces, selector), with their counts.
+/// Constraints shared by pods (same kind, key, namespaces, selector, node filter), with their counts.
 #[derive(Debug)]
 struct Group {
     kind: ConstraintKind,
     key: TopologyKey,
     namespaces: Option<BTreeSet<String>>,
     selector: Selector,
+    /// The nodes whose pods count.
+    filter: NodeFilter,
+    /// A spread on a label: the domains the cluster could offer, which skew is measured over.
+    universe: BTreeSet<String>,
     /// Pods the selector matches.
     matching: Counts,
     /// Anti-affinity only: where the owners are, which matching pods must avoid.
@@ -388,6 +512,7 @@ type GroupKey = (
     TopologyKey,
     Option<BTreeSet<String>>,
     Selector,
+    NodeFilter,
 );
 
 /// The topology state of one solve.
@@ -403,11 +528,33 @@ pub struct Topology {
     first_claim: usize,
 }
 
-/// The domains of a zone or capacity-type key for a pod on a template.
-pub struct Domains<'a> {
-    pub key: TopologyKey,
-    /// What the template and the pod allow and some offering provides: the domains skew is measured over.
+/// The domains of a label key for a pod on a template (or on the existing nodes).
+pub struct Domains<'a, 'b> {
+    pub key: &'b TopologyKey,
+    /// What the template and the pod allow and the template can offer: the domains the pod may take.
     pub eligible: Vec<&'a str>,
+    /// The pod's strict requirement on the key (nodeSelector and the required node-affinity term, no
+    /// preferences): a spread's skew is measured over the domains it allows.
+    pub strict: Option<&'b Requirement>,
+}
+
+/// The domains the cluster could offer, which spread skew is measured over (Karpenter's domain groups).
+#[derive(Debug, Default)]
+pub struct Universe<'a> {
+    /// Per label key: the domains NodePools offer, each with the taints of a pool that offers it.
+    pub offered: BTreeMap<TopologyKey, Vec<(&'a str, &'a [Taint])>>,
+    /// The existing nodes (not in-flight claims), whose labels a spread counts when its filter admits them.
+    pub nodes: Vec<Host<'a>>,
+}
+
+/// A node or claim as topology sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct Host<'a> {
+    /// A node's labels, or a claim's requirements.
+    pub requirements: &'a Requirements,
+    pub taints: &'a [Taint],
+    /// The labels it does not define but may still get (an in-flight claim's well-known ones).
+    pub allow: &'a AllowUndefined,
 }
 
 /// The domains a pod's constraints allow on one key, preferred first.
@@ -451,23 +598,12 @@ impl Narrowing<'_> {
     }
 }
 
-/// A pod already running on a node, and the domains it counts in.
+/// A pod already running on a node, and the node.
 pub struct Bound<'a> {
     pub pod: &'a super::PodInfo,
     /// The node's hostname domain (its index among the solve's hosts).
     pub host: usize,
-    pub zone: Option<&'a str>,
-    pub capacity_type: Option<&'a str>,
-}
-
-impl Bound<'_> {
-    fn domain(&self, key: TopologyKey) -> Option<&str> {
-        match key {
-            TopologyKey::Zone => self.zone,
-            TopologyKey::CapacityType => self.capacity_type,
-            TopologyKey::Hostname => None,
-        }
-    }
+    pub node: Host<'a>,
 }
 
 impl Group {
@@ -483,22 +619,36 @@ impl Topology {
     /// The topology of a solve of the pending `pods`, with the `bound` pods of existing nodes counted: they
     /// count for the pending pods' constraints, and their required anti-affinity keeps matching pods away.
     /// Hosts from `first_claim` on are claims.
-    pub fn new(pods: &[super::PodInfo], bound: &[Bound], first_claim: usize) -> Self {
+    /// `universe` gives the domains a spread's skew is measured over.
+    pub fn new(
+        pods: &[super::PodInfo],
+        bound: &[Bound],
+        first_claim: usize,
+        universe: &Universe,
+    ) -> Self {
         let mut ids: BTreeMap<GroupKey, usize> = BTreeMap::new();
         let mut groups = Vec::new();
         let mut group_of = |c: &TopologyConstraint| {
-            *ids.entry((c.kind, c.key, c.namespaces.clone(), c.selector.clone()))
-                .or_insert_with(|| {
-                    groups.push(Group {
-                        kind: c.kind,
-                        key: c.key,
-                        namespaces: c.namespaces.clone(),
-                        selector: c.selector.clone(),
-                        matching: Counts::default(),
-                        owners: Counts::default(),
-                    });
-                    groups.len() - 1
-                })
+            *ids.entry((
+                c.kind,
+                c.key.clone(),
+                c.namespaces.clone(),
+                c.selector.clone(),
+                c.filter.clone(),
+            ))
+            .or_insert_with(|| {
+                groups.push(Group {
+                    kind: c.kind,
+                    key: c.key.clone(),
+                    namespaces: c.namespaces.clone(),
+                    selector: c.selector.clone(),
+                    filter: c.filter.clone(),
+                    universe: BTreeSet::new(),
+                    matching: Counts::default(),
+                    owners: Counts::default(),
+                });
+                groups.len() - 1
+            })
         };
         let mut owned = Vec::with_capacity(pods.len());
         for pod in pods {
@@ -544,14 +694,23 @@ impl Topology {
             );
             matches.push(matching);
         }
+        for g in &mut groups {
+            if matches!(g.kind, ConstraintKind::Spread { .. }) && g.key != TopologyKey::Hostname {
+                g.universe = spread_universe(&g.key, &g.filter, universe);
+            }
+        }
         for running in bound {
-            for g in groups.iter_mut().filter(|g| g.selects(running.pod)) {
-                count_bound(&mut g.matching, g.key, running);
+            let node = &running.node;
+            for g in groups.iter_mut().filter(|g| {
+                g.selects(running.pod)
+                    && g.filter.matches(node.taints, node.requirements, node.allow)
+            }) {
+                count_bound(&mut g.matching, &g.key, running);
             }
         }
         for (g, b) in bound_owned {
             let g = &mut groups[g];
-            count_bound(&mut g.owners, g.key, &bound[b]);
+            count_bound(&mut g.owners, &g.key, &bound[b]);
         }
         Topology {
             groups,
@@ -563,11 +722,11 @@ impl Topology {
     }
 
     /// Whether pod `p` has any constraint or inverse constraint on `key`.
-    pub fn touches(&self, p: usize, key: TopologyKey) -> bool {
+    pub fn touches(&self, p: usize, key: &TopologyKey) -> bool {
         self.owned[p]
             .iter()
-            .any(|o| self.groups[o.group].key == key)
-            || self.inverse[p].iter().any(|g| self.groups[*g].key == key)
+            .any(|o| self.groups[o.group].key == *key)
+            || self.inverse[p].iter().any(|g| self.groups[*g].key == *key)
     }
 
     /// Whether pod `p` may go onto host `host` (a new claim when it has no pods yet) as far as hostname
@@ -675,14 +834,14 @@ impl Topology {
         Ok(())
     }
 
-    /// The requirements to try on a zone or capacity-type key, preferred first: `None` when the pod has no
-    /// constraint there; an error naming the constraint when no eligible domain is allowed.
+    /// The requirements to try on a label key, preferred first: `None` when the pod has no constraint there; an
+    /// error naming the constraint when no eligible domain is allowed.
     pub fn narrowing<'d>(
         &self,
         pods: &[super::PodInfo],
         p: usize,
         relaxed: Relaxed,
-        domains: &Domains<'d>,
+        domains: &Domains<'d, '_>,
     ) -> Result<Option<Narrowing<'d>>, String> {
         let key = domains.key;
         let mut allowed: Vec<&'d str> = domains.eligible.clone();
@@ -693,7 +852,7 @@ impl Topology {
         for o in &self.owned[p] {
             let g = &self.groups[o.group];
             let c = &pods[p].topology[o.constraint];
-            if g.key != key || !relaxed.keeps(c.relax) {
+            if g.key != *key || !relaxed.keeps(c.relax) {
                 continue;
             }
             touched = true;
@@ -704,20 +863,15 @@ impl Topology {
                 } => {
                     single = true;
                     spread_counts.get_or_insert(o.group);
-                    let min = if (domains.eligible.len() as i64) < i64::from(min_domains) {
-                        0
-                    } else {
-                        domains
-                            .eligible
-                            .iter()
-                            .map(|d| g.matching.value(d))
-                            .min()
-                            .unwrap_or(0)
-                    };
-                    allowed.retain(|d| {
-                        i64::from(g.matching.value(d)) + i64::from(o.self_match) - i64::from(min)
-                            <= i64::from(max_skew)
-                    });
+                    // No domain at all to measure against (the pod requires one nothing offers): Karpenter's
+                    // minimum stays unset and every domain passes.
+                    if let Some(min) = spread_min(g, min_domains, domains.strict) {
+                        allowed.retain(|d| {
+                            i64::from(g.matching.value(d)) + i64::from(o.self_match)
+                                - i64::from(min)
+                                <= i64::from(max_skew)
+                        });
+                    }
                 }
                 ConstraintKind::Affinity => {
                     single = true;
@@ -738,7 +892,7 @@ impl Topology {
         }
         for g in &self.inverse[p] {
             let g = &self.groups[*g];
-            if g.key != key {
+            if g.key != *key {
                 continue;
             }
             touched = true;
@@ -761,26 +915,29 @@ impl Topology {
             }
         }
         Ok(Some(Narrowing {
-            key,
+            key: key.clone(),
             all: allowed.len() == domains.eligible.len(),
             allowed,
             single,
         }))
     }
 
-    /// Counts pod `p`, placed on host `host` whose requirements are now `requirements`. `values` gives the
-    /// domains of a zone or capacity-type key the host may still take.
+    /// Counts pod `p`, placed on host `host` (`node`, whose requirements already include the pod's). `values`
+    /// gives the domains of a label key the host may still take.
     pub fn record<'d>(
         &mut self,
         pods: &[super::PodInfo],
         p: usize,
         host: usize,
-        values: impl Fn(TopologyKey) -> Vec<&'d str>,
-        requirements: &Requirements,
+        node: &Host,
+        values: impl Fn(&TopologyKey) -> Vec<&'d str>,
     ) {
         for g in &self.matches[p] {
             let g = &mut self.groups[*g];
-            match g.key {
+            if !g.filter.matches(node.taints, node.requirements, node.allow) {
+                continue;
+            }
+            match &g.key {
                 TopologyKey::Hostname => g.matching.add_host(host, host >= self.first_claim),
                 key => {
                     let domains = values(key);
@@ -790,12 +947,7 @@ impl Topology {
                         }
                     } else if let [d] = domains.as_slice() {
                         g.matching.add_value(d);
-                    } else if let Some(v) = requirements
-                        .get(key.label())
-                        .and_then(|r| r.values())
-                        .filter(|v| v.len() == 1)
-                        .and_then(|v| v.first())
-                    {
+                    } else if let Some(v) = single_value(node.requirements, key.label()) {
                         g.matching.add_value(v);
                     }
                 }
@@ -810,7 +962,7 @@ impl Topology {
             if g.kind != ConstraintKind::AntiAffinity {
                 continue;
             }
-            match g.key {
+            match &g.key {
                 TopologyKey::Hostname => g.owners.add_host(host, host >= self.first_claim),
                 key => {
                     for d in values(key) {
@@ -820,4 +972,55 @@ impl Topology {
             }
         }
     }
+}
+
+/// The domains a spread on label `key` with `filter` measures skew over: those of the NodePools whose taints the
+/// filter admits, and the labels of the existing nodes it counts.
+fn spread_universe(
+    key: &TopologyKey,
+    filter: &NodeFilter,
+    universe: &Universe,
+) -> BTreeSet<String> {
+    let mut domains: BTreeSet<String> = universe
+        .offered
+        .get(key)
+        .into_iter()
+        .flatten()
+        .filter(|(_, taints)| filter.admits_taints(taints))
+        .map(|(d, _)| (*d).to_owned())
+        .collect();
+    for node in &universe.nodes {
+        if filter.matches(node.taints, node.requirements, node.allow) {
+            if let Some(d) = single_value(node.requirements, key.label()) {
+                domains.insert(d.to_owned());
+            }
+        }
+    }
+    domains
+}
+
+/// The least count of spread group `g` over its domains that the pod's `strict` requirement allows; zero when
+/// fewer than `min_domains` are; `None` when there is none at all.
+fn spread_min(g: &Group, min_domains: i32, strict: Option<&Requirement>) -> Option<u32> {
+    let recorded_elsewhere = g
+        .matching
+        .values
+        .keys()
+        .filter(|d| !g.universe.contains(*d));
+    let mut domains = 0usize;
+    let mut min = u32::MAX;
+    for d in g.universe.iter().chain(recorded_elsewhere) {
+        if strict.is_none_or(|r| r.has(d)) {
+            domains += 1;
+            min = min.min(g.matching.value(d));
+        }
+    }
+    if domains == 0 {
+        return None;
+    }
+    Some(if (domains as i64) < i64::from(min_domains) {
+        0
+    } else {
+        min
+    })
 }
