@@ -18,6 +18,7 @@ use kerf::api::nodeclaim::NodeClaim;
 use kerf::api::nodepool::NodePool;
 use kerf::catalog::{CapacityType, Catalog, CatalogSettings, Pricing, Resources};
 use kerf::disruption::{decide, Decision, DisruptionInput, NodeInput, Settings};
+use kerf::scheduling::volumes::VolumeIndex;
 use serde_json::json;
 use std::time::Duration;
 
@@ -134,6 +135,7 @@ impl Cluster {
             pdbs: &[],
             daemonsets: &[],
             catalog: &self.catalog,
+            volumes: VolumeIndex::empty(),
             settings: Settings::default(),
         };
         decide(&input, NOW.parse::<Timestamp>().expect("now"))

@@ -821,6 +821,7 @@ impl CloudProvider for AwsCloud {
                                 capacity_type,
                                 price: price(&info.name, zone, capacity_type),
                                 available: true,
+                                reservation: None,
                             })
                     })
                     .collect();

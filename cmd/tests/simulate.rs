@@ -163,6 +163,159 @@ fn the_existing_cluster_fills_existing_capacity_first_and_echoes_the_seed() {
     assert_eq!(simulate("spot-fallback.yaml", &catalog()).seed, Some(7));
 }
 
+/// Volume topology (examples/volumes.yaml): a claim bound to a zonal volume puts the node in the volume's zone, an
+/// unbound claim of a WaitForFirstConsumer class in one of the class's `allowedTopologies`, an ephemeral volume
+/// without a class in the default class's; a pod whose claim does not exist is reported with Karpenter's reason.
+#[test]
+fn volumes_decide_the_zone_and_a_missing_claim_is_reported() {
+    let scenario = example("volumes.yaml");
+    assert!(scenario.ignored.is_empty(), "{:?}", scenario.ignored);
+    assert_eq!(
+        (
+            scenario.persistent_volumes.len(),
+            scenario.persistent_volume_claims.len(),
+            scenario.storage_classes.len()
+        ),
+        (1, 2, 2)
+    );
+    let report = simulate("volumes.yaml", &catalog());
+    let zone_of = |pod: &str| {
+        report
+            .node_claims
+            .iter()
+            .find(|c| c.pods.iter().any(|p| p == pod))
+            .and_then(|c| c.zone.clone())
+    };
+    assert_eq!(
+        zone_of("shop/db").as_deref(),
+        Some("us-east-1c"),
+        "{report:?}"
+    );
+    assert_eq!(
+        zone_of("shop/worker").as_deref(),
+        Some("us-east-1b"),
+        "{report:?}"
+    );
+    assert_eq!(
+        zone_of("shop/cache").as_deref(),
+        Some("us-east-1a"),
+        "{report:?}"
+    );
+    assert_eq!(
+        (
+            report.summary.pods,
+            report.summary.scheduled,
+            report.summary.unschedulable
+        ),
+        (4, 3, 1)
+    );
+    assert_eq!(report.unschedulable[0].pod, "shop/orphan");
+    assert_eq!(
+        report.unschedulable[0].reason,
+        "getting persistent volume claim, persistentvolumeclaims \"reports\" not found"
+    );
+
+    // The binary prints the same.
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/volumes.yaml"
+    ))
+    .expect("example");
+    let (code, stdout, stderr) = kerf_simulate(&text);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains(
+            "shop/orphan: getting persistent volume claim, persistentvolumeclaims \"reports\" not found"
+        ),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("ignored"), "{stdout}");
+}
+
+/// A claim bound to a volume that the scenario does not hold, and an unbound claim whose class does not exist or
+/// binds at once, are refused as Karpenter refuses them; two StorageClasses of one name are one too many.
+#[test]
+fn volume_mistakes_are_reported_per_pod() {
+    let scenario = load(
+        r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements: [{key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}]
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: now}
+provisioner: ebs.csi.aws.com
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: gone-volume}
+spec: {volumeName: pv-gone, accessModes: ["ReadWriteOnce"], resources: {requests: {storage: 1Gi}}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: no-class}
+spec: {storageClassName: gold, accessModes: ["ReadWriteOnce"], resources: {requests: {storage: 1Gi}}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: immediate}
+spec: {storageClassName: now, accessModes: ["ReadWriteOnce"], resources: {requests: {storage: 1Gi}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: a}
+spec:
+  containers: [{name: c, image: x, resources: {requests: {cpu: 100m}}}]
+  volumes: [{name: d, persistentVolumeClaim: {claimName: gone-volume}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: b}
+spec:
+  containers: [{name: c, image: x, resources: {requests: {cpu: 100m}}}]
+  volumes: [{name: d, persistentVolumeClaim: {claimName: no-class}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: c}
+spec:
+  containers: [{name: c, image: x, resources: {requests: {cpu: 100m}}}]
+  volumes: [{name: d, persistentVolumeClaim: {claimName: immediate}}]
+"#,
+    )
+    .expect("valid scenario");
+    let catalog = catalog();
+    let simulation = Simulation::new(&scenario, &catalog).expect("simulation");
+    let report = simulation.report(&simulation.solve(), 0.0);
+    let reasons: Vec<(&str, &str)> = report
+        .unschedulable
+        .iter()
+        .map(|u| (u.pod.as_str(), u.reason.as_str()))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            ("default/a", "failed to validate pvc, persistentvolumes \"pv-gone\" not found (PersistentVolumeClaim=default/gone-volume)"),
+            ("default/b", "failed to validate pvc, failed to get storage class, storageclasses.storage.k8s.io \"gold\" not found (PersistentVolumeClaim=default/no-class)"),
+            ("default/c", "failed to validate pvc, pvc with immediate volume binding mode must be bound (PersistentVolumeClaim=default/immediate, StorageClass=now)"),
+        ]
+    );
+
+    let twice = "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: gp3}\nprovisioner: a\n---\n\
+                 apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: gp3, namespace: elsewhere}\nprovisioner: b\n";
+    let error = load(twice).expect_err("refused").to_string();
+    assert!(
+        error.contains("storageclasses.storage.k8s.io \"gp3\" already exists"),
+        "{error}"
+    );
+}
+
 /// `kerf simulate` on `scenario` (a file in a fresh directory): exit code, stdout, stderr.
 fn kerf_simulate(scenario: &str) -> (i32, String, String) {
     kerf_simulate_with(scenario, &[])

@@ -67,6 +67,7 @@ pub(super) fn instance_types(
                             zone_id: None,
                             capacity_type,
                             available: true,
+                            reservation: None,
                         })
                 })
                 .collect();

@@ -17,7 +17,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::error::{from_json, CatalogError};
 use super::instance_type::InstanceType;
-use super::offering::{CapacityType, Offering};
+use super::offering::{CapacityType, Offering, Reservation};
 use super::pricing::check_price;
 use super::quantity::{format_bytes, format_milli};
 use super::resources::{Resources, CPU, MEMORY, PODS};
@@ -76,6 +76,15 @@ struct FileOffering {
     price: Option<f64>,
     #[serde(default = "yes")]
     available: bool,
+    /// A `reserved` offering's capacity reservation (`cr-…`) and how many instances it still takes.
+    #[serde(
+        rename = "reservationID",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    reservation_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reservation_capacity: Option<u32>,
 }
 
 /// A quantity as written: a string (`"1.5Gi"`) or a JSON number (`2`), kept as text until parsed.
@@ -209,12 +218,33 @@ fn instance_type(entry: FileInstanceType) -> Result<InstanceType, CatalogError> 
                     price,
                 )?;
             }
+            let reservation = match (
+                offering.capacity_type,
+                offering.reservation_id,
+                offering.reservation_capacity,
+            ) {
+                (CapacityType::Reserved, Some(id), Some(capacity)) => {
+                    Some(Reservation { id, capacity })
+                }
+                (CapacityType::Reserved, _, _) => {
+                    return Err(invalid(format!(
+                        "offerings[{index}]: a reserved offering needs reservationID and reservationCapacity"
+                    )))
+                }
+                (_, None, None) => None,
+                (_, _, _) => {
+                    return Err(invalid(format!(
+                        "offerings[{index}]: reservationID and reservationCapacity belong to reserved offerings only"
+                    )))
+                }
+            };
             Ok(Offering {
                 zone: offering.zone,
                 zone_id: offering.zone_id,
                 capacity_type: offering.capacity_type,
                 price: offering.price,
                 available: offering.available,
+                reservation,
             })
         })
         .collect::<Result<Vec<_>, CatalogError>>()?;
@@ -285,6 +315,8 @@ fn file_entry(instance_type: &InstanceType) -> FileInstanceType {
                 capacity_type: offering.capacity_type,
                 price: offering.price,
                 available: offering.available,
+                reservation_id: offering.reservation.as_ref().map(|r| r.id.clone()),
+                reservation_capacity: offering.reservation.as_ref().map(|r| r.capacity),
             })
             .collect(),
     }

@@ -29,7 +29,7 @@ pub use error::CatalogError;
 pub use info::{Accelerator, Gpu, InstanceTypeInfo, NeuronDevice};
 pub use instance_type::InstanceType;
 pub use name::{parse_name, NameParts};
-pub use offering::{CapacityType, Offering};
+pub use offering::{CapacityType, Offering, Reservation};
 pub use pricing::Pricing;
 pub use quantity::{format_bytes, format_milli, parse_quantity, parse_units, QuantityError};
 pub use resources::*;
@@ -46,6 +46,16 @@ pub struct Catalog {
 }
 
 impl Catalog {
+    /// The catalog without its reserved offerings: what Karpenter offers with the `ReservedCapacity` feature gate
+    /// off.
+    pub fn without_reserved_capacity(mut self) -> Catalog {
+        for it in &mut self.instance_types {
+            it.offerings
+                .retain(|o| o.capacity_type != CapacityType::Reserved);
+        }
+        self
+    }
+
     /// The embedded snapshot of `region` (see [`embedded_regions`]), built for nodes with `settings`: one
     /// available offering per zone and capacity type, priced from `pricing` where it knows the price.
     pub fn embedded(

@@ -64,4 +64,15 @@ pub struct Offering {
     pub price: Option<f64>,
     /// Whether a launch may use it; cleared while EC2 reports insufficient capacity.
     pub available: bool,
+    /// The capacity reservation a `reserved` offering launches into; `None` for the other capacity types.
+    pub reservation: Option<Reservation>,
+}
+
+/// A capacity reservation as an offering: which one, and how many more instances it takes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reservation {
+    /// `cr-…`, the `karpenter.k8s.aws/capacity-reservation-id` label of nodes launched into it.
+    pub id: String,
+    /// The instances it can still take (EC2's `AvailableInstanceCount`).
+    pub capacity: u32,
 }

@@ -140,7 +140,9 @@ impl Pricing {
         }
     }
 
-    /// The price of one offering. Reserved capacity is paid for up front, so it has no hourly price here.
+    /// The price of one offering. Reserved capacity is paid for already: as Karpenter's AWS provider does, it costs
+    /// its type's on-demand price divided by [`RESERVED_PRICE_DIVISOR`] (nearly free, yet ordered as on-demand is),
+    /// or nothing when that price is unknown.
     pub fn price(
         &self,
         region: &str,
@@ -156,10 +158,16 @@ impl Pricing {
                     .then(|| self.on_demand(region, instance_type))
                     .flatten()
             }),
-            CapacityType::Reserved => None,
+            CapacityType::Reserved => Some(
+                self.on_demand(region, instance_type)
+                    .map_or(0.0, |price| price / RESERVED_PRICE_DIVISOR),
+            ),
         }
     }
 }
+
+/// What a reserved offering's price is its type's on-demand price divided by.
+pub const RESERVED_PRICE_DIVISOR: f64 = 10_000_000.0;
 
 /// Fails unless `price` is a finite, non-negative number of USD per hour.
 pub(super) fn check_price(what: impl FnOnce() -> String, price: f64) -> Result<(), CatalogError> {
@@ -202,7 +210,7 @@ mod tests {
                 "us-east-1a",
                 CapacityType::Reserved
             ),
-            None
+            Some(0.096 / RESERVED_PRICE_DIVISOR)
         );
         assert_eq!(pricing.source(), None);
     }

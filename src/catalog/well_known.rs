@@ -75,7 +75,19 @@ pub(super) fn identity_requirements<'a>(
     if !zone_ids.is_empty() {
         requirements.add(Requirement::one_of(labels::ZONE_ID, zone_ids));
     }
+    let reservations = reservation_ids(offerings);
+    if !reservations.is_empty() {
+        requirements.add(Requirement::one_of(CAPACITY_RESERVATION_ID, reservations));
+    }
     requirements
+}
+
+/// The capacity reservations the `reserved` offerings launch into.
+fn reservation_ids(offerings: &[Offering]) -> Vec<&str> {
+    offerings
+        .iter()
+        .filter_map(|o| o.reservation.as_ref().map(|r| r.id.as_str()))
+        .collect()
 }
 
 /// Every well-known label of an EC2 instance type in `region`, for nodes of the given AMI family.
@@ -154,7 +166,7 @@ pub(super) fn ec2_requirements(
             INSTANCE_ACCELERATOR_COUNT,
             accelerator.map(|a| number(a.count)),
         ),
-        set(CAPACITY_RESERVATION_ID, None),
+        Requirement::one_of(CAPACITY_RESERVATION_ID, reservation_ids(offerings)),
         set(CAPACITY_RESERVATION_TYPE, None),
     ]);
     requirements

@@ -136,6 +136,14 @@ fn simulate(args: &SimulateArgs, stderr: &mut impl Write) -> Result<Report, (u8,
             .or_else(|| args.catalog.instance_types.clone()),
     };
     let catalog = catalog_args.load().map_err(|e| (UNREADABLE, e))?;
+    let gates = settings
+        .feature_gates()
+        .map_err(|e| (INVALID, format!("{name}: {e}")))?;
+    let catalog = if gates.reserved_capacity {
+        catalog
+    } else {
+        catalog.without_reserved_capacity()
+    };
     let simulation =
         Simulation::new(&scenario, &catalog).map_err(|e| (INVALID, format!("{name}: {e}")))?;
     let pending = simulation.pending_pods();

@@ -4,12 +4,14 @@
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
+use crate::scheduling::volumes::VolumeIndex;
 use ::kube::runtime::reflector::{self, Store};
 use ::kube::runtime::{watcher, WatchStreamExt};
 use ::kube::{Api, Client, Resource};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -30,6 +32,10 @@ pub struct ClusterState {
     pub node_pools: Store<NodePool>,
     pub node_classes: Store<EC2NodeClass>,
     pub daemon_sets: Store<DaemonSet>,
+    /// Where pending pods' volumes let them go (volume topology) and which claims keep a pod out of the solve.
+    pub persistent_volume_claims: Store<PersistentVolumeClaim>,
+    pub persistent_volumes: Store<PersistentVolume>,
+    pub storage_classes: Store<StorageClass>,
     /// Marked on every watch event of any kind: a controller that re-decides on change clones this receiver
     /// and awaits `changed()` (events while it was busy coalesce into one wake-up).
     pub changed: watch::Receiver<()>,
@@ -51,6 +57,9 @@ impl ClusterState {
             node_pools: reflect(Api::all(client.clone()), &changed, tasks),
             node_classes: reflect(Api::all(client.clone()), &changed, tasks),
             daemon_sets: reflect(Api::all(client.clone()), &changed, tasks),
+            persistent_volume_claims: reflect(Api::all(client.clone()), &changed, tasks),
+            persistent_volumes: reflect(Api::all(client.clone()), &changed, tasks),
+            storage_classes: reflect(Api::all(client.clone()), &changed, tasks),
             changed: changed_rx,
             synced,
         };
@@ -80,7 +89,19 @@ impl ClusterState {
         self.node_claims.wait_until_ready().await?;
         self.node_pools.wait_until_ready().await?;
         self.node_classes.wait_until_ready().await?;
-        self.daemon_sets.wait_until_ready().await
+        self.daemon_sets.wait_until_ready().await?;
+        self.persistent_volume_claims.wait_until_ready().await?;
+        self.persistent_volumes.wait_until_ready().await?;
+        self.storage_classes.wait_until_ready().await
+    }
+
+    /// The volume index of the claims, volumes and classes in the stores (shared, not copied).
+    pub fn volumes(&self) -> VolumeIndex {
+        VolumeIndex::from_objects(
+            self.persistent_volume_claims.state(),
+            self.persistent_volumes.state(),
+            self.storage_classes.state(),
+        )
     }
 }
 

@@ -4,6 +4,7 @@
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
 use crate::catalog::Catalog;
+use crate::scheduling::volumes::VolumeIndex;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -22,6 +23,9 @@ pub struct DisruptionInput<'a> {
     pub daemonsets: &'a [DaemonSet],
     /// Instance types with their offerings' prices and availability.
     pub catalog: &'a Catalog,
+    /// The PersistentVolumeClaims, PersistentVolumes and StorageClasses: a pod whose volume is zonal can only
+    /// move within its zone ([`VolumeIndex::empty`] when there are none).
+    pub volumes: &'a VolumeIndex,
     pub settings: Settings,
 }
 

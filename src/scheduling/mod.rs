@@ -13,17 +13,20 @@ mod min_values;
 mod offerings;
 mod pod;
 mod policies;
+mod reservations;
 mod solve;
 mod taints;
 mod template;
 mod topology;
 mod type_name;
+pub mod volumes;
 
 pub use cluster::{bound_node, BoundPod, Cluster, ClusterError, DaemonSetPod, ExistingNode};
 pub use min_values::MinValuesPolicy;
 pub use offerings::allows;
 pub use pod::{HostPort, PodError, PodInfo};
 pub use policies::{Policies, PreferencePolicy};
+pub use reservations::ReservedMode;
 pub use solve::{
     solve, solve_cluster, Choice, NodePlacement, Plan, PlannedClaim, PoolFit, PoolOption, Prepared,
     Scheduler, Unschedulable, MAX_INSTANCE_TYPES,

@@ -2,10 +2,11 @@
 
 use crate::api::labels;
 use crate::api::requirements::{Requirement, Requirements};
-use crate::catalog::{CapacityType, Catalog, InstanceType, Offering};
+use crate::catalog::{CapacityType, Catalog, InstanceType, Offering, CAPACITY_RESERVATION_ID};
 use std::collections::BTreeSet;
 
-/// Whether `requirements` allow buying `offering`: an available offering in an allowed zone and capacity type.
+/// Whether `requirements` allow buying `offering`: an available offering in an allowed zone and capacity type
+/// (and capacity reservation, for a reserved one).
 pub fn allows(requirements: &Requirements, offering: &Offering) -> bool {
     OfferingFilter::new(requirements).allows(offering)
 }
@@ -15,6 +16,7 @@ pub fn allows(requirements: &Requirements, offering: &Offering) -> bool {
 struct OfferingFilter<'r> {
     zone: Option<&'r Requirement>,
     capacity_type: Option<&'r Requirement>,
+    reservation: Option<&'r Requirement>,
 }
 
 impl<'r> OfferingFilter<'r> {
@@ -22,6 +24,7 @@ impl<'r> OfferingFilter<'r> {
         OfferingFilter {
             zone: requirements.get(labels::ZONE),
             capacity_type: requirements.get(labels::CAPACITY_TYPE),
+            reservation: requirements.get(CAPACITY_RESERVATION_ID),
         }
     }
 
@@ -31,6 +34,12 @@ impl<'r> OfferingFilter<'r> {
             && self
                 .capacity_type
                 .is_none_or(|ct| ct.has(offering.capacity_type.as_str()))
+            && self
+                .reservation
+                .is_none_or(|r| match &offering.reservation {
+                    Some(reservation) => r.has(&reservation.id),
+                    None => r.allows_absent(),
+                })
     }
 }
 
@@ -103,12 +112,20 @@ impl OfferingBits {
     pub fn allowed(&self, requirements: &Requirements) -> u64 {
         let zone_req = requirements.get(labels::ZONE);
         let ct_req = requirements.get(labels::CAPACITY_TYPE);
+        // Only reserved offerings carry a reservation id: a requirement that needs one rules the others out (which
+        // reservation is left to the exact check).
+        let unreserved = requirements
+            .get(CAPACITY_RESERVATION_ID)
+            .is_none_or(Requirement::allows_absent);
         let mut bits = 0;
         for (z, zone) in self.zones.iter().enumerate() {
             if zone_req.is_some_and(|r| !r.has(zone)) {
                 continue;
             }
             for ct in CAPACITY_TYPES {
+                if !unreserved && ct != CapacityType::Reserved {
+                    continue;
+                }
                 if ct_req.is_none_or(|r| r.has(ct.as_str())) {
                     bits |= bit(z, ct);
                 }

@@ -8,6 +8,7 @@ use super::daemons::{self, DaemonGroups};
 use super::min_values::{self, MinValuesPolicy};
 use super::offerings::{allows, cheapest_offering, OfferingBits};
 use super::pod::{ports_clash, HostPort, PodInfo};
+use super::reservations::{Reservations, ReservedMode};
 use super::taints::{describe, untolerated};
 use super::template::Template;
 use super::topology::{
@@ -145,6 +146,7 @@ pub struct Scheduler<'a> {
     catalog: &'a Catalog,
     prepared: Cow<'a, Prepared>,
     min_values: MinValuesPolicy,
+    reserved: ReservedMode,
 }
 
 /// What a [`Scheduler`] derives from its NodePools, catalog and DaemonSets before any pod: kept apart so that a
@@ -164,6 +166,8 @@ pub struct Prepared {
     offering_bits: Option<OfferingBits>,
     /// The catalog's type names, by catalog index, shared by the planned claims that list them.
     names: Vec<TypeName>,
+    /// The catalog's capacity reservations, none taken yet.
+    reservations: Reservations,
 }
 
 /// What one NodePool offers a pod: the instance types that fit it, or why none does.
@@ -239,6 +243,7 @@ impl Prepared {
             daemonsets: daemonsets.to_vec(),
             daemons,
             offering_bits: OfferingBits::new(catalog),
+            reservations: Reservations::new(catalog),
             names: catalog
                 .instance_types
                 .iter()
@@ -265,6 +270,7 @@ impl<'a> Scheduler<'a> {
             catalog,
             prepared: Cow::Owned(Prepared::new(nodepools, catalog, daemonsets)),
             min_values: MinValuesPolicy::default(),
+            reserved: ReservedMode::default(),
         }
     }
 
@@ -274,12 +280,19 @@ impl<'a> Scheduler<'a> {
             catalog,
             prepared: Cow::Borrowed(prepared),
             min_values: MinValuesPolicy::default(),
+            reserved: ReservedMode::default(),
         }
     }
 
     /// Sets what happens when a claim cannot keep a NodePool's `minValues` (Karpenter's `MIN_VALUES_POLICY`).
     pub fn with_min_values_policy(mut self, policy: MinValuesPolicy) -> Self {
         self.min_values = policy;
+        self
+    }
+
+    /// Sets what happens when reserved capacity a pod could use is all taken in this solve ([`ReservedMode`]).
+    pub fn with_reserved_mode(mut self, mode: ReservedMode) -> Self {
+        self.reserved = mode;
         self
     }
 
@@ -350,6 +363,7 @@ impl<'a> Scheduler<'a> {
             topology,
             nodes,
             domains: &domains,
+            reservations: self.prepared.reservations.clone(),
         };
         // Largest first: CPU, then memory, then oldest, then UID.
         let mut queue: Vec<usize> = (0..pods.len()).collect();
@@ -387,8 +401,8 @@ impl<'a> Scheduler<'a> {
             .collect();
         let mut claims = Vec::with_capacity(solver.claims.len());
         let mut rankings = Rankings::new();
-        for claim in &solver.claims {
-            match solver.finish(claim, pods, &mut rankings) {
+        for (c, claim) in solver.claims.iter().enumerate() {
+            match solver.finish(c, claim, pods, &mut rankings) {
                 Ok(planned) => claims.push(planned),
                 // The truncated launch list broke minValues: the claim's pods wait (Strict policy).
                 Err(reason) => unschedulable.extend(claim.pods.iter().map(|p| Unschedulable {
@@ -742,7 +756,10 @@ impl<'a> Scheduler<'a> {
                 best = Some((i, price));
             }
         }
-        (count, best.and_then(|b| self.choice(claim, &[b])))
+        (
+            count,
+            best.and_then(|b| self.choice(&claim.requirements, &[b])),
+        )
     }
 
     /// Among equal prices (unknown ones included), the smaller type first, then the catalog order.
@@ -754,9 +771,9 @@ impl<'a> Scheduler<'a> {
         size(a).cmp(&size(b)).then(a.cmp(&b))
     }
 
-    fn choice(&self, claim: &Claim, ranked: &[(usize, f64)]) -> Option<Choice> {
+    fn choice(&self, requirements: &Requirements, ranked: &[(usize, f64)]) -> Option<Choice> {
         let it = &self.catalog.instance_types[ranked.first()?.0];
-        Choice::cheapest(it, &claim.requirements)
+        Choice::cheapest(it, requirements)
     }
 }
 
@@ -790,6 +807,23 @@ struct Solver<'s, 'a> {
     /// `nodes.len() + c`.
     nodes: Vec<NodeState<'s>>,
     domains: &'s SolveDomains,
+    /// The catalog's capacity reservations, with what the claims of this solve hold.
+    reservations: Reservations,
+}
+
+/// Why one attempt at placing a pod failed.
+enum Miss {
+    /// Not with these requirements: the next relaxation step may do.
+    Unfit(String),
+    /// Reserved capacity the pod could use is all held by this solve's claims ([`ReservedMode::Strict`]): the pod
+    /// waits for the next solve, without relaxing or trying NodePools of lower weight, as in Karpenter.
+    Reserved(String),
+}
+
+impl From<String> for Miss {
+    fn from(reason: String) -> Self {
+        Miss::Unfit(reason)
+    }
 }
 
 /// A node's labels are final: a pod may require only the labels it has.
@@ -874,7 +908,8 @@ impl<'s> Solver<'s, '_> {
         for (variant, relaxed, soft) in attempts {
             match self.place_with(index, variant, relaxed, soft) {
                 Ok(()) => return Ok(()),
-                Err(why) => reason = why,
+                Err(Miss::Unfit(why)) => reason = why,
+                Err(Miss::Reserved(why)) => return Err(why),
             }
         }
         Err(reason)
@@ -966,7 +1001,7 @@ impl<'s> Solver<'s, '_> {
         variant: usize,
         relaxed: Relaxed,
         soft: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), Miss> {
         let pod = &self.pods[index];
         let requirements = &pod.variants[variant];
         if let Some(n) = self.existing_fit(index, variant, relaxed, soft) {
@@ -1038,23 +1073,30 @@ impl<'s> Solver<'s, '_> {
             {
                 continue;
             }
-            if narrowing.is_empty() {
-                if let Ok(fit) = self.scheduler.narrow(claim, pod, requirements, &[]) {
-                    placed = Some((c, fit));
-                }
+            let alternatives = if narrowing.is_empty() {
+                vec![Vec::new()]
             } else {
-                for extra in combine(narrowing, &claim.requirements) {
-                    if let Ok(fit) = self.scheduler.narrow(claim, pod, requirements, &extra) {
-                        placed = Some((c, fit));
-                        break;
-                    }
-                }
+                combine(narrowing, &claim.requirements)
+            };
+            for extra in alternatives {
+                let Ok(fit) = self.scheduler.narrow(claim, pod, requirements, &extra) else {
+                    continue;
+                };
+                // A claim that would break its reservations (or find them all taken) is passed by.
+                let Ok(held) = self.reservable(Some(c), &fit) else {
+                    continue;
+                };
+                placed = Some((c, fit, held));
+                break;
             }
             if placed.is_some() {
                 break;
             }
         }
-        if let Some((c, (merged, types))) = placed {
+        if let Some((c, (merged, types), held)) = placed {
+            if let Some(held) = held {
+                self.reservations.hold(c, held);
+            }
             let bits = merged
                 .as_ref()
                 .map(|merged| self.domain_bits(self.claims[c].template, merged));
@@ -1076,15 +1118,51 @@ impl<'s> Solver<'s, '_> {
         }
         let mut reasons = Vec::new();
         for t in 0..self.templates.len() {
-            match self.open_claim(t, index, variant, relaxed, soft) {
+            let outcome = self.open_claim(t, index, variant, relaxed, soft);
+            let pool = &self.templates[t].nodepool;
+            match outcome {
                 Ok(()) => return Ok(()),
-                Err(why) => reasons.push(format!("nodepool {}: {why}", self.templates[t].nodepool)),
+                Err(Miss::Unfit(why)) => reasons.push(format!("nodepool {pool}: {why}")),
+                // No fallback to a NodePool of lower weight while this one has reserved capacity for the pod.
+                Err(Miss::Reserved(why)) => {
+                    return Err(Miss::Reserved(format!("nodepool {pool}: {why}")))
+                }
             }
         }
         if reasons.is_empty() {
-            return Err("no nodepool can launch nodes".to_owned());
+            return Err(Miss::Unfit("no nodepool can launch nodes".to_owned()));
         }
-        Err(reasons.join("; "))
+        Err(Miss::Unfit(reasons.join("; ")))
+    }
+
+    /// The reservations claim `claim` (`None` for a new one) would hold after taking a pod that leaves it `fit`
+    /// (its requirements and types, each `None` when unchanged); `None` when the catalog has no reservation.
+    fn reservable(
+        &self,
+        claim: Option<usize>,
+        fit: &(Option<Requirements>, Option<Vec<usize>>),
+    ) -> Result<Option<std::collections::BTreeSet<String>>, &'static str> {
+        if self.reservations.is_empty() {
+            return Ok(None);
+        }
+        let current = claim.map(|c| &self.claims[c]);
+        let (Some(requirements), Some(types)) = (
+            fit.0.as_ref().or(current.map(|c| &c.requirements)),
+            fit.1
+                .as_deref()
+                .or(current.map(|c| c.instance_types.as_slice())),
+        ) else {
+            return Ok(None);
+        };
+        self.reservations
+            .reservable(
+                self.scheduler.reserved,
+                claim,
+                self.scheduler.catalog,
+                types,
+                requirements,
+            )
+            .map(Some)
     }
 
     /// Moves claim `c`, which just took a pod, to its place in `order` (fewest pods, then oldest).
@@ -1176,7 +1254,7 @@ impl<'s> Solver<'s, '_> {
         variant: usize,
         relaxed: Relaxed,
         soft: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), Miss> {
         let scheduler = self.scheduler;
         let pod = &self.pods[index];
         let requirements = &pod.variants[variant];
@@ -1192,10 +1270,10 @@ impl<'s> Solver<'s, '_> {
         let instance_types = match &template.remaining {
             Some(left) if template.unusable.is_none() => {
                 if let Some(limit) = left.exhausted() {
-                    return Err(format!(
+                    return Err(Miss::Unfit(format!(
                         "{limit} limit has been exhausted for nodepool {}",
                         template.nodepool
-                    ));
+                    )));
                 }
                 let admitted: Vec<usize> = template
                     .instance_types
@@ -1204,10 +1282,10 @@ impl<'s> Solver<'s, '_> {
                     .filter(|i| left.admits(&scheduler.catalog.instance_types[*i].capacity))
                     .collect();
                 if admitted.is_empty() {
-                    return Err(format!(
+                    return Err(Miss::Unfit(format!(
                         "all available instance types exceed limits for nodepool {}",
                         template.nodepool
-                    ));
+                    )));
                 }
                 admitted
             }
@@ -1219,12 +1297,24 @@ impl<'s> Solver<'s, '_> {
         } else {
             vec![Vec::new()]
         };
-        let mut result = Err(String::new());
+        let mut result = Err(Miss::Unfit(String::new()));
+        let mut held = None;
         for extra in &alternatives {
-            result =
-                scheduler.fresh_claim(t, instance_types.clone(), pod, requirements, extra, soft);
-            if result.is_ok() {
-                break;
+            result = scheduler
+                .fresh_claim(t, instance_types.clone(), pod, requirements, extra, soft)
+                .map_err(Miss::Unfit);
+            if let Ok(claim) = &result {
+                let fit = (
+                    Some(claim.requirements.clone()),
+                    Some(claim.instance_types.clone()),
+                );
+                match self.reservable(None, &fit) {
+                    Ok(ids) => {
+                        held = ids;
+                        break;
+                    }
+                    Err(why) => result = Err(Miss::Reserved(why.to_owned())),
+                }
             }
         }
         let mut claim = result?;
@@ -1236,22 +1326,31 @@ impl<'s> Solver<'s, '_> {
         }
         self.claims.push(claim);
         let c = self.claims.len() - 1;
+        if let Some(held) = held {
+            self.reservations.hold(c, held);
+        }
         self.reorder(c);
         self.record(index, c);
         Ok(())
     }
-    /// The claim as planned: its launch list cut to [`MAX_INSTANCE_TYPES`] cheapest types, and the smallest
-    /// DaemonSet overhead of those added to its requests. Under the Strict minValues policy, a cut that breaks
-    /// minValues is an error for the claim's pods.
+    /// Claim `c` as planned: its launch list cut to [`MAX_INSTANCE_TYPES`] cheapest types, and the smallest
+    /// DaemonSet overhead of those added to its requests; narrowed to its capacity reservations if it holds any.
+    /// Under the Strict minValues policy, a cut that breaks minValues is an error for the claim's pods.
     fn finish(
         &self,
+        c: usize,
         claim: &Claim,
         pods: &[PodInfo],
         rankings: &mut Rankings,
     ) -> Result<PlannedClaim, String> {
         let scheduler = self.scheduler;
         let template = &self.templates[claim.template];
+        let reserved = self.reservations.finish(c, &claim.requirements);
+        let requirements = reserved.as_ref().unwrap_or(&claim.requirements);
         let mut ranked = match &scheduler.prepared.offering_bits {
+            // A claim launching into its reservations ranks its own types: the shared rankings do not tell
+            // reservations apart.
+            _ if reserved.is_some() => scheduler.rank(&claim.instance_types, requirements),
             // Claims of one template that allow the same offerings rank their types alike: rank the template's
             // types once and keep the claim's.
             Some(bits) => {
@@ -1270,9 +1369,8 @@ impl<'s> Solver<'s, '_> {
         };
         if template.min_values && scheduler.min_values == MinValuesPolicy::Strict {
             let types: Vec<usize> = ranked.iter().map(|(i, _)| *i).collect();
-            let needed =
-                min_values::shortest_prefix(scheduler.catalog, &claim.requirements, &types)
-                    .map_err(|unmet| format!("nodepool {}: {unmet}", template.nodepool))?;
+            let needed = min_values::shortest_prefix(scheduler.catalog, requirements, &types)
+                .map_err(|unmet| format!("nodepool {}: {unmet}", template.nodepool))?;
             if needed > MAX_INSTANCE_TYPES {
                 return Err(format!(
                     "nodepool {}: minValues needs the {needed} cheapest instance types, more than the {MAX_INSTANCE_TYPES} a NodeClaim may list",
@@ -1289,14 +1387,14 @@ impl<'s> Solver<'s, '_> {
         }
         Ok(PlannedClaim {
             nodepool: template.nodepool.clone(),
-            requirements: claim.requirements.clone(),
+            requirements: requirements.clone(),
             instance_types: ranked
                 .iter()
                 .map(|(i, _)| scheduler.prepared.names[*i].clone())
                 .collect(),
             pods: claim.pods.iter().map(|p| pods[*p].key.clone()).collect(),
             requests,
-            cheapest: scheduler.choice(claim, &ranked),
+            cheapest: scheduler.choice(requirements, &ranked),
         })
     }
 }

@@ -5,12 +5,16 @@ use super::report::Report;
 use super::scenario::{Scenario, ScenarioError};
 use crate::catalog::Catalog;
 use crate::disruption::is_daemonset_pod;
-use crate::scheduling::{Cluster, Plan, PodInfo, Scheduler};
+use crate::scheduling::volumes;
+use crate::scheduling::{Cluster, Plan, PodInfo, Scheduler, Unschedulable};
 
 pub struct Simulation<'a> {
     scheduler: Scheduler<'a>,
     cluster: Cluster,
     pending: Vec<PodInfo>,
+    /// Pending pods their volumes keep out of the solve (a missing claim, an unknown StorageClass, ...): they
+    /// are reported unschedulable with the reason.
+    refused: Vec<Unschedulable>,
     seed: Option<u64>,
 }
 
@@ -29,7 +33,10 @@ impl<'a> Simulation<'a> {
             &scenario.pods,
             catalog,
         )?;
-        let pending = scenario
+        let volume_index = scenario.volumes();
+        let mut pending = Vec::new();
+        let mut refused = Vec::new();
+        for pod in scenario
             .pods
             .iter()
             .filter(|p| {
@@ -39,8 +46,19 @@ impl<'a> Simulation<'a> {
                     .is_none_or(str::is_empty)
             })
             .filter(|p| !is_daemonset_pod(p))
-            .map(|p| PodInfo::from_pod(&policies.preferences.apply(p)))
-            .collect::<Result<Vec<_>, _>>()?;
+        {
+            let mut info = PodInfo::from_pod(&policies.preferences.apply(pod))?;
+            match volume_index.pending(pod) {
+                Ok(alternatives) => {
+                    volumes::apply(&mut info, &alternatives);
+                    pending.push(info);
+                }
+                Err(error) => refused.push(Unschedulable {
+                    pod: info.key,
+                    reason: error.to_string(),
+                }),
+            }
+        }
         Ok(Simulation {
             scheduler: Scheduler::with_daemonsets(
                 &scenario.nodepools,
@@ -50,13 +68,14 @@ impl<'a> Simulation<'a> {
             .with_min_values_policy(policies.min_values),
             cluster,
             pending,
+            refused,
             seed: scenario.settings.seed,
         })
     }
 
     /// How many pods wait for a node.
     pub fn pending(&self) -> usize {
-        self.pending.len()
+        self.pending.len() + self.refused.len()
     }
 
     /// How many pods the solve places (pods without a node that no DaemonSet owns).
@@ -64,13 +83,16 @@ impl<'a> Simulation<'a> {
         self.pending.len()
     }
 
+    /// The plan for the pending pods; those their volumes refuse are among its unschedulable ones.
     pub fn solve(&self) -> Plan {
-        self.scheduler.solve_on(&self.pending, &self.cluster.nodes)
+        let mut plan = self.scheduler.solve_on(&self.pending, &self.cluster.nodes);
+        plan.unschedulable.extend(self.refused.iter().cloned());
+        plan
     }
 
     /// The report of `plan`, which took `solve_seconds`.
     pub fn report(&self, plan: &Plan, solve_seconds: f64) -> Report {
-        let mut report = Report::new(self.pending.len(), plan, solve_seconds);
+        let mut report = Report::new(self.pending(), plan, solve_seconds);
         report.seed = self.seed;
         report
     }

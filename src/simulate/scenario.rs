@@ -1,6 +1,7 @@
 //! A scenario: ordinary Kubernetes objects (NodePools, EC2NodeClasses, Pods and the workloads that make them,
-//! Nodes, NodeClaims, DaemonSets, PodDisruptionBudgets) plus an optional `kerf.sh/v1alpha1 Simulation` document
-//! with settings. Loading is pure: the caller reads the files.
+//! Nodes, NodeClaims, DaemonSets, PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes and
+//! StorageClasses) plus an optional `kerf.sh/v1alpha1 Simulation` document with settings. Loading is pure: the
+//! caller reads the files.
 
 use super::events::{Action, Timeline};
 use super::sizes::{negative_quantities, ScenarioLimits};
@@ -10,14 +11,17 @@ use crate::api::nodepool::NodePool;
 use crate::api::validation::{ErrorKind, FieldError, FieldPath, Invalid};
 use crate::engine::FeatureGates;
 use crate::manifest::{group_kind, parse_documents, Document, Identities, Limits, ManifestError};
+use crate::scheduling::volumes::{VolumeIndex, BIND_COMPLETED_ANNOTATION};
 use crate::scheduling::Policies;
 use crate::scheduling::{ClusterError, PodError};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// Settings from the `Simulation` document; paths are relative to the scenario file.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -116,6 +120,11 @@ pub struct Scenario {
     pub nodeclasses: Vec<Value>,
     /// The Deployments, ReplicaSets, StatefulSets and Jobs whose pods are in `pods`, as written.
     pub workloads: Vec<Value>,
+    /// The pods' claims; one that names a volume the scenario holds counts as bound (the PersistentVolume
+    /// controller's `pv.kubernetes.io/bind-completed` is added).
+    pub persistent_volume_claims: Vec<PersistentVolumeClaim>,
+    pub persistent_volumes: Vec<PersistentVolume>,
+    pub storage_classes: Vec<StorageClass>,
     /// The `duration` and `events` of the Simulation document, checked; `None` without a `duration`.
     pub timeline: Option<Timeline>,
     /// Objects of kinds the simulation does not model yet, as `Kind/name`.
@@ -174,6 +183,8 @@ pub fn from_documents(
     // Pods of the scenario once every workload is expanded; checked before each expansion.
     let mut pods: u64 = 0;
     let mut replicas_of = BTreeMap::new();
+    // The names of PersistentVolumes (false) and StorageClasses (true).
+    let mut cluster_scoped = BTreeSet::new();
     for document in documents {
         if let Err(err) = identities.admit(&document) {
             invalid.push(format!("document {}: {err}", document.index));
@@ -250,6 +261,29 @@ pub fn from_documents(
             ("policy", "PodDisruptionBudget") => scenario
                 .disruption_budgets
                 .push(PodDisruptionBudget::deserialize(&object).map_err(bad)?),
+            ("", "PersistentVolumeClaim") => scenario
+                .persistent_volume_claims
+                .push(PersistentVolumeClaim::deserialize(&object).map_err(bad)?),
+            // Cluster-scoped: a namespace written on one changes nothing, so a name is taken once whatever it says.
+            ("", "PersistentVolume") | ("storage.k8s.io", "StorageClass")
+                if !name.is_empty()
+                    && !cluster_scoped.insert((kind == "StorageClass", name.clone())) =>
+            {
+                let resource = if kind == "StorageClass" {
+                    "storageclasses.storage.k8s.io"
+                } else {
+                    "persistentvolumes"
+                };
+                invalid.push(format!(
+                    "document {index}: {resource} {name:?} already exists"
+                ));
+            }
+            ("", "PersistentVolume") => scenario
+                .persistent_volumes
+                .push(PersistentVolume::deserialize(&object).map_err(bad)?),
+            ("storage.k8s.io", "StorageClass") => scenario
+                .storage_classes
+                .push(StorageClass::deserialize(&object).map_err(bad)?),
             ("apps", "Deployment" | "ReplicaSet" | "StatefulSet") | ("batch", "Job") => {
                 let (field, count) = match replicas(&object, kind) {
                     Ok(replicas) => replicas,
@@ -287,12 +321,48 @@ pub fn from_documents(
     if !invalid.is_empty() {
         return Err(ScenarioError::Invalid(invalid));
     }
+    complete_bindings(&mut scenario);
     scenario.timeline = Timeline::from_settings(&scenario.settings, limits)
         .map_err(|e| ScenarioError::Timeline(e.to_string()))?;
     if let Some(timeline) = &scenario.timeline {
         check_scaled_pods(timeline, pods, replicas_of, limits)?;
     }
     Ok(scenario)
+}
+
+impl Scenario {
+    /// The scenario's claims, volumes and classes, as the solve looks them up.
+    pub fn volumes(&self) -> VolumeIndex {
+        VolumeIndex::from_objects(
+            self.persistent_volume_claims.iter().cloned().map(Arc::new),
+            self.persistent_volumes.iter().cloned().map(Arc::new),
+            self.storage_classes.iter().cloned().map(Arc::new),
+        )
+    }
+}
+
+/// Plays the PersistentVolume controller: a claim that names a volume the scenario holds is bound.
+fn complete_bindings(scenario: &mut Scenario) {
+    let volumes: BTreeSet<&str> = scenario
+        .persistent_volumes
+        .iter()
+        .filter_map(|v| v.metadata.name.as_deref())
+        .collect();
+    for claim in &mut scenario.persistent_volume_claims {
+        let named = claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.volume_name.as_deref())
+            .is_some_and(|v| volumes.contains(&v));
+        if named {
+            claim
+                .metadata
+                .annotations
+                .get_or_insert_with(BTreeMap::new)
+                .entry(BIND_COMPLETED_ANNOTATION.to_owned())
+                .or_insert_with(|| "yes".to_owned());
+        }
+    }
 }
 
 /// `namespace/name` of a workload, as scale events name it.

@@ -24,6 +24,7 @@ use crate::engine::nominations::{self, Nominations};
 use crate::engine::pod_events::stamp_due;
 use crate::engine::provisioning::claim::node_claim;
 use crate::engine::provisioning::plan::{self, Preparations, Snapshot};
+use crate::scheduling::volumes::VolumeIndex;
 use crate::scheduling::{Choice, PlannedClaim};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -113,6 +114,8 @@ pub struct TimelineRun<'a> {
     shared_catalog: Arc<Catalog>,
     /// What the provisioning decision prepared from the pools, kept while they do not change.
     preparations: Preparations,
+    /// The scenario's claims, volumes and classes: where pods' volumes let them go.
+    volumes: VolumeIndex,
 }
 
 impl<'a> TimelineRun<'a> {
@@ -173,6 +176,7 @@ impl<'a> TimelineRun<'a> {
             fixed_nodes,
             shared_catalog: Arc::new(catalog.clone()),
             preparations: Preparations::default(),
+            volumes: scenario.volumes(),
         };
         for pool in &scenario.nodepools {
             run.set_pool(pool.clone());
@@ -517,6 +521,7 @@ impl<'a> TimelineRun<'a> {
             node_pools: self.pools.clone(),
             node_classes: Vec::new(),
             policies: self.scenario.settings.policies().unwrap_or_default(),
+            volumes: self.volumes.clone(),
         };
         let pending: Vec<&Pod> = self
             .pods
@@ -729,6 +734,7 @@ impl<'a> TimelineRun<'a> {
             pdbs: &self.scenario.disruption_budgets,
             daemonsets: &self.scenario.daemonsets,
             catalog: self.catalog,
+            volumes: &self.volumes,
             settings,
         }
     }

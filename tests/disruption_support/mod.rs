@@ -9,6 +9,7 @@ use kerf::api::nodeclaim::NodeClaim;
 use kerf::api::nodepool::NodePool;
 use kerf::catalog::Catalog;
 use kerf::disruption::{decide, Decision, DisruptionInput, NodeInput, Settings};
+use kerf::scheduling::volumes::VolumeIndex;
 use serde_json::{json, Value};
 
 /// When nodes are created and initialized.
@@ -74,6 +75,8 @@ pub struct World {
     pub pdbs: Vec<PodDisruptionBudget>,
     pub catalog: Catalog,
     pub settings: Settings,
+    /// The pods' claims, volumes and classes (none unless a test adds them).
+    pub volumes: VolumeIndex,
 }
 
 impl World {
@@ -85,6 +88,7 @@ impl World {
             pdbs: Vec::new(),
             catalog: catalog(families),
             settings: Settings::default(),
+            volumes: VolumeIndex::default(),
         }
     }
 
@@ -96,6 +100,7 @@ impl World {
             pdbs: &self.pdbs,
             daemonsets: &[],
             catalog: &self.catalog,
+            volumes: &self.volumes,
             settings: self.settings,
         }
     }

@@ -148,7 +148,7 @@ impl Requirement {
     }
 
     /// Whether a node without the label satisfies this requirement (`NotIn`, `DoesNotExist`).
-    pub(super) fn allows_absent(&self) -> bool {
+    pub fn allows_absent(&self) -> bool {
         self.values.allows_absent()
     }
 

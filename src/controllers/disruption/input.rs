@@ -12,6 +12,7 @@ use crate::disruption::NodeInput;
 use crate::engine::disruption_input::{node_inputs, Facts};
 use crate::engine::provisioning::pending;
 use crate::kube::CALL_TIMEOUT;
+use crate::scheduling::volumes::VolumeIndex;
 use ::kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use ::kube::{Api, Client};
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -30,6 +31,8 @@ pub struct Snapshot {
     pub daemonsets: Vec<DaemonSet>,
     /// The instance types of every EC2NodeClass a NodePool references, each name once.
     pub catalog: Arc<Catalog>,
+    /// The claims, volumes and classes pods' volumes need (shared with the stores).
+    pub volumes: VolumeIndex,
     /// The operator's settings of the engine: solve policies (as provisioning applies them), feature gates.
     pub settings: crate::disruption::Settings,
 }
@@ -60,6 +63,7 @@ pub async fn snapshot<C: CloudProvider>(
     let classes = owned(state.node_classes.state());
     let daemonsets = owned(state.daemon_sets.state());
     let pods = state.pods.state();
+    let volumes = state.volumes();
     let pdbs = list_pdbs(&ctx.client).await?;
     let class_catalogs = class_catalogs(ctx, catalogs, &nodepools, &classes).await;
     let catalog = merge(class_catalogs.values());
@@ -100,6 +104,7 @@ pub async fn snapshot<C: CloudProvider>(
         pdbs,
         daemonsets,
         catalog,
+        volumes,
         settings: ctx.settings.disruption(),
     })
 }

@@ -66,6 +66,7 @@ impl Snapshot {
             pdbs: &self.pdbs,
             daemonsets: &self.daemonsets,
             catalog: &self.catalog,
+            volumes: &self.volumes,
             settings: self.settings,
         }
     }

@@ -122,6 +122,7 @@ async fn provision<C: CloudProvider + 'static>(
         node_classes: owned(state.node_classes.state()),
         pods: Vec::new(),
         policies: ctx.settings.policies,
+        volumes: state.volumes(),
     };
     snapshot.pods = state.pods.state();
     let class_catalogs =

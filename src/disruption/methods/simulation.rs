@@ -6,8 +6,12 @@ use super::super::command::Why;
 use super::super::input::DisruptionInput;
 use super::super::pods::{is_reschedulable, pod_key};
 use crate::catalog::Resources;
-use crate::scheduling::{allows, Cluster, DaemonSetPod, ExistingNode, Plan, PodInfo, Scheduler};
-use std::collections::BTreeSet;
+use crate::scheduling::volumes;
+use crate::scheduling::{
+    allows, Cluster, DaemonSetPod, ExistingNode, Plan, PodInfo, ReservedMode, Scheduler,
+};
+use k8s_openapi::api::core::v1::Pod;
+use std::collections::{BTreeSet, HashMap};
 
 /// The cluster prepared once per pass; each [`Simulator::without`] is one solve.
 pub(crate) struct Simulator<'a> {
@@ -45,7 +49,10 @@ impl<'a> Simulator<'a> {
                 });
         let policies = input.settings.policies;
         let scheduler = Scheduler::with_daemonsets(input.nodepools, input.catalog, &daemonsets)
-            .with_min_values_policy(policies.min_values);
+            .with_min_values_policy(policies.min_values)
+            // Consolidation uses what reserved capacity is left, and on-demand or spot beyond it (Karpenter's
+            // fallback mode); only provisioning waits for a reservation.
+            .with_reserved_mode(ReservedMode::Fallback);
         let mut launchable: Vec<(Resources, f64)> = scheduler
             .templates()
             .iter()
@@ -63,10 +70,17 @@ impl<'a> Simulator<'a> {
             })
             .collect();
         launchable.sort_by(|a, b| a.1.total_cmp(&b.1));
+        // Pending pods go through the provisioner's checks: one its volumes refuse is left out, as is one that
+        // cannot be read (the provisioner reports both).
         let mut displaced: Vec<PodInfo> = input
             .pending
             .iter()
-            .filter_map(|p| PodInfo::from_pod(&policies.preferences.apply(p)).ok())
+            .filter_map(|p| {
+                let alternatives = input.volumes.pending(p).ok()?;
+                let mut info = PodInfo::from_pod(&policies.preferences.apply(p)).ok()?;
+                volumes::apply(&mut info, &alternatives);
+                Some(info)
+            })
             .collect();
         let mut nodes = Vec::with_capacity(input.nodes.len());
         let mut owner = Vec::with_capacity(input.nodes.len());
@@ -106,11 +120,27 @@ impl<'a> Simulator<'a> {
                     continue;
                 }
             };
+            // A pod that moves takes its volumes' topology along: a zonal volume keeps it in its zone. One whose
+            // claim, volume or class is gone is left out of the solve, as Karpenter leaves it out.
+            let with_claims: HashMap<String, &Pod> = node
+                .pods
+                .iter()
+                .filter(|p| volumes::uses_claims(p))
+                .map(|p| (pod_key(p), p))
+                .collect();
             let pods: Vec<PodInfo> = existing
                 .iter()
                 .flat_map(|n| &n.pods)
                 .filter(|b| b.daemonset.is_none() && reschedulable.contains(&b.pod.key))
-                .map(|b| b.pod.clone())
+                .filter_map(|b| {
+                    let Some(pod) = with_claims.get(&b.pod.key) else {
+                        return Some(b.pod.clone());
+                    };
+                    let alternatives = input.volumes.requirements(pod).ok()?;
+                    let mut info = b.pod.clone();
+                    volumes::apply(&mut info, &alternatives);
+                    Some(info)
+                })
                 .collect();
             match existing {
                 Some(existing) if !going => {

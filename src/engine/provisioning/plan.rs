@@ -14,6 +14,7 @@ use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::{NodePool, NodePoolSpec};
 use crate::catalog::Catalog;
 use crate::engine::usage;
+use crate::scheduling::volumes::{self, VolumeIndex};
 use crate::scheduling::{
     Choice, Cluster, ClusterError, DaemonSetPod, PodInfo, Policies, Prepared, Scheduler,
     Unschedulable,
@@ -38,6 +39,8 @@ pub struct Snapshot {
     pub node_classes: Vec<EC2NodeClass>,
     /// How preferences and `minValues` are treated (the operator's flags).
     pub policies: Policies,
+    /// The PersistentVolumeClaims, PersistentVolumes and StorageClasses: where pods' volumes let them go.
+    pub volumes: VolumeIndex,
 }
 
 impl Snapshot {
@@ -229,14 +232,34 @@ pub fn decide(
     let mut pods = Vec::with_capacity(to_solve.len());
     let mut identities: HashMap<String, String> = HashMap::with_capacity(to_solve.len());
     for pod in to_solve {
-        match PodInfo::from_pod(&snapshot.policies.preferences.apply(pod)) {
+        // A pending pod's claims must be valid (§1.1, ignored pods); a pod still on a node being deleted is not
+        // checked, only placed where its volumes are, as Karpenter does.
+        let bound = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| !n.is_empty());
+        let alternatives = if bound {
+            snapshot.volumes.requirements(pod)
+        } else {
+            snapshot.volumes.pending(pod)
+        };
+        let info = alternatives
+            .map_err(|error| error.to_string())
+            .and_then(|alternatives| {
+                let mut info = PodInfo::from_pod(&snapshot.policies.preferences.apply(pod))
+                    .map_err(|error| error.to_string())?;
+                volumes::apply(&mut info, &alternatives);
+                Ok(info)
+            });
+        match info {
             Ok(info) => {
                 identities.insert(info.key.clone(), claim_identity(pod));
                 pods.push(info);
             }
-            Err(error) => decisions.unschedulable.push(Unschedulable {
+            Err(reason) => decisions.unschedulable.push(Unschedulable {
                 pod: pod_key(pod),
-                reason: error.to_string(),
+                reason,
             }),
         }
     }

@@ -601,3 +601,61 @@ fn the_limit_warning_names_the_limited_pool_among_several() {
         decisions.unschedulable.first()
     );
 }
+
+/// Pod `inflate-i` with a volume of claim `claim`.
+fn pod_with_claim(i: usize, claim: &str) -> Pod {
+    let mut pod = pending_pod(i);
+    pod.spec.get_or_insert_with(Default::default).volumes = Some(vec![serde_json::from_value(
+        json!({"name": "data", "persistentVolumeClaim": {"claimName": claim}}),
+    )
+    .expect("volume")]);
+    pod
+}
+
+#[test]
+fn a_pod_goes_where_its_volume_is_and_one_whose_claim_is_missing_waits_with_the_reason() {
+    use crate::scheduling::volumes::VolumeIndex;
+    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "data", "namespace": "default",
+                     "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+        "spec": {"volumeName": "pv-1", "storageClassName": "gp3"}
+    }))
+    .expect("claim");
+    let volume: PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": "pv-1"},
+        "spec": {"csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-1"},
+                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                     {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1d"]}]}]}}}
+    }))
+    .expect("volume");
+    let mut snap = snapshot(vec![pool(json!(null), amd64())], Vec::new(), 0);
+    snap.pods = vec![
+        Arc::new(pod_with_claim(0, "data")),
+        Arc::new(pod_with_claim(1, "missing")),
+    ];
+    snap.volumes = VolumeIndex::from_objects([Arc::new(claim)], [Arc::new(volume)], []);
+    let decisions = run(&snap, &default_catalogs());
+    assert_eq!(decisions.claims.len(), 1);
+    assert_eq!(decisions.claims[0].pods, ["default/inflate-0"]);
+    assert_eq!(
+        decisions.claims[0].choice.as_ref().map(|c| c.zone.as_str()),
+        Some("us-east-1d")
+    );
+    let zone = serde_json::to_value(&decisions.claims[0].node_claim.spec.requirements)
+        .expect("requirements");
+    assert!(
+        zone.as_array()
+            .into_iter()
+            .flatten()
+            .any(|r| r["key"] == "topology.kubernetes.io/zone"
+                && r["values"] == json!(["us-east-1d"])),
+        "{zone}"
+    );
+    assert_eq!(decisions.unschedulable.len(), 1);
+    assert_eq!(decisions.unschedulable[0].pod, "default/inflate-1");
+    assert_eq!(
+        decisions.unschedulable[0].reason,
+        "getting persistent volume claim, persistentvolumeclaims \"missing\" not found"
+    );
+}
