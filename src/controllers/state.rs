@@ -11,7 +11,7 @@ use ::kube::{Api, Client, Resource};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -36,6 +36,8 @@ pub struct ClusterState {
     pub persistent_volume_claims: Store<PersistentVolumeClaim>,
     pub persistent_volumes: Store<PersistentVolume>,
     pub storage_classes: Store<StorageClass>,
+    /// How many volumes each CSI driver may attach to each node.
+    pub csi_nodes: Store<CSINode>,
     /// Marked on every watch event of any kind: a controller that re-decides on change clones this receiver
     /// and awaits `changed()` (events while it was busy coalesce into one wake-up).
     pub changed: watch::Receiver<()>,
@@ -60,6 +62,7 @@ impl ClusterState {
             persistent_volume_claims: reflect(Api::all(client.clone()), &changed, tasks),
             persistent_volumes: reflect(Api::all(client.clone()), &changed, tasks),
             storage_classes: reflect(Api::all(client.clone()), &changed, tasks),
+            csi_nodes: reflect(Api::all(client.clone()), &changed, tasks),
             changed: changed_rx,
             synced,
         };
@@ -92,16 +95,18 @@ impl ClusterState {
         self.daemon_sets.wait_until_ready().await?;
         self.persistent_volume_claims.wait_until_ready().await?;
         self.persistent_volumes.wait_until_ready().await?;
-        self.storage_classes.wait_until_ready().await
+        self.storage_classes.wait_until_ready().await?;
+        self.csi_nodes.wait_until_ready().await
     }
 
-    /// The volume index of the claims, volumes and classes in the stores (shared, not copied).
+    /// The volume index of the claims, volumes, classes and CSINodes in the stores (shared, not copied).
     pub fn volumes(&self) -> VolumeIndex {
         VolumeIndex::from_objects(
             self.persistent_volume_claims.state(),
             self.persistent_volumes.state(),
             self.storage_classes.state(),
         )
+        .with_csi_nodes(self.csi_nodes.state())
     }
 }
 

@@ -6,6 +6,7 @@
 
 use super::pod::{PodError, PodInfo};
 use super::taints::is_ephemeral;
+use super::volumes::{AttachedVolume, VolumeIndex};
 use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::{Taint, TaintEffect};
@@ -42,6 +43,11 @@ pub struct ExistingNode {
     pub in_flight: bool,
     /// The pods bound to it (terminal and terminating pods left out).
     pub pods: Vec<BoundPod>,
+    /// How many volumes each CSI driver may attach to it (its CSINode's `allocatable.count`); a driver not
+    /// listed has no limit.
+    pub volume_limits: BTreeMap<String, u32>,
+    /// The volumes its pods attach, against those limits.
+    pub attached: BTreeSet<AttachedVolume>,
 }
 
 /// A pod running on an existing node.
@@ -82,6 +88,44 @@ pub enum ClusterError {
 }
 
 impl Cluster {
+    /// Adds what CSI attach limits need (Karpenter's volume usage): each node's limits from its CSINode in
+    /// `volumes`, and the volumes its bound `pods` attach.
+    pub fn with_volume_limits<P: Borrow<Pod>>(
+        mut self,
+        volumes: &VolumeIndex,
+        pods: &[P],
+    ) -> Cluster {
+        let csi_nodes = volumes.csi_nodes();
+        if csi_nodes.is_empty() {
+            return self;
+        }
+        let index: BTreeMap<String, usize> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i))
+            .collect();
+        for csi in csi_nodes {
+            let Some(&i) = csi.metadata.name.as_ref().and_then(|n| index.get(n)) else {
+                continue;
+            };
+            for driver in &csi.spec.drivers {
+                if let Some(count) = driver.allocatable.as_ref().and_then(|a| a.count) {
+                    self.nodes[i]
+                        .volume_limits
+                        .insert(driver.name.clone(), u32::try_from(count).unwrap_or(0));
+                }
+            }
+        }
+        for pod in pods.iter().map(Borrow::borrow) {
+            let node = bound_node(pod).and_then(|n| index.get(n));
+            if let Some(&i) = node.filter(|i| !self.nodes[**i].volume_limits.is_empty()) {
+                self.nodes[i].attached.extend(volumes.attached(pod));
+            }
+        }
+        self
+    }
+
     /// The cluster from its objects. Pods with a `spec.nodeName` are bound to that node (unless terminal or
     /// terminating); NodeClaims whose node is among `nodes` are that node, the others are in flight.
     pub fn from_objects<P: Borrow<Pod>>(
@@ -333,6 +377,8 @@ fn from_node(node: &Node, claim: Option<&NodeClaim>) -> Result<ExistingNode, Clu
         initialized,
         in_flight: false,
         pods: Vec::new(),
+        volume_limits: BTreeMap::new(),
+        attached: BTreeSet::new(),
     })
 }
 
@@ -404,6 +450,8 @@ fn from_nodeclaim(claim: &NodeClaim, catalog: &Catalog) -> Result<ExistingNode, 
         initialized: false,
         in_flight: true,
         pods: Vec::new(),
+        volume_limits: BTreeMap::new(),
+        attached: BTreeSet::new(),
     })
 }
 

@@ -2,6 +2,7 @@
 //! relaxation order of controller-behaviour.md §1.4), and its tolerations.
 
 use super::topology::{constraints, TopologyConstraint};
+use super::volumes::AttachedVolume;
 use crate::api::requirements::{Requirement, RequirementError, Requirements};
 use crate::catalog::{CatalogError, Resources};
 use k8s_openapi::api::core::v1::{Container, NodeSelectorTerm, Pod, PodSpec, Toleration};
@@ -50,6 +51,9 @@ pub struct PodInfo {
     pub topology: Vec<TopologyConstraint>,
     /// The host ports the pod's containers bind.
     pub host_ports: Vec<HostPort>,
+    /// The volumes it attaches against nodes' CSI attach limits; set from the cluster's claims by
+    /// [`VolumeIndex::attached`](super::volumes::VolumeIndex::attached), empty until then.
+    pub attached: Vec<AttachedVolume>,
 }
 
 /// A host port a container binds: no two pods on a node may bind the same one.
@@ -154,6 +158,7 @@ impl PodInfo {
             .min(variants.len());
         let host_ports = host_ports(spec);
         Ok(PodInfo {
+            attached: Vec::new(),
             host_ports,
             required_terms,
             strict,

@@ -15,6 +15,7 @@ use super::topology::{
     single_value, Bound, Domains, Host, Narrowing, Relax, Relaxed, Topology, TopologyKey, Universe,
 };
 use super::type_name::TypeName;
+use super::volumes::AttachedVolume;
 use crate::api::labels;
 use crate::api::nodepool::{NodePool, TaintEffect};
 use crate::api::requirements::{AllowUndefined, Requirement, Requirements};
@@ -504,6 +505,7 @@ impl<'a> Scheduler<'a> {
             allow,
             room,
             ports: taken.ports,
+            attached: node.attached.clone(),
             pods: Vec::new(),
         }
     }
@@ -838,8 +840,30 @@ struct NodeState<'n> {
     room: Resources,
     /// Host ports taken by its pods and DaemonSets.
     ports: Vec<HostPort>,
+    /// The volumes attached against its CSI limits, with those of the pods this solve placed.
+    attached: std::collections::BTreeSet<AttachedVolume>,
     /// Pods this solve placed on it.
     pods: Vec<usize>,
+}
+
+impl NodeState<'_> {
+    /// Whether `pod`'s volumes would take some CSI driver past this node's limit (Karpenter's
+    /// `ExceedsLimits`): volumes already attached count once.
+    fn exceeds_volume_limits(&self, pod: &PodInfo) -> bool {
+        let limits = &self.node.volume_limits;
+        if limits.is_empty() || pod.attached.is_empty() {
+            return false;
+        }
+        limits.iter().any(|(driver, limit)| {
+            let new = pod
+                .attached
+                .iter()
+                .filter(|v| &v.driver == driver && !self.attached.contains(*v))
+                .count();
+            let attached = self.attached.iter().filter(|v| &v.driver == driver).count();
+            new > 0 && attached + new > *limit as usize
+        })
+    }
 }
 
 impl<'n> NodeState<'n> {
@@ -1009,6 +1033,9 @@ impl<'s> Solver<'s, '_> {
             let state = &mut self.nodes[n];
             state.room -= &pod.requests;
             state.ports.extend(pod.host_ports.iter().cloned());
+            if !state.node.volume_limits.is_empty() {
+                state.attached.extend(pod.attached.iter().cloned());
+            }
             state.pods.push(index);
             let host = state.host();
             self.topology.record(pods, index, n, &host, |key| {
@@ -1195,6 +1222,7 @@ impl<'s> Solver<'s, '_> {
             let state = &self.nodes[host];
             let node = state.node;
             if untolerated(&pod.tolerations, &node.taints, soft).is_some()
+                || state.exceeds_volume_limits(pod)
                 || ports_clash(&pod.host_ports, &state.ports)
                 || !pod.requests.fits_in(&state.room)
                 || !node.requirements.is_compatible(requirements, state.allow)

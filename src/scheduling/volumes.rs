@@ -27,7 +27,7 @@ use k8s_openapi::api::core::v1::{
     NodeSelectorRequirement, PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec,
     Pod, Volume,
 };
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -106,6 +106,8 @@ pub struct VolumeIndex {
     classes: BTreeMap<String, Arc<StorageClass>>,
     /// The class a claim that names none gets.
     default_class: Option<String>,
+    /// The nodes' CSINodes: how many volumes each driver may attach to each.
+    csi_nodes: Vec<Arc<CSINode>>,
 }
 
 static EMPTY: VolumeIndex = VolumeIndex::new();
@@ -118,6 +120,7 @@ impl VolumeIndex {
             volumes: BTreeMap::new(),
             classes: BTreeMap::new(),
             default_class: None,
+            csi_nodes: Vec::new(),
         }
     }
 
@@ -154,7 +157,19 @@ impl VolumeIndex {
             volumes,
             classes,
             default_class,
+            csi_nodes: Vec::new(),
         }
+    }
+
+    /// The index with the nodes' CSINodes, whose attach limits the solve keeps to.
+    pub fn with_csi_nodes(mut self, csi_nodes: impl IntoIterator<Item = Arc<CSINode>>) -> Self {
+        self.csi_nodes = csi_nodes.into_iter().collect();
+        self
+    }
+
+    /// The nodes' CSINodes.
+    pub fn csi_nodes(&self) -> &[Arc<CSINode>] {
+        &self.csi_nodes
     }
 
     /// Whether the index holds no object at all.
@@ -248,6 +263,36 @@ impl VolumeIndex {
             return Ok(Vec::new());
         }
         Ok(alternatives)
+    }
+
+    /// The volumes `pod` attaches that count against a node's CSI attach limits (Karpenter's `GetVolumes`): each
+    /// claim's driver, from its volume when bound (a CSI volume's driver, or the EBS driver for an in-tree EBS
+    /// volume), else from its class's provisioner (in-tree names read as their CSI drivers). A claim, volume or
+    /// class that cannot be found counts nothing, as in Karpenter (the pod's validation reports it).
+    pub fn attached(&self, pod: &Pod) -> Vec<AttachedVolume> {
+        let mut attached: Vec<AttachedVolume> = volumes_of(pod)
+            .filter_map(|volume| {
+                let claim = self.claim(pod, volume).ok()??;
+                let driver = if !claim.volume_name().is_empty() {
+                    let spec = self.volumes.get(claim.volume_name())?.spec.as_ref()?;
+                    match (&spec.csi, &spec.aws_elastic_block_store) {
+                        (Some(csi), _) => csi.driver.clone(),
+                        (None, Some(_)) => EBS_CSI_DRIVER.to_owned(),
+                        (None, None) => return None,
+                    }
+                } else {
+                    let class = self.classes.get(claim.class)?;
+                    csi_driver(&class.provisioner).to_owned()
+                };
+                Some(AttachedVolume {
+                    driver,
+                    claim: claim.id(),
+                })
+            })
+            .collect();
+        attached.sort();
+        attached.dedup();
+        attached
     }
 
     /// The claim `volume` of `pod` uses, if it uses one: a `persistentVolumeClaim` volume's, or a generic
@@ -366,6 +411,34 @@ impl Claim<'_> {
         self.spec
             .and_then(|s| s.volume_name.as_deref())
             .unwrap_or_default()
+    }
+}
+
+/// A volume a pod attaches that counts against a node's CSI attach limit: its driver and its claim
+/// (`namespace/name`). Pods that share a claim on one node attach it once.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AttachedVolume {
+    pub driver: String,
+    pub claim: String,
+}
+
+/// The EBS CSI driver, which in-tree `awsElasticBlockStore` volumes and the `kubernetes.io/aws-ebs` provisioner
+/// migrate to.
+pub const EBS_CSI_DRIVER: &str = "ebs.csi.aws.com";
+
+/// The CSI driver of a StorageClass provisioner: an in-tree provisioner's migrated driver (the CSI translation
+/// library's names), any other provisioner as it is.
+fn csi_driver(provisioner: &str) -> &str {
+    match provisioner {
+        "kubernetes.io/aws-ebs" => EBS_CSI_DRIVER,
+        "kubernetes.io/gce-pd" => "pd.csi.storage.gke.io",
+        "kubernetes.io/azure-disk" => "disk.csi.azure.com",
+        "kubernetes.io/azure-file" => "file.csi.azure.com",
+        "kubernetes.io/cinder" => "cinder.csi.openstack.org",
+        "kubernetes.io/vsphere-volume" => "csi.vsphere.vmware.com",
+        "kubernetes.io/portworx-volume" => "pxd.portworx.com",
+        "kubernetes.io/rbd" => "rbd.csi.ceph.com",
+        other => other,
     }
 }
 

@@ -26,14 +26,15 @@ impl<'a> Simulation<'a> {
             .settings
             .policies()
             .map_err(|e| ScenarioError::Invalid(vec![e]))?;
+        let volume_index = scenario.volumes();
         let cluster = Cluster::from_objects(
             &scenario.nodes,
             &scenario.nodeclaims,
             &scenario.daemonsets,
             &scenario.pods,
             catalog,
-        )?;
-        let volume_index = scenario.volumes();
+        )?
+        .with_volume_limits(&volume_index, &scenario.pods);
         let mut pending = Vec::new();
         let mut refused = Vec::new();
         for pod in scenario
@@ -51,6 +52,7 @@ impl<'a> Simulation<'a> {
             match volume_index.pending(pod) {
                 Ok(alternatives) => {
                     volumes::apply(&mut info, &alternatives);
+                    info.attached = volume_index.attached(pod);
                     pending.push(info);
                 }
                 Err(error) => refused.push(Unschedulable {

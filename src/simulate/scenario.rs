@@ -17,7 +17,7 @@ use crate::scheduling::{ClusterError, PodError};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -125,6 +125,8 @@ pub struct Scenario {
     pub persistent_volume_claims: Vec<PersistentVolumeClaim>,
     pub persistent_volumes: Vec<PersistentVolume>,
     pub storage_classes: Vec<StorageClass>,
+    /// How many volumes each CSI driver may attach to each node.
+    pub csi_nodes: Vec<CSINode>,
     /// The `duration` and `events` of the Simulation document, checked; `None` without a `duration`.
     pub timeline: Option<Timeline>,
     /// Objects of kinds the simulation does not model yet, as `Kind/name`.
@@ -284,6 +286,9 @@ pub fn from_documents(
             ("storage.k8s.io", "StorageClass") => scenario
                 .storage_classes
                 .push(StorageClass::deserialize(&object).map_err(bad)?),
+            ("storage.k8s.io", "CSINode") => scenario
+                .csi_nodes
+                .push(CSINode::deserialize(&object).map_err(bad)?),
             ("apps", "Deployment" | "ReplicaSet" | "StatefulSet") | ("batch", "Job") => {
                 let (field, count) = match replicas(&object, kind) {
                     Ok(replicas) => replicas,
@@ -338,6 +343,7 @@ impl Scenario {
             self.persistent_volumes.iter().cloned().map(Arc::new),
             self.storage_classes.iter().cloned().map(Arc::new),
         )
+        .with_csi_nodes(self.csi_nodes.iter().cloned().map(Arc::new))
     }
 }
 

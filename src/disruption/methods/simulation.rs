@@ -79,6 +79,7 @@ impl<'a> Simulator<'a> {
                 let alternatives = input.volumes.pending(p).ok()?;
                 let mut info = PodInfo::from_pod(&policies.preferences.apply(p)).ok()?;
                 volumes::apply(&mut info, &alternatives);
+                info.attached = input.volumes.attached(p);
                 Some(info)
             })
             .collect();
@@ -111,7 +112,8 @@ impl<'a> Simulator<'a> {
                 &[],
                 &pods,
                 input.catalog,
-            );
+            )
+            .map(|cluster| cluster.with_volume_limits(input.volumes, &pods));
             let existing = match built {
                 Ok(cluster) => cluster.nodes.into_iter().next(),
                 Err(e) => {
@@ -139,6 +141,7 @@ impl<'a> Simulator<'a> {
                     let alternatives = input.volumes.requirements(pod).ok()?;
                     let mut info = b.pod.clone();
                     volumes::apply(&mut info, &alternatives);
+                    info.attached = input.volumes.attached(pod);
                     Some(info)
                 })
                 .collect();

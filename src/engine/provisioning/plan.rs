@@ -250,6 +250,7 @@ pub fn decide(
                 let mut info = PodInfo::from_pod(&snapshot.policies.preferences.apply(pod))
                     .map_err(|error| error.to_string())?;
                 volumes::apply(&mut info, &alternatives);
+                info.attached = snapshot.volumes.attached(pod);
                 Ok(info)
             });
         match info {
@@ -304,7 +305,8 @@ pub fn decide(
         &snapshot.daemon_sets,
         &snapshot.pods,
         &all_types,
-    )?;
+    )?
+    .with_volume_limits(&snapshot.volumes, &snapshot.pods);
     let node_names: BTreeSet<&str> = snapshot
         .nodes
         .iter()
