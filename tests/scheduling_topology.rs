@@ -195,6 +195,115 @@ fn run(case: &Case) -> (Vec<usize>, usize) {
     (skew, plan.unschedulable.len())
 }
 
+/// Karpenter's NodeTaintsPolicy case: a pool whose nodes get `fake-label: baz`, two full nodes in the domains
+/// `foo` and `bar` with a taint the pods do not tolerate, five 1-CPU pods spread over the label with `policy`.
+fn tainted_nodes(
+    upstream: &'static str,
+    policy: &str,
+    skew: Vec<usize>,
+    unschedulable: usize,
+) -> Case {
+    let taint = json!([{"key": "taintname", "value": "taintvalue", "effect": "NoSchedule"}]);
+    Case {
+        upstream,
+        pools: vec![pool(
+            "default",
+            json!({"metadata": {"labels": {"fake-label": "baz"}}}),
+        )],
+        nodes: vec![
+            node("foo", json!({"fake-label": "foo"}), taint.clone(), "100m"),
+            node("bar", json!({"fake-label": "bar"}), taint, "100m"),
+        ],
+        bound: vec![],
+        pending: pods(
+            5,
+            "p",
+            test_labels(),
+            "1",
+            spread("fake-label", 1, json!({"nodeTaintsPolicy": policy})),
+        ),
+        key: "fake-label",
+        skew,
+        unschedulable,
+    }
+}
+
+/// Karpenter's NodeTaintsPolicy case with the domains from NodePools: `foo` from an untainted pool, `bar` from a
+/// pool tainted against the pods; two pods spread over the label with `policy`.
+fn tainted_pool(
+    upstream: &'static str,
+    policy: &str,
+    skew: Vec<usize>,
+    unschedulable: usize,
+) -> Case {
+    let requirements = |value: &str| json!([{"key": CAPACITY_TYPE, "operator": "Exists"}, {"key": "fake-label", "operator": "In", "values": [value]}]);
+    Case {
+        upstream,
+        pools: vec![
+            pool(
+                "default",
+                json!({"spec": {"requirements": requirements("foo")}}),
+            ),
+            pool(
+                "tainted",
+                json!({"spec": {"taints": [{"key": "taint-key", "value": "taint-value", "effect": "NoSchedule"}],
+                    "requirements": requirements("bar")}}),
+            ),
+        ],
+        nodes: vec![],
+        bound: vec![],
+        pending: pods(
+            2,
+            "p",
+            test_labels(),
+            "100m",
+            spread("fake-label", 1, json!({"nodeTaintsPolicy": policy})),
+        ),
+        key: "fake-label",
+        skew,
+        unschedulable,
+    }
+}
+
+/// Karpenter's NodeAffinityPolicy case: a pool whose nodes get `fake-label: baz` and `selector: value`, two full
+/// nodes in `foo` and `bar` whose `selector` the pods' nodeSelector does not match; five 1-CPU pods spread over
+/// the label with `policy`.
+fn mismatched_nodes(
+    upstream: &'static str,
+    policy: &str,
+    skew: Vec<usize>,
+    unschedulable: usize,
+) -> Case {
+    let mut spec = spread("fake-label", 1, json!({"nodeAffinityPolicy": policy}));
+    spec["nodeSelector"] = json!({"selector": "value"});
+    Case {
+        upstream,
+        pools: vec![pool(
+            "default",
+            json!({"metadata": {"labels": {"fake-label": "baz", "selector": "value"}}}),
+        )],
+        nodes: vec![
+            node(
+                "foo",
+                json!({"fake-label": "foo", "selector": "mismatch"}),
+                json!([]),
+                "100m",
+            ),
+            node(
+                "bar",
+                json!({"fake-label": "bar", "selector": "mismatch"}),
+                json!([]),
+                "100m",
+            ),
+        ],
+        bound: vec![],
+        pending: pods(5, "p", test_labels(), "1", spec),
+        key: "fake-label",
+        skew,
+        unschedulable,
+    }
+}
+
 fn cases() -> Vec<Case> {
     let default_pool = || vec![pool("default", json!({}))];
     let rr = "1100m";
@@ -437,111 +546,23 @@ fn cases() -> Vec<Case> {
             skew: vec![4, 4, 4, 4, 4],
             unschedulable: 0,
         },
-        Case {
-            upstream: "NodeTaintsPolicy: should balance pods across a label (NodeTaintsPolicy=ignore)",
-            pools: vec![pool("default", json!({"metadata": {"labels": {"fake-label": "baz"}}}))],
-            nodes: vec![
-                node("foo", json!({"fake-label": "foo"}), json!([{"key": "taintname", "value": "taintvalue", "effect": "NoSchedule"}]), "100m"),
-                node("bar", json!({"fake-label": "bar"}), json!([{"key": "taintname", "value": "taintvalue", "effect": "NoSchedule"}]), "100m"),
-            ],
-            bound: vec![],
-            pending: pods(5, "p", test_labels(), "1", spread("fake-label", 1, json!({"nodeTaintsPolicy": "Ignore"}))),
-            key: "fake-label",
-            // Three domains known, pods can only go to baz: one before the skew breaks.
-            skew: vec![1],
-            unschedulable: 4,
-        },
-        Case {
-            upstream: "NodeTaintsPolicy: should balance pods across a label (NodeTaintsPolicy=honor)",
-            pools: vec![pool("default", json!({"metadata": {"labels": {"fake-label": "baz"}}}))],
-            nodes: vec![
-                node("foo", json!({"fake-label": "foo"}), json!([{"key": "taintname", "value": "taintvalue", "effect": "NoSchedule"}]), "100m"),
-                node("bar", json!({"fake-label": "bar"}), json!([{"key": "taintname", "value": "taintvalue", "effect": "NoSchedule"}]), "100m"),
-            ],
-            bound: vec![],
-            pending: pods(5, "p", test_labels(), "1", spread("fake-label", 1, json!({"nodeTaintsPolicy": "Honor"}))),
-            key: "fake-label",
-            skew: vec![5],
-            unschedulable: 0,
-        },
-        Case {
-            upstream: "NodeTaintsPolicy: should balance pods across a label when discovered from the nodepool (NodeTaintsPolicy=ignore)",
-            pools: vec![
-                pool(
-                    "default",
-                    json!({"spec": {"requirements": [{"key": CAPACITY_TYPE, "operator": "Exists"},
-                        {"key": "fake-label", "operator": "In", "values": ["foo"]}]}}),
-                ),
-                pool(
-                    "tainted",
-                    json!({"spec": {"taints": [{"key": "taint-key", "value": "taint-value", "effect": "NoSchedule"}],
-                        "requirements": [{"key": CAPACITY_TYPE, "operator": "Exists"},
-                            {"key": "fake-label", "operator": "In", "values": ["bar"]}]}}),
-                ),
-            ],
-            nodes: vec![],
-            bound: vec![],
-            pending: pods(2, "p", test_labels(), "100m", spread("fake-label", 1, json!({"nodeTaintsPolicy": "Ignore"}))),
-            key: "fake-label",
-            skew: vec![1],
-            unschedulable: 1,
-        },
-        Case {
-            upstream: "NodeTaintsPolicy: should balance pods across a label when discovered from the nodepool (NodeTaintsPolicy=honor)",
-            pools: vec![
-                pool(
-                    "default",
-                    json!({"spec": {"requirements": [{"key": CAPACITY_TYPE, "operator": "Exists"},
-                        {"key": "fake-label", "operator": "In", "values": ["foo"]}]}}),
-                ),
-                pool(
-                    "tainted",
-                    json!({"spec": {"taints": [{"key": "taint-key", "value": "taint-value", "effect": "NoSchedule"}],
-                        "requirements": [{"key": CAPACITY_TYPE, "operator": "Exists"},
-                            {"key": "fake-label", "operator": "In", "values": ["bar"]}]}}),
-                ),
-            ],
-            nodes: vec![],
-            bound: vec![],
-            pending: pods(2, "p", test_labels(), "100m", spread("fake-label", 1, json!({"nodeTaintsPolicy": "Honor"}))),
-            key: "fake-label",
-            skew: vec![2],
-            unschedulable: 0,
-        },
-        Case {
-            upstream: "NodeAffinityPolicy: should balance pods across a label (NodeAffinityPolicy=ignore)",
-            pools: vec![pool("default", json!({"metadata": {"labels": {"fake-label": "baz", "selector": "value"}}}))],
-            nodes: vec![
-                node("foo", json!({"fake-label": "foo", "selector": "mismatch"}), json!([]), "100m"),
-                node("bar", json!({"fake-label": "bar", "selector": "mismatch"}), json!([]), "100m"),
-            ],
-            bound: vec![],
-            pending: pods(5, "p", test_labels(), "1", {
-                let mut s = spread("fake-label", 1, json!({"nodeAffinityPolicy": "Ignore"}));
-                s["nodeSelector"] = json!({"selector": "value"});
-                s
-            }),
-            key: "fake-label",
-            skew: vec![1],
-            unschedulable: 4,
-        },
-        Case {
-            upstream: "NodeAffinityPolicy: should balance pods across a label (NodeAffinityPolicy=honor)",
-            pools: vec![pool("default", json!({"metadata": {"labels": {"fake-label": "baz", "selector": "value"}}}))],
-            nodes: vec![
-                node("foo", json!({"fake-label": "foo", "selector": "mismatch"}), json!([]), "100m"),
-                node("bar", json!({"fake-label": "bar", "selector": "mismatch"}), json!([]), "100m"),
-            ],
-            bound: vec![],
-            pending: pods(5, "p", test_labels(), "1", {
-                let mut s = spread("fake-label", 1, json!({"nodeAffinityPolicy": "Honor"}));
-                s["nodeSelector"] = json!({"selector": "value"});
-                s
-            }),
-            key: "fake-label",
-            skew: vec![5],
-            unschedulable: 0,
-        },
+        // Three domains known (two tainted nodes, full), pods can only go to baz: one before the skew breaks.
+        tainted_nodes("NodeTaintsPolicy: should balance pods across a label (NodeTaintsPolicy=ignore)", "Ignore", vec![1], 4),
+        tainted_nodes("NodeTaintsPolicy: should balance pods across a label (NodeTaintsPolicy=honor)", "Honor", vec![5], 0),
+        tainted_pool(
+            "NodeTaintsPolicy: should balance pods across a label when discovered from the nodepool (NodeTaintsPolicy=ignore)",
+            "Ignore",
+            vec![1],
+            1,
+        ),
+        tainted_pool(
+            "NodeTaintsPolicy: should balance pods across a label when discovered from the nodepool (NodeTaintsPolicy=honor)",
+            "Honor",
+            vec![2],
+            0,
+        ),
+        mismatched_nodes("NodeAffinityPolicy: should balance pods across a label (NodeAffinityPolicy=ignore)", "Ignore", vec![1], 4),
+        mismatched_nodes("NodeAffinityPolicy: should balance pods across a label (NodeAffinityPolicy=honor)", "Honor", vec![5], 0),
         Case {
             upstream: "Zonal: should respect minDomains constraints",
             pools: vec![pool("default", zones(&["test-zone-1", "test-zone-2"]))],

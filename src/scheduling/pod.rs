@@ -51,6 +51,10 @@ pub struct PodInfo {
     pub topology: Vec<TopologyConstraint>,
     /// The host ports the pod's containers bind.
     pub host_ports: Vec<HostPort>,
+    /// Where its volumes let it go, as alternatives any one of which will do (a zonal volume's zone, ...): each
+    /// node or claim is tried with each in turn; they narrow the node, never the pod's own requirements. Set from
+    /// the cluster's claims by [`apply`](super::volumes::apply); empty when its volumes constrain nothing.
+    pub volume_alternatives: Vec<Requirements>,
     /// The volumes it attaches against nodes' CSI attach limits; set from the cluster's claims by
     /// [`VolumeIndex::attached`](super::volumes::VolumeIndex::attached), empty until then.
     pub attached: Vec<AttachedVolume>,
@@ -158,6 +162,7 @@ impl PodInfo {
             .min(variants.len());
         let host_ports = host_ports(spec);
         Ok(PodInfo {
+            volume_alternatives: Vec::new(),
             attached: Vec::new(),
             host_ports,
             required_terms,

@@ -1105,7 +1105,7 @@ impl<'s> Solver<'s, '_> {
             } else {
                 combine(narrowing, &claim.requirements)
             };
-            for extra in alternatives {
+            for extra in with_volumes(alternatives, pod) {
                 let Ok(fit) = self.scheduler.narrow(claim, pod, requirements, &extra) else {
                     continue;
                 };
@@ -1226,6 +1226,10 @@ impl<'s> Solver<'s, '_> {
                 || ports_clash(&pod.host_ports, &state.ports)
                 || !pod.requests.fits_in(&state.room)
                 || !node.requirements.is_compatible(requirements, state.allow)
+                || !pod.volume_alternatives.is_empty()
+                    && !pod.volume_alternatives.iter().any(|alternative| {
+                        node.requirements.is_compatible(alternative, state.allow)
+                    })
             {
                 return false;
             }
@@ -1321,7 +1325,7 @@ impl<'s> Solver<'s, '_> {
         };
         let alternatives = if template.unusable.is_none() {
             let narrowing = self.narrowings(index, t, variant, relaxed)?;
-            combine(&narrowing, &template.requirements)
+            with_volumes(combine(&narrowing, &template.requirements), pod)
         } else {
             vec![Vec::new()]
         };
@@ -1471,6 +1475,25 @@ fn describe_requests(requests: &Resources) -> String {
         .map(|(k, v)| format!("{k} {v}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The requirement lists to try on a claim: each of `alternatives` (the topology's) with each of the pod's
+/// volume alternatives, the volume's outermost (Karpenter tries a pod's volume alternatives in turn on each
+/// claim, its topology within each).
+fn with_volumes(alternatives: Vec<Vec<Requirement>>, pod: &PodInfo) -> Vec<Vec<Requirement>> {
+    if pod.volume_alternatives.is_empty() {
+        return alternatives;
+    }
+    pod.volume_alternatives
+        .iter()
+        .flat_map(|volume| {
+            alternatives.iter().map(move |topology| {
+                let mut extra = topology.clone();
+                extra.extend(volume.iter().cloned());
+                extra
+            })
+        })
+        .collect()
 }
 
 /// The topology requirements to try on a claim with `requirements`, preferred first: one empty set when nothing

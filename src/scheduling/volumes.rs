@@ -14,9 +14,10 @@
 //! * A pod with several such volumes must meet one alternative of each: the alternatives are crossed, pairs whose
 //!   requirements cannot both hold are left out (all kept if none can), at most [`MAX_ALTERNATIVES`].
 //!
-//! The alternatives narrow only the node, never the pod's own affinity: [`apply`] folds them into the requirement
-//! sets the pod is tried with ([`PodInfo::variants`]) and leaves its strict requirements ([`PodInfo::strict`],
-//! what a topology spread measures its domains by) alone, as Karpenter keeps them out of `StrictRequirements`.
+//! The alternatives narrow only the node, never the pod's own affinity: [`apply`] gives them to the pod
+//! ([`PodInfo::volume_alternatives`]), and the solve tries each node and claim with each in turn. The pod's
+//! requirement sets and strict requirements (what a topology spread measures its domains by) stay as they are,
+//! as Karpenter keeps them out of `StrictRequirements`.
 //! [`VolumeIndex::validate`] refuses what Karpenter ignores a pending pod for (a missing claim, an unknown
 //! StorageClass, ...), in Karpenter's words.
 
@@ -555,36 +556,14 @@ fn cross(so_far: &[Requirements], own: &[Requirements]) -> Vec<Requirements> {
     pairs().take(MAX_ALTERNATIVES).map(merge).collect()
 }
 
-/// Folds volume-topology `alternatives` (from [`VolumeIndex::requirements`]) into `pod`'s requirement sets: each
-/// set becomes one per alternative, the alternatives of a set tried in order before the next set, so that the
-/// relaxation of the pod's own terms and preferences (controller-behaviour.md §1.4) never drops a volume's
-/// requirement. Each alternative stays a set of its own, so a claim is narrowed to one of them (as Karpenter
-/// tries them one by one), never to their union.
-///
-/// The alternatives narrow the node only: the pod's strict requirements ([`PodInfo::strict`], what a topology
-/// spread measures its domains by) and its spread and affinity constraints are left as they are, only repeated
-/// so that each requirement set keeps the strict requirements of the term it comes from.
+/// Gives `pod` the volume alternatives of its claims ([`VolumeIndex::requirements`]): the solve tries each node
+/// and claim with each in turn, as Karpenter does; none when they constrain nothing.
 pub fn apply(pod: &mut PodInfo, alternatives: &[Requirements]) {
-    if alternatives.iter().all(Requirements::is_empty) {
-        return;
-    }
-    let required = pod.required_terms.max(1).min(pod.variants.len());
-    let mut variants = Vec::with_capacity(pod.variants.len() * alternatives.len());
-    for variant in &pod.variants {
-        for alternative in alternatives {
-            let mut merged = variant.clone();
-            merged.add_all(alternative);
-            variants.push(merged);
-        }
-    }
-    pod.variants = variants;
-    pod.required_terms = required * alternatives.len();
-    pod.strict = pod
-        .strict
-        .iter()
-        .flat_map(|s| std::iter::repeat_n(s, alternatives.len()))
-        .cloned()
-        .collect();
+    pod.volume_alternatives = if alternatives.iter().all(Requirements::is_empty) {
+        Vec::new()
+    } else {
+        alternatives.to_vec()
+    };
 }
 
 #[cfg(test)]

@@ -817,67 +817,69 @@ fn the_solve_puts_the_node_where_the_volume_is() {
 }
 
 #[test]
-fn applied_alternatives_survive_every_relaxation_and_leave_topology_alone() {
+fn applied_alternatives_leave_the_pods_own_requirements_alone() {
     let spec = zone_terms(json!([
         {"matchExpressions": [{"key": "a", "operator": "In", "values": ["1"]}]},
         {"matchExpressions": [{"key": "b", "operator": "In", "values": ["2"]}]}]));
-    let mut spec = spec;
-    spec["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] = json!([
-        {"weight": 10, "preference": {"matchExpressions": [{"key": "c", "operator": "In", "values": ["3"]}]}}]);
     let pod = with(pod(json!({})), spec);
     let base = PodInfo::from_pod(&pod).expect("pod info");
-    assert_eq!((base.variants.len(), base.required_terms), (3, 2));
-
-    // Two alternatives on different keys: every set is tried with each, the required ones first.
     let alternatives: Vec<Requirements> = vec![
-        std::iter::once(Requirement::one_of("x", ["1"])).collect(),
-        std::iter::once(Requirement::one_of("y", ["1"])).collect(),
+        std::iter::once(Requirement::one_of(ZONE, ["z1"])).collect(),
+        std::iter::once(Requirement::one_of(ZONE, ["z2"])).collect(),
     ];
     let mut info = base.clone();
     apply(&mut info, &alternatives);
-    assert_eq!((info.variants.len(), info.required_terms), (6, 4));
-    let shown: Vec<String> = info.variants.iter().map(ToString::to_string).collect();
-    assert_eq!(
-        shown,
-        [
-            "a In [1], c In [3], x In [1]",
-            "a In [1], c In [3], y In [1]",
-            "b In [2], c In [3], x In [1]",
-            "b In [2], c In [3], y In [1]",
-            "b In [2], x In [1]",
-            "b In [2], y In [1]",
-        ]
-    );
-    assert_eq!(info.topology.len(), base.topology.len());
-    // The strict requirements keep the term of each set, without the volume's.
-    let strict: Vec<String> = (0..info.variants.len())
-        .map(|v| {
-            info.strict_of(v)
-                .map(ToString::to_string)
-                .unwrap_or_default()
-        })
-        .collect();
-    assert_eq!(
-        strict,
-        ["a In [1]", "a In [1]", "b In [2]", "b In [2]", "b In [2]", "b In [2]"]
-    );
+    // The alternatives stay apart (a node takes one zone of them, not their union); the requirement sets the pod
+    // is tried with and its strict requirements are unchanged.
+    assert_eq!(info.volume_alternatives, alternatives);
+    assert_eq!(info.variants, base.variants);
+    assert_eq!(info.strict, base.strict);
+    assert_eq!(info.required_terms, base.required_terms);
 
-    // Alternatives on one key stay apart: a claim takes one zone of them, not their union.
-    let mut info = base.clone();
-    apply(
-        &mut info,
-        &[
-            std::iter::once(Requirement::one_of(ZONE, ["z1"])).collect(),
-            std::iter::once(Requirement::one_of(ZONE, ["z2"])).collect(),
-        ],
-    );
-    assert_eq!((info.variants.len(), info.required_terms), (6, 4));
-
-    // Nothing to apply, or only empty alternatives: the pod is as it was.
+    // Nothing to apply, or only empty alternatives: the pod has none.
     let mut info = base.clone();
     apply(&mut info, &[]);
+    assert!(info.volume_alternatives.is_empty());
     apply(&mut info, &[Requirements::new()]);
-    assert_eq!(info.variants, base.variants);
+    assert!(info.volume_alternatives.is_empty());
+}
+
+/// Karpenter tries a pod's volume alternatives node by node (`ExistingNode.CanAdd`, `NodeClaim.CanAdd`): a volume
+/// usable in z1 or z2 goes onto an existing node in z2 rather than a new node in z1.
+#[test]
+fn each_node_is_tried_with_each_volume_alternative() {
+    let volume = pv(
+        "vol",
+        json!([{"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["test-zone-1"]}]},
+               {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["test-zone-2"]}]}]),
+    );
+    let index = index(
+        vec![pvc("data", Some("gp3"), Some("vol"))],
+        vec![volume],
+        vec![],
+    );
+    let node: k8s_openapi::api::core::v1::Node =
+        serde_json::from_value(json!({"metadata": {"name": "z2-node", "labels": {
+            "kubernetes.io/hostname": "z2-node", ZONE: "test-zone-2", "kubernetes.io/arch": "amd64",
+            "kubernetes.io/os": "linux", "karpenter.sh/capacity-type": "on-demand"}},
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "20"}}}))
+        .expect("node");
+    let pod = with_claims(&["data"]);
+    let mut info = PodInfo::from_pod(&pod).expect("pod info");
+    apply(&mut info, &index.pending(&pod).expect("volumes"));
+    let catalog = zones_catalog();
+    let cluster = crate::scheduling::Cluster::from_objects(
+        std::slice::from_ref(&node),
+        &[],
+        &[],
+        &[] as &[Pod],
+        &catalog,
+    )
+    .expect("cluster");
+    let plan = crate::scheduling::Scheduler::new(&[nodepool()], &catalog)
+        .solve_on(std::slice::from_ref(&info), &cluster.nodes);
+    assert_eq!(plan.existing.len(), 1, "{plan:?}");
+    assert!(plan.claims.is_empty(), "{plan:?}");
 }
 
 /// "should schedule pod with PVC and TSC minDomains=3 when pods are spread across 3 zones" (topology_test.go):
