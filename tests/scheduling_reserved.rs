@@ -94,6 +94,8 @@ fn compatible_reserved_capacity_is_waited_for_rather_than_falling_back() {
     );
     assert_eq!(plan.claims[0].pods.len(), 1);
     assert_eq!(plan.unschedulable.len(), 2, "{:?}", plan.unschedulable);
+    // A deferral, not a failure: no Event, not counted as unschedulable.
+    assert!(plan.unschedulable.iter().all(|u| u.deferred));
     assert!(
         plan.unschedulable[0]
             .reason

@@ -79,6 +79,12 @@ pub struct Provisioning {
     pub scheduling_duration: HistogramFamily<ControllerLabels>,
     /// `karpenter_scheduler_queue_depth`: the pods of the batch being solved.
     pub queue_depth: Family<ControllerLabels, Gauge>,
+    /// `karpenter_scheduler_ignored_pods_count`: pending pods of the last batch refused before the solve
+    /// (unreadable requirements, invalid volumes).
+    pub ignored_pods: Gauge,
+    /// `karpenter_scheduler_unschedulable_pods_count`: pods the last solve could not place (those waiting for
+    /// reserved capacity left out, as Karpenter does).
+    pub unschedulable_pods: Family<ControllerLabels, Gauge>,
 }
 
 impl Provisioning {
@@ -88,6 +94,8 @@ impl Provisioning {
             scheduling_decision: duration_histogram(),
             scheduling_duration: Family::new_with_constructor(duration_histogram),
             queue_depth: Family::default(),
+            ignored_pods: Gauge::default(),
+            unschedulable_pods: Family::default(),
         };
         registry.register(
             "karpenter_nodeclaims_created",
@@ -108,6 +116,16 @@ impl Provisioning {
             "karpenter_scheduler_queue_depth",
             "Pods in the batch being scheduled",
             metrics.queue_depth.clone(),
+        );
+        registry.register(
+            "karpenter_scheduler_ignored_pods_count",
+            "Number of pods ignored during scheduling",
+            metrics.ignored_pods.clone(),
+        );
+        registry.register(
+            "karpenter_scheduler_unschedulable_pods_count",
+            "The number of unschedulable pods",
+            metrics.unschedulable_pods.clone(),
         );
         metrics
     }
@@ -296,6 +314,12 @@ mod tests {
             .queue_depth
             .get_or_create(&Provisioning::provisioner())
             .set(3);
+        metrics.provisioning.ignored_pods.set(1);
+        metrics
+            .provisioning
+            .unschedulable_pods
+            .get_or_create(&Provisioning::provisioner())
+            .set(2);
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &metrics.registry).expect("encodable");
         assert!(text.contains(
@@ -307,6 +331,16 @@ mod tests {
         );
         assert!(
             text.contains("karpenter_pods_scheduling_decision_duration_seconds_bucket"),
+            "{text}"
+        );
+        assert!(
+            text.contains("karpenter_scheduler_ignored_pods_count 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"karpenter_scheduler_unschedulable_pods_count{controller="provisioner"} 2"#
+            ),
             "{text}"
         );
     }

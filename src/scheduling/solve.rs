@@ -69,6 +69,20 @@ impl Choice {
 pub struct Unschedulable {
     pub pod: String,
     pub reason: String,
+    /// The pod waits for reserved capacity this solve's claims hold: its decision is deferred to the next solve,
+    /// not failed (Karpenter neither counts it as unschedulable nor publishes an Event for it).
+    pub deferred: bool,
+}
+
+impl Unschedulable {
+    /// A pod that cannot be placed, and why.
+    pub fn new(pod: impl Into<String>, reason: impl Into<String>) -> Self {
+        Unschedulable {
+            pod: pod.into(),
+            reason: reason.into(),
+            deferred: false,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -379,11 +393,15 @@ impl<'a> Scheduler<'a> {
         });
         // Pods that fail are retried after the others until a full pass places nothing (affinity ordering).
         let mut reasons: Vec<String> = vec![String::new(); pods.len()];
+        let mut deferred = vec![false; pods.len()];
         loop {
             let mut failed = Vec::new();
             for &index in &queue {
-                if let Err(reason) = solver.place(index) {
-                    reasons[index] = reason;
+                if let Err(miss) = solver.place(index) {
+                    (reasons[index], deferred[index]) = match miss {
+                        Miss::Unfit(reason) => (reason, false),
+                        Miss::Reserved(reason) => (reason, true),
+                    };
                     failed.push(index);
                 }
             }
@@ -398,6 +416,7 @@ impl<'a> Scheduler<'a> {
             .map(|index| Unschedulable {
                 pod: pods[index].key.clone(),
                 reason: std::mem::take(&mut reasons[index]),
+                deferred: deferred[index],
             })
             .collect();
         let mut claims = Vec::with_capacity(solver.claims.len());
@@ -406,10 +425,12 @@ impl<'a> Scheduler<'a> {
             match solver.finish(c, claim, pods, &mut rankings) {
                 Ok(planned) => claims.push(planned),
                 // The truncated launch list broke minValues: the claim's pods wait (Strict policy).
-                Err(reason) => unschedulable.extend(claim.pods.iter().map(|p| Unschedulable {
-                    pod: pods[*p].key.clone(),
-                    reason: reason.clone(),
-                })),
+                Err(reason) => unschedulable.extend(
+                    claim
+                        .pods
+                        .iter()
+                        .map(|p| Unschedulable::new(pods[*p].key.clone(), reason.clone())),
+                ),
             }
         }
         let existing = solver
@@ -897,10 +918,10 @@ impl<'s> Solver<'s, '_> {
     /// Tries pod `index` with the relaxation order of controller-behaviour.md §1.4: required terms in turn,
     /// then preferred pod affinity, pod anti-affinity, node affinity and `ScheduleAnyway` spread dropped one at
     /// a time, then `PreferNoSchedule` taints tolerated.
-    fn place(&mut self, index: usize) -> Result<(), String> {
+    fn place(&mut self, index: usize) -> Result<(), Miss> {
         let pod = &self.pods[index];
         if pod.variants.is_empty() {
-            return Err(String::from("the pod has no requirement set"));
+            return Err(Miss::Unfit(String::from("the pod has no requirement set")));
         }
         let count = |f: fn(Relax) -> bool| pod.topology.iter().filter(|c| f(c.relax)).count();
         let affinity = count(|r| matches!(r, Relax::PreferredAffinity(_)));
@@ -933,10 +954,10 @@ impl<'s> Solver<'s, '_> {
             match self.place_with(index, variant, relaxed, soft) {
                 Ok(()) => return Ok(()),
                 Err(Miss::Unfit(why)) => reason = why,
-                Err(Miss::Reserved(why)) => return Err(why),
+                Err(reserved @ Miss::Reserved(_)) => return Err(reserved),
             }
         }
-        Err(reason)
+        Err(Miss::Unfit(reason))
     }
 
     /// What pod `p`'s label-key constraints allow on template `t` with requirement set `variant`, or the

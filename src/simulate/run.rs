@@ -55,10 +55,7 @@ impl<'a> Simulation<'a> {
                     info.attached = volume_index.attached(pod);
                     pending.push(info);
                 }
-                Err(error) => refused.push(Unschedulable {
-                    pod: info.key,
-                    reason: error.to_string(),
-                }),
+                Err(error) => refused.push(Unschedulable::new(info.key, error.to_string())),
             }
         }
         Ok(Simulation {

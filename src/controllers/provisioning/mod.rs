@@ -171,6 +171,18 @@ async fn provision<C: CloudProvider + 'static>(
         .scheduling_duration
         .get_or_create(&Provisioning::provisioner())
         .observe(started.elapsed().as_secs_f64());
+    metrics
+        .ignored_pods
+        .set(i64::try_from(decisions.ignored).unwrap_or(i64::MAX));
+    let unschedulable = decisions
+        .unschedulable
+        .iter()
+        .filter(|u| !u.deferred)
+        .count();
+    metrics
+        .unschedulable_pods
+        .get_or_create(&Provisioning::provisioner())
+        .set(i64::try_from(unschedulable).unwrap_or(i64::MAX));
     tracing::debug!(
         pods = depth,
         of_deleting_nodes = batch.reschedulable.len(),
@@ -430,7 +442,8 @@ async fn report<C: CloudProvider + 'static>(
     for (pod, target) in &decisions.nominated {
         decide(pod, false, format!("Pod should schedule on: {target}"));
     }
-    for unschedulable in &decisions.unschedulable {
+    // A pod waiting for reserved capacity held by this batch's claims has no decision yet: no Event, as Karpenter.
+    for unschedulable in decisions.unschedulable.iter().filter(|u| !u.deferred) {
         decide(
             &unschedulable.pod,
             true,

@@ -109,6 +109,9 @@ pub struct Decisions {
     /// `(pod, target)`: pods placed onto a Node (`node/<name>`) or an in-flight NodeClaim (`nodeclaim/<name>`).
     pub nominated: Vec<(String, String)>,
     pub unschedulable: Vec<Unschedulable>,
+    /// How many of the unschedulable pods were refused before the solve (requirements that cannot be read,
+    /// invalid volumes): Karpenter's ignored pods.
+    pub ignored: usize,
     pub pool_warnings: Vec<PoolWarning>,
 }
 
@@ -258,10 +261,12 @@ pub fn decide(
                 identities.insert(info.key.clone(), claim_identity(pod));
                 pods.push(info);
             }
-            Err(reason) => decisions.unschedulable.push(Unschedulable {
-                pod: pod_key(pod),
-                reason,
-            }),
+            Err(reason) => {
+                decisions.ignored += 1;
+                decisions
+                    .unschedulable
+                    .push(Unschedulable::new(pod_key(pod), reason));
+            }
         }
     }
     let all_types = merged(catalogs);
@@ -408,9 +413,11 @@ pub fn decide(
     let unplaced: Vec<Unschedulable> = pods
         .iter()
         .filter(|p| !decided.contains(p.key.as_str()))
-        .map(|p| Unschedulable {
-            pod: p.key.clone(),
-            reason: String::from("no NodePool with a ready EC2NodeClass can launch nodes"),
+        .map(|p| {
+            Unschedulable::new(
+                p.key.clone(),
+                "no NodePool with a ready EC2NodeClass can launch nodes",
+            )
         })
         .collect();
     decisions.unschedulable.extend(unplaced);
@@ -440,12 +447,10 @@ fn refuse_over_limit(decisions: &mut Decisions, pool: &str, resource: &str, pods
     if !decisions.pool_warnings.contains(&warning) {
         decisions.pool_warnings.push(warning);
     }
-    decisions
-        .unschedulable
-        .extend(pods.into_iter().map(|pod| Unschedulable {
-            pod,
-            reason: message.clone(),
-        }));
+    decisions.unschedulable.extend(
+        pods.into_iter()
+            .map(|pod| Unschedulable::new(pod, message.clone())),
+    );
 }
 
 /// The pools a solve's reason says ran into their limits (the solve ends those reasons with `for nodepool <name>`).

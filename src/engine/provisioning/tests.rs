@@ -658,4 +658,6 @@ fn a_pod_goes_where_its_volume_is_and_one_whose_claim_is_missing_waits_with_the_
         decisions.unschedulable[0].reason,
         "getting persistent volume claim, persistentvolumeclaims \"missing\" not found"
     );
+    // Refused before the solve: one of Karpenter's ignored pods.
+    assert_eq!(decisions.ignored, 1);
 }
