@@ -94,3 +94,36 @@ fn pods_get_the_advice_annotations() {
         summary(1)
     );
 }
+
+#[test]
+fn pod_advice_follows_the_pods_volumes() {
+    // examples/volumes.yaml: the claim bound to a volume in us-east-1c, a WaitForFirstConsumer class allowing
+    // us-east-1b, and a claim that does not exist.
+    let (code, stdout, stderr) = kerf_validate(&["-f", "examples/volumes.yaml", "-o", "json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let list: serde_json::Value = serde_json::from_str(&stdout).expect("JSON list");
+    let summary = |name: &str| {
+        list["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .find(|o| o["kind"] == "Pod" && o["metadata"]["name"] == name)
+            .and_then(|o| o["metadata"]["annotations"]["kerf.sh/instance-summary"].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(
+        summary("db").ends_with("us-east-1c $0.1504/h"),
+        "{}",
+        summary("db")
+    );
+    assert!(
+        summary("worker").contains(" us-east-1b "),
+        "{}",
+        summary("worker")
+    );
+    assert_eq!(
+        summary("orphan"),
+        "no nodepool fits: default: getting persistent volume claim, persistentvolumeclaims \"reports\" not found"
+    );
+}

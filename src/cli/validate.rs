@@ -2,16 +2,18 @@
 
 use super::input::InputArgs;
 use crate::admission;
-use crate::admission::advice::advise;
+use crate::admission::advice::{advise, Incompatible};
 use crate::admission::spot::catalog_warnings;
 use crate::api::nodepool::NodePool;
 use crate::catalog::{Catalog, CatalogSettings, Pricing};
 use crate::manifest::{group_kind, Identities};
+use crate::scheduling::volumes::{self, VolumeIndex};
 use crate::scheduling::{PodInfo, Scheduler};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 #[derive(clap::Args, Debug)]
 pub struct ValidateArgs {
@@ -151,13 +153,30 @@ fn annotate_pods(objects: &mut [Value], catalog: &Catalog) -> Result<(), String>
         .filter_map(|o| serde_json::from_value(o.clone()).ok())
         .collect();
     let scheduler = Scheduler::new(&nodepools, catalog);
+    let volumes = volume_index(objects);
     for object in objects.iter_mut().filter(|o| group_kind(o) == ("", "Pod")) {
         let pod: Pod = serde_json::from_value(object.clone())
             .map_err(|e| format!("a Pod does not parse: {e}"))?;
-        let info = PodInfo::from_pod(&pod).map_err(|e| e.to_string())?;
-        let annotations = advise(&scheduler, &info)
-            .annotations()
-            .map_err(|e| e.to_string())?;
+        let mut info = PodInfo::from_pod(&pod).map_err(|e| e.to_string())?;
+        let refused = match volumes.pending(&pod) {
+            Ok(alternatives) => {
+                volumes::apply(&mut info, &alternatives);
+                None
+            }
+            Err(error) => Some(error.to_string()),
+        };
+        let mut advice = advise(&scheduler, &info);
+        // A pod its volumes keep out of the solve fits no pool, whatever its shape.
+        if let Some(reason) = refused {
+            let pools = std::mem::take(&mut advice.node_pools);
+            advice
+                .incompatible
+                .extend(pools.into_iter().map(|pool| Incompatible {
+                    node_pool: pool.name,
+                    reason: reason.clone(),
+                }));
+        }
+        let annotations = advice.annotations().map_err(|e| e.to_string())?;
         let metadata = object
             .as_object_mut()
             .map(|o| o.entry("metadata").or_insert_with(|| json!({})));
@@ -169,6 +188,29 @@ fn annotate_pods(objects: &mut [Value], catalog: &Catalog) -> Result<(), String>
         }
     }
     Ok(())
+}
+
+/// The PersistentVolumeClaims, PersistentVolumes and StorageClasses among `objects`, where pods' volumes let them
+/// go (objects that do not parse are left out: the apiserver would refuse them).
+/// A claim that names a volume among them is bound to it, as the PersistentVolume controller would bind it.
+fn volume_index(objects: &[Value]) -> VolumeIndex {
+    fn of<T: serde::de::DeserializeOwned>(objects: &[Value], kind: (&str, &str)) -> Vec<T> {
+        objects
+            .iter()
+            .filter(|o| group_kind(o) == kind)
+            .filter_map(|o| serde_json::from_value(o.clone()).ok())
+            .collect()
+    }
+    let mut claims = of(objects, ("", "PersistentVolumeClaim"));
+    let volumes = of(objects, ("", "PersistentVolume"));
+    volumes::complete_bindings(&mut claims, &volumes);
+    VolumeIndex::from_objects(
+        claims.into_iter().map(Arc::new),
+        volumes.into_iter().map(Arc::new),
+        of(objects, ("storage.k8s.io", "StorageClass"))
+            .into_iter()
+            .map(Arc::new),
+    )
 }
 
 fn print(

@@ -537,27 +537,34 @@ impl<'a> Scheduler<'a> {
         let Some(requirements) = pod.variants.last() else {
             return Vec::new();
         };
+        let volumes = with_volumes(vec![Vec::new()], pod);
         self.prepared
             .templates
             .iter()
             .enumerate()
             .map(|(t, template)| {
-                let fit = self
-                    .fresh_claim(
+                // The first of the pod's volume alternatives the pool can take.
+                let mut fit = Err(String::new());
+                for extra in &volumes {
+                    fit = self.fresh_claim(
                         t,
                         template.instance_types.clone(),
                         pod,
                         requirements,
-                        &[],
+                        extra,
                         false,
-                    )
-                    .map(|claim| {
-                        let (instance_types, cheapest) = self.count_and_cheapest(&claim);
-                        PoolFit {
-                            instance_types,
-                            cheapest,
-                        }
-                    });
+                    );
+                    if fit.is_ok() {
+                        break;
+                    }
+                }
+                let fit = fit.map(|claim| {
+                    let (instance_types, cheapest) = self.count_and_cheapest(&claim);
+                    PoolFit {
+                        instance_types,
+                        cheapest,
+                    }
+                });
                 PoolOption {
                     nodepool: template.nodepool.clone(),
                     fit,

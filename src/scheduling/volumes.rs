@@ -443,6 +443,31 @@ fn csi_driver(provisioner: &str) -> &str {
     }
 }
 
+/// Plays the PersistentVolume controller for objects written by hand (`kerf simulate`, `kerf validate`): a claim
+/// that names one of `volumes` is bound to it (`pv.kubernetes.io/bind-completed`), as it would be moments after
+/// both are applied.
+pub fn complete_bindings(claims: &mut [PersistentVolumeClaim], volumes: &[PersistentVolume]) {
+    let names: std::collections::BTreeSet<&str> = volumes
+        .iter()
+        .filter_map(|v| v.metadata.name.as_deref())
+        .collect();
+    for claim in claims {
+        let named = claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.volume_name.as_deref())
+            .is_some_and(|v| names.contains(v));
+        if named {
+            claim
+                .metadata
+                .annotations
+                .get_or_insert_with(BTreeMap::new)
+                .entry(BIND_COMPLETED_ANNOTATION.to_owned())
+                .or_insert_with(|| "yes".to_owned());
+        }
+    }
+}
+
 /// Whether `pod` mounts a PersistentVolumeClaim or a generic ephemeral volume: the only volumes with a topology.
 pub fn uses_claims(pod: &Pod) -> bool {
     volumes_of(pod).any(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some())

@@ -11,7 +11,7 @@ use crate::api::nodepool::NodePool;
 use crate::api::validation::{ErrorKind, FieldError, FieldPath, Invalid};
 use crate::engine::FeatureGates;
 use crate::manifest::{group_kind, parse_documents, Document, Identities, Limits, ManifestError};
-use crate::scheduling::volumes::{VolumeIndex, BIND_COMPLETED_ANNOTATION};
+use crate::scheduling::volumes::{self, VolumeIndex};
 use crate::scheduling::Policies;
 use crate::scheduling::{ClusterError, PodError};
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -326,7 +326,10 @@ pub fn from_documents(
     if !invalid.is_empty() {
         return Err(ScenarioError::Invalid(invalid));
     }
-    complete_bindings(&mut scenario);
+    volumes::complete_bindings(
+        &mut scenario.persistent_volume_claims,
+        &scenario.persistent_volumes,
+    );
     scenario.timeline = Timeline::from_settings(&scenario.settings, limits)
         .map_err(|e| ScenarioError::Timeline(e.to_string()))?;
     if let Some(timeline) = &scenario.timeline {
@@ -344,30 +347,6 @@ impl Scenario {
             self.storage_classes.iter().cloned().map(Arc::new),
         )
         .with_csi_nodes(self.csi_nodes.iter().cloned().map(Arc::new))
-    }
-}
-
-/// Plays the PersistentVolume controller: a claim that names a volume the scenario holds is bound.
-fn complete_bindings(scenario: &mut Scenario) {
-    let volumes: BTreeSet<&str> = scenario
-        .persistent_volumes
-        .iter()
-        .filter_map(|v| v.metadata.name.as_deref())
-        .collect();
-    for claim in &mut scenario.persistent_volume_claims {
-        let named = claim
-            .spec
-            .as_ref()
-            .and_then(|s| s.volume_name.as_deref())
-            .is_some_and(|v| volumes.contains(&v));
-        if named {
-            claim
-                .metadata
-                .annotations
-                .get_or_insert_with(BTreeMap::new)
-                .entry(BIND_COMPLETED_ANNOTATION.to_owned())
-                .or_insert_with(|| "yes".to_owned());
-        }
     }
 }
 
