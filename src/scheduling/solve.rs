@@ -1138,7 +1138,13 @@ impl<'s> Solver<'s, '_> {
                     continue;
                 };
                 // A claim that would break its reservations (or find them all taken) is passed by.
-                let Ok(held) = self.reservable(Some(c), &fit) else {
+                // The pod leaves the claim's requirements and types as they are where `fit` has none.
+                let held = self.reservable(
+                    Some(c),
+                    fit.0.as_ref().unwrap_or(&claim.requirements),
+                    fit.1.as_deref().unwrap_or(&claim.instance_types),
+                );
+                let Ok(held) = held else {
                     continue;
                 };
                 placed = Some((c, fit, held));
@@ -1190,25 +1196,17 @@ impl<'s> Solver<'s, '_> {
         Err(Miss::Unfit(reasons.join("; ")))
     }
 
-    /// The reservations claim `claim` (`None` for a new one) would hold after taking a pod that leaves it `fit`
-    /// (its requirements and types, each `None` when unchanged); `None` when the catalog has no reservation.
+    /// The reservations claim `claim` (`None` for a new one) would hold with `requirements` and `types` after
+    /// taking a pod; `None` when the catalog has no reservation.
     fn reservable(
         &self,
         claim: Option<usize>,
-        fit: &(Option<Requirements>, Option<Vec<usize>>),
+        requirements: &Requirements,
+        types: &[usize],
     ) -> Result<Option<std::collections::BTreeSet<String>>, &'static str> {
         if self.reservations.is_empty() {
             return Ok(None);
         }
-        let current = claim.map(|c| &self.claims[c]);
-        let (Some(requirements), Some(types)) = (
-            fit.0.as_ref().or(current.map(|c| &c.requirements)),
-            fit.1
-                .as_deref()
-                .or(current.map(|c| c.instance_types.as_slice())),
-        ) else {
-            return Ok(None);
-        };
         self.reservations
             .reservable(
                 self.scheduler.reserved,
@@ -1364,11 +1362,7 @@ impl<'s> Solver<'s, '_> {
                 .fresh_claim(t, instance_types.clone(), pod, requirements, extra, soft)
                 .map_err(Miss::Unfit);
             if let Ok(claim) = &result {
-                let fit = (
-                    Some(claim.requirements.clone()),
-                    Some(claim.instance_types.clone()),
-                );
-                match self.reservable(None, &fit) {
+                match self.reservable(None, &claim.requirements, &claim.instance_types) {
                     Ok(ids) => {
                         held = ids;
                         break;

@@ -126,13 +126,10 @@ impl NodeFilter {
             terms
                 .iter()
                 .any(|term| requirements.is_compatible(term, allow))
-        }) && self
-            .tolerations
-            .as_ref()
-            .is_none_or(|tolerations| untolerated(tolerations, taints, true).is_none())
+        }) && self.admits_taints(taints)
     }
 
-    /// Whether a domain that nodes with `taints` offer counts for a pod with this filter.
+    /// Whether nodes with `taints` (or the domains they offer) count for a pod with this filter.
     fn admits_taints(&self, taints: &[Taint]) -> bool {
         self.tolerations
             .as_ref()
