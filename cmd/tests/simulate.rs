@@ -17,8 +17,9 @@ fn example(name: &str) -> Scenario {
 
 fn simulate(example_name: &str, catalog: &Catalog) -> Report {
     let scenario = example(example_name);
-    let simulation = Simulation::new(&scenario, catalog).expect("simulation");
-    simulation.report(&simulation.solve(), 0.0)
+    let simulation =
+        Simulation::new(&scenario, std::sync::Arc::new(catalog.clone())).expect("simulation");
+    simulation.report(&simulation.solve().expect("decide"), 0.0)
 }
 
 #[test]
@@ -291,8 +292,8 @@ spec:
     )
     .expect("valid scenario");
     let catalog = catalog();
-    let simulation = Simulation::new(&scenario, &catalog).expect("simulation");
-    let report = simulation.report(&simulation.solve(), 0.0);
+    let simulation = Simulation::new(&scenario, std::sync::Arc::new(catalog)).expect("simulation");
+    let report = simulation.report(&simulation.solve().expect("decide"), 0.0);
     let reasons: Vec<(&str, &str)> = report
         .unschedulable
         .iter()
@@ -373,8 +374,9 @@ fn large_scenarios_show_progress_on_stderr_and_small_ones_stay_quiet() {
 /// A timeline example's JSON report, as `kerf simulate -o json` prints it.
 fn timeline_json(example_name: &str, catalog: &Catalog) -> String {
     let scenario = example(example_name);
-    let simulation = Simulation::new(&scenario, catalog).expect("simulation");
-    let mut report = simulation.report(&simulation.solve(), 0.0);
+    let simulation =
+        Simulation::new(&scenario, std::sync::Arc::new(catalog.clone())).expect("simulation");
+    let mut report = simulation.report(&simulation.solve().expect("decide"), 0.0);
     report.summary.solve_seconds = None;
     let timeline = scenario.timeline.as_ref().expect("a timeline example");
     report.timeline = Some(

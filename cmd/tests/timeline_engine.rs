@@ -311,14 +311,16 @@ spec:
 fn solve_once(spec: &str, docs: &[&str]) -> (Option<String>, usize) {
     let scenario = scenario(spec, docs);
     let catalog = catalog();
-    let simulation = kerf::simulate::Simulation::new(&scenario, &catalog).expect("simulation");
-    let plan = simulation.solve();
+    let simulation = kerf::simulate::Simulation::new(&scenario, std::sync::Arc::new(catalog))
+        .expect("simulation");
+    let decisions = simulation.solve().expect("decide");
     (
-        plan.claims
+        decisions
+            .claims
             .first()
-            .and_then(|c| c.cheapest.as_ref())
+            .and_then(|c| c.choice.as_ref())
             .map(|c| c.instance_type.clone()),
-        plan.unschedulable.len(),
+        decisions.unschedulable.len(),
     )
 }
 

@@ -9,6 +9,7 @@ use crate::simulate::{
 use k8s_openapi::jiff::SignedDuration;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 #[derive(clap::Args, Debug)]
@@ -139,25 +140,27 @@ fn simulate(args: &SimulateArgs, stderr: &mut impl Write) -> Result<Report, (u8,
     let gates = settings
         .feature_gates()
         .map_err(|e| (INVALID, format!("{name}: {e}")))?;
-    let catalog = if gates.reserved_capacity {
+    let catalog = Arc::new(if gates.reserved_capacity {
         catalog
     } else {
         catalog.without_reserved_capacity()
-    };
-    let simulation =
-        Simulation::new(&scenario, &catalog).map_err(|e| (INVALID, format!("{name}: {e}")))?;
+    });
+    let simulation = Simulation::new(&scenario, catalog.clone())
+        .map_err(|e| (INVALID, format!("{name}: {e}")))?;
     let pending = simulation.pending_pods();
     let progress = pending >= PROGRESS_PODS;
     if progress {
         let _ = writeln!(stderr, "simulating {pending} pending pods…");
     }
     let started = Instant::now();
-    let plan = simulation.solve();
+    let decisions = simulation
+        .solve()
+        .map_err(|e| (INVALID, format!("{name}: {e}")))?;
     let seconds = started.elapsed().as_secs_f64();
     if progress {
         let _ = writeln!(stderr, "solved {pending} pods in {seconds:.2} s");
     }
-    let mut report = simulation.report(&plan, seconds);
+    let mut report = simulation.report(&decisions, seconds);
     if let Some(timeline) = &scenario.timeline {
         let run = TimelineRun::new(&scenario, timeline, &catalog)
             .and_then(TimelineRun::run)

@@ -1,8 +1,11 @@
 //! The simulation's report: what to launch, where each pod goes, what it costs, and what cannot be placed.
 
 use super::timeline_report::TimelineReport;
-use crate::scheduling::Plan;
+use crate::catalog::Catalog;
+use crate::engine::launch::launched_labels;
+use crate::engine::provisioning::plan::Decisions;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -44,6 +47,9 @@ pub struct ClaimReport {
     pub zone: Option<String>,
     pub price_per_hour: Option<f64>,
     pub pods: Vec<String>,
+    /// The labels the node will carry: the NodeClaim's (its pool's template labels and single-valued
+    /// requirements), then the launched instance's (its type's labels, zone, capacity type).
+    pub labels: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -59,29 +65,40 @@ pub struct UnschedulableReport {
 }
 
 impl Report {
-    pub fn new(pods: usize, plan: &Plan, solve_seconds: f64) -> Self {
-        let node_claims: Vec<ClaimReport> = plan
+    /// The report of a provisioning decision for `pods` pending pods over `catalog`.
+    pub fn new(pods: usize, decisions: &Decisions, catalog: &Catalog, solve_seconds: f64) -> Self {
+        let node_claims: Vec<ClaimReport> = decisions
             .claims
             .iter()
             .enumerate()
-            .map(|(i, claim)| ClaimReport {
-                name: format!("{}-{}", claim.nodepool, i + 1),
-                node_pool: claim.nodepool.clone(),
-                instance_type: claim.cheapest.as_ref().map(|c| c.instance_type.clone()),
-                capacity_type: claim
-                    .cheapest
-                    .as_ref()
-                    .map(|c| c.capacity_type.as_str().to_owned()),
-                zone: claim.cheapest.as_ref().map(|c| c.zone.clone()),
-                price_per_hour: claim.cheapest.as_ref().and_then(|c| c.price),
-                pods: claim.pods.clone(),
+            .map(|(i, claim)| {
+                let choice = claim.choice.as_ref();
+                let mut labels = claim.node_claim.metadata.labels.clone().unwrap_or_default();
+                if let Some(c) = choice {
+                    labels.extend(launched_labels(
+                        catalog.get(&c.instance_type),
+                        &c.instance_type,
+                        &c.zone,
+                        c.capacity_type,
+                    ));
+                }
+                ClaimReport {
+                    name: format!("{}-{}", claim.nodepool, i + 1),
+                    node_pool: claim.nodepool.clone(),
+                    instance_type: choice.map(|c| c.instance_type.clone()),
+                    capacity_type: choice.map(|c| c.capacity_type.as_str().to_owned()),
+                    zone: choice.map(|c| c.zone.clone()),
+                    price_per_hour: choice.and_then(|c| c.price),
+                    pods: claim.pods.clone(),
+                    labels,
+                }
             })
             .collect();
         let cost_per_hour = node_claims
             .iter()
             .map(|c| c.price_per_hour)
             .sum::<Option<f64>>();
-        let unschedulable: Vec<UnschedulableReport> = plan
+        let unschedulable: Vec<UnschedulableReport> = decisions
             .unschedulable
             .iter()
             .map(|u| UnschedulableReport {
@@ -89,12 +106,12 @@ impl Report {
                 reason: u.reason.clone(),
             })
             .collect();
-        let existing_nodes = plan
-            .existing
-            .iter()
-            .map(|n| NodeReport {
-                name: n.node.clone(),
-                pods: n.pods.clone(),
+        let existing_nodes = decisions
+            .nominated_nodes()
+            .into_iter()
+            .map(|(node, pods)| NodeReport {
+                name: node.to_owned(),
+                pods: pods.into_iter().map(str::to_owned).collect(),
             })
             .collect();
         Report {
