@@ -138,6 +138,13 @@ fn yes() -> bool {
 pub(super) fn parse(text: &str) -> Result<Vec<InstanceType>, CatalogError> {
     let file: InstanceTypesFile = from_json(DOCUMENT, text)?;
     let mut names = BTreeSet::new();
+    // A label some type carries is one the others do not have (`DoesNotExist`), as the embedded catalog says
+    // of its GPU labels: a pod selecting it must not land on a type without it.
+    let keys: BTreeSet<String> = file
+        .instance_types
+        .iter()
+        .flat_map(|entry| entry.labels.keys().cloned())
+        .collect();
     file.instance_types
         .into_iter()
         .map(|entry| {
@@ -147,7 +154,17 @@ pub(super) fn parse(text: &str) -> Result<Vec<InstanceType>, CatalogError> {
                     reason: "is described twice; instance type names must be unique".to_owned(),
                 });
             }
-            instance_type(entry)
+            let absent: Vec<&String> = keys
+                .iter()
+                .filter(|k| !entry.labels.contains_key(*k))
+                .collect();
+            let mut it = instance_type(entry)?;
+            it.requirements.extend(
+                absent
+                    .into_iter()
+                    .map(|key| Requirement::one_of(key.as_str(), std::iter::empty::<&str>())),
+            );
+            Ok(it)
         })
         .collect()
 }

@@ -81,4 +81,13 @@ impl Catalog {
     pub fn get(&self, name: &str) -> Option<&InstanceType> {
         self.instance_types.iter().find(|it| it.name == name)
     }
+
+    /// Every label key some instance type defines. A NodePool need not name them for pods to select them: as
+    /// Karpenter's well-known labels, the instance types give their values.
+    pub fn label_keys(&self) -> std::collections::BTreeSet<&str> {
+        self.instance_types
+            .iter()
+            .flat_map(|it| it.requirements.iter().map(|r| r.key()))
+            .collect()
+    }
 }

@@ -59,6 +59,6 @@ pub use lifetime::{
     DEFAULT_CONSOLIDATE_AFTER, DEFAULT_EXPIRE_AFTER,
 };
 pub use methods::{decide, validate, MAX_CANDIDATES, SPOT_TO_SPOT_TYPES};
-pub use pdb::{is_evictable, pdb_block, PdbBlock, DISRUPTED_TAINT};
+pub use pdb::{fully_blocked, is_evictable, pdb_block, PdbBlock, DISRUPTED_TAINT};
 pub use pods::{is_daemonset_pod, is_mirror_pod, is_reschedulable};
 pub use window::{Transition, Window};

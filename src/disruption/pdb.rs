@@ -7,6 +7,7 @@ use super::pods::{is_active, is_mirror_pod, pod_key};
 use k8s_openapi::api::core::v1::{Pod, Toleration};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use std::collections::BTreeMap;
 
@@ -43,14 +44,46 @@ pub fn is_evictable(pod: &Pod, now: Timestamp) -> bool {
         && !pod_do_not_disrupt(pod, now).is_active()
 }
 
-fn block_of(pod: &Pod, pdbs: &[PodDisruptionBudget]) -> Option<PdbBlock> {
+/// Whether PDBs will never let `pod` be evicted however long the drain waits: two or more match it, or one
+/// that is written to allow no disruption at all (`maxUnavailable: 0` or `0%`, `minAvailable: 100%`). A new
+/// node would not help such a pod of a leaving node, so provisioning leaves it be (Karpenter's
+/// `IsCurrentlyReschedulable`).
+pub fn fully_blocked(pod: &Pod, pdbs: &[PodDisruptionBudget], now: Timestamp) -> bool {
+    if !is_evictable(pod, now) {
+        return false;
+    }
+    let matching = matching(pod, pdbs);
+    if matching.len() > 1 {
+        return true;
+    }
+    matching.first().is_some_and(|pdb| {
+        let Some(spec) = pdb.spec.as_ref() else {
+            return false;
+        };
+        let always_allow_unhealthy =
+            spec.unhealthy_pod_eviction_policy.as_deref() == Some("AlwaysAllow");
+        if always_allow_unhealthy && is_not_ready(pod) {
+            return false;
+        }
+        let max_unavailable = spec.max_unavailable.as_ref();
+        matches!(max_unavailable, Some(IntOrString::Int(0)))
+            || matches!(max_unavailable, Some(IntOrString::String(s)) if s == "0%")
+            || matches!(spec.min_available.as_ref(), Some(IntOrString::String(s)) if s == "100%")
+    })
+}
+
+/// The PDBs of `pod`'s namespace that select it.
+fn matching<'p>(pod: &Pod, pdbs: &'p [PodDisruptionBudget]) -> Vec<&'p PodDisruptionBudget> {
     let empty = BTreeMap::new();
     let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
-    let matching: Vec<&PodDisruptionBudget> = pdbs
-        .iter()
+    pdbs.iter()
         .filter(|pdb| pdb.metadata.namespace == pod.metadata.namespace)
         .filter(|pdb| selects(pdb.spec.as_ref().and_then(|s| s.selector.as_ref()), labels))
-        .collect();
+        .collect()
+}
+
+fn block_of(pod: &Pod, pdbs: &[PodDisruptionBudget]) -> Option<PdbBlock> {
+    let matching = matching(pod, pdbs);
     let name = |pdb: &PodDisruptionBudget| {
         format!(
             "{}/{}",
@@ -83,6 +116,14 @@ fn block_of(pod: &Pod, pdbs: &[PodDisruptionBudget]) -> Option<PdbBlock> {
         pod: pod_key(pod),
         pdb: name(pdb),
     })
+}
+
+/// A pod whose `Ready` condition is `False` (Karpenter's test for an unhealthy pod under `AlwaysAllow`).
+fn is_not_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "False"))
 }
 
 fn is_ready(pod: &Pod) -> bool {

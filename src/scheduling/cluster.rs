@@ -11,7 +11,9 @@ use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::{Taint, TaintEffect};
 use crate::api::requirements::{RequirementError, RequirementTerm, Requirements};
-use crate::catalog::{Catalog, CatalogError, InstanceType, Resources};
+use crate::catalog::{
+    Catalog, CatalogError, InstanceType, Resources, CPU, EPHEMERAL_STORAGE, MEMORY, PODS,
+};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -335,6 +337,26 @@ fn from_node(node: &Node, claim: Option<&NodeClaim>) -> Result<ExistingNode, Clu
             .get(labels::NODE_INITIALIZED)
             .map(String::as_str)
             == Some("true");
+    let (mut capacity, mut allocatable) = (capacity, allocatable);
+    if !initialized {
+        // A kubelet that has just registered reports some resources (extended ones especially) as zero until
+        // its device plugins start: until then the claim's figures stand in for them, as in Karpenter's state.
+        if let Some(status) = claim.and_then(|c| c.status.as_ref()) {
+            let claim_object = format!("NodeClaim of {object}");
+            if let Some(list) = &status.capacity {
+                fill_missing(
+                    &mut capacity,
+                    &claim_resources(&claim_object, "capacity", list)?,
+                );
+            }
+            if let Some(list) = &status.allocatable {
+                fill_missing(
+                    &mut allocatable,
+                    &claim_resources(&claim_object, "allocatable", list)?,
+                );
+            }
+        }
+    }
     let taints = node
         .spec
         .as_ref()
@@ -382,6 +404,41 @@ fn from_node(node: &Node, claim: Option<&NodeClaim>) -> Result<ExistingNode, Clu
     })
 }
 
+/// A NodeClaim status's resource list (quantities written as strings or integers).
+fn claim_resources(
+    object: &str,
+    resource: &'static str,
+    list: &BTreeMap<String, IntOrString>,
+) -> Result<Resources, ClusterError> {
+    parse_resources(
+        object,
+        resource,
+        list.iter().map(|(k, v)| {
+            let text = match v {
+                IntOrString::Int(n) => n.to_string(),
+                IntOrString::String(s) => s.clone(),
+            };
+            (k.clone(), text)
+        }),
+    )
+}
+
+/// `into`'s zero resources taken from `from`.
+fn fill_missing(into: &mut Resources, from: &Resources) {
+    let core = [
+        (CPU, from.cpu),
+        (MEMORY, from.memory),
+        (PODS, from.pods),
+        (EPHEMERAL_STORAGE, from.ephemeral_storage),
+    ];
+    let extended = from.extended.iter().map(|(k, v)| (k.as_str(), *v));
+    for (name, amount) in core.into_iter().chain(extended) {
+        if into.get(name) == 0 && amount != 0 {
+            into.set(name, amount);
+        }
+    }
+}
+
 /// An in-flight NodeClaim as a node: its labels and requirements, and the resources of its instance type (from
 /// its status once launched, else the smallest type its requirements allow).
 fn from_nodeclaim(claim: &NodeClaim, catalog: &Catalog) -> Result<ExistingNode, ClusterError> {
@@ -415,20 +472,10 @@ fn from_nodeclaim(claim: &NodeClaim, catalog: &Catalog) -> Result<ExistingNode, 
     let resources = |resource: &'static str,
                      list: Option<&BTreeMap<String, IntOrString>>,
                      fallback: Resources| {
-        let Some(list) = list else {
-            return Ok(fallback);
-        };
-        parse_resources(
-            &object,
-            resource,
-            list.iter().map(|(k, v)| {
-                let text = match v {
-                    IntOrString::Int(n) => n.to_string(),
-                    IntOrString::String(s) => s.clone(),
-                };
-                (k.clone(), text)
-            }),
-        )
+        match list {
+            Some(list) => claim_resources(&object, resource, list),
+            None => Ok(fallback),
+        }
     };
     let capacity = resources(
         "capacity",

@@ -6,8 +6,9 @@ use super::cluster::DaemonSetPod;
 use super::pod::{HostPort, PodInfo};
 use super::taints::untolerated;
 use super::template::Template;
+use crate::api::labels;
 use crate::api::nodepool::Taint;
-use crate::api::requirements::{AllowUndefined, Requirements};
+use crate::api::requirements::{AllowUndefined, Requirement, Requirements};
 use crate::catalog::{Catalog, Resources};
 use std::collections::BTreeMap;
 
@@ -36,6 +37,7 @@ impl DaemonGroups {
         daemonsets: &[DaemonSetPod],
         catalog: &Catalog,
         allocatable: &[Resources],
+        allow: &AllowUndefined,
     ) -> Self {
         let mut groups = vec![DaemonGroup::default()];
         let mut group = vec![0; allocatable.len()];
@@ -45,14 +47,19 @@ impl DaemonGroups {
             .filter(|pod| untolerated(&pod.tolerations, &template.taints, false).is_none())
             .collect();
         if !tolerating.is_empty() {
-            let well_known = AllowUndefined::well_known_labels();
+            // A launched node is registered and initialized by the time its DaemonSet pods run: DaemonSets that
+            // select those labels count, as Karpenter's template adds them for this check alone.
+            let mut template_requirements = template.requirements.clone();
+            for key in [labels::NODE_REGISTERED, labels::NODE_INITIALIZED] {
+                template_requirements.add(Requirement::one_of(key, ["true"]));
+            }
             let mut ids: BTreeMap<Vec<usize>, usize> = BTreeMap::from([(Vec::new(), 0)]);
             for &i in &template.instance_types {
                 let it = &catalog.instance_types[i];
                 let members: Vec<usize> = (0..tolerating.len())
                     .filter(|d| {
                         tolerating[*d].variants.iter().any(|v| {
-                            template.requirements.is_compatible(v, well_known)
+                            template_requirements.is_compatible(v, allow)
                                 && it.requirements.has_intersection(v)
                         })
                     })

@@ -183,6 +183,9 @@ pub struct Prepared {
     names: Vec<TypeName>,
     /// The catalog's capacity reservations, none taken yet.
     reservations: Reservations,
+    /// The label keys a NodePool template or an in-flight claim leaves open: the well-known labels and those
+    /// the catalog's instance types define (Karpenter's providers register their types' labels as well-known).
+    allow: AllowUndefined,
 }
 
 /// What one NodePool offers a pod: the instance types that fit it, or why none does.
@@ -247,9 +250,15 @@ impl Prepared {
                 .iter()
                 .any(|taint| taint.effect == TaintEffect::PreferNoSchedule)
         });
+        let allow = AllowUndefined::from_keys(
+            labels::well_known_labels()
+                .iter()
+                .map(String::as_str)
+                .chain(catalog.label_keys()),
+        );
         let daemons = templates
             .iter()
-            .map(|t| DaemonGroups::new(t, daemonsets, catalog, &allocatable))
+            .map(|t| DaemonGroups::new(t, daemonsets, catalog, &allocatable, &allow))
             .collect();
         Prepared {
             templates,
@@ -259,6 +268,7 @@ impl Prepared {
             daemons,
             offering_bits: OfferingBits::new(catalog),
             reservations: Reservations::new(catalog),
+            allow,
             names: catalog
                 .instance_types
                 .iter()
@@ -354,13 +364,18 @@ impl<'a> Scheduler<'a> {
         for (k, key) in domains.keys.iter().enumerate() {
             let offered = universe.offered.entry(key.clone()).or_default();
             for (t, template) in self.prepared.templates.iter().enumerate() {
-                if template.unusable.is_none() {
-                    offered.extend(
-                        domains.per_template[t][k]
-                            .iter()
-                            .map(|d| (d.as_str(), template.taints.as_slice())),
-                    );
-                }
+                offered.extend(
+                    domains.per_template[t][k]
+                        .iter()
+                        .map(|d| (d.as_str(), template.taints.as_slice())),
+                );
+                // Types the pool's limits keep it from launching still give it domains (Karpenter counts every
+                // type of every ready pool); they are no domain a new claim could take, so only here.
+                offered.extend(
+                    domains.over_limits[t][k]
+                        .iter()
+                        .map(|d| (d.as_str(), template.taints.as_slice())),
+                );
             }
         }
         universe.nodes = nodes
@@ -471,6 +486,26 @@ impl<'a> Scheduler<'a> {
                     .collect()
             })
             .collect::<Vec<Vec<Vec<String>>>>();
+        let over_limits = self
+            .prepared
+            .templates
+            .iter()
+            .zip(&per_template)
+            .map(|(template, theirs)| {
+                keys.iter()
+                    .zip(theirs)
+                    .map(|(key, usable)| {
+                        if template.over_limits.is_empty() {
+                            return Vec::new();
+                        }
+                        self.types_domains(template, &template.over_limits, key)
+                            .into_iter()
+                            .filter(|d| !usable.contains(d))
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect();
         let nodes = keys
             .iter()
             .enumerate()
@@ -490,15 +525,16 @@ impl<'a> Scheduler<'a> {
         SolveDomains {
             keys,
             per_template,
+            over_limits,
             nodes,
         }
     }
 
     /// An existing node at the start of the solve: its room is what is allocatable minus its pods' requests and
     /// minus the DaemonSets that would run there but do not yet (controller-behaviour.md §1.3).
-    fn node_state<'n>(&self, node: &'n ExistingNode) -> NodeState<'n> {
+    fn node_state<'n>(&'n self, node: &'n ExistingNode) -> NodeState<'n> {
         let allow = if node.in_flight {
-            AllowUndefined::well_known_labels()
+            &self.prepared.allow
         } else {
             &DEFINED_ONLY
         };
@@ -623,13 +659,43 @@ impl<'a> Scheduler<'a> {
             _ => {}
         }
         let template = &self.prepared.templates[t];
+        self.types_domains(template, &template.instance_types, key)
+    }
+
+    /// The values `template` with the catalog `types` offers on `key`.
+    fn types_domains(
+        &self,
+        template: &Template,
+        types: &[usize],
+        key: &TopologyKey,
+    ) -> Vec<String> {
+        let offering_key = match key.label() {
+            labels::ZONE => Some(true),
+            labels::CAPACITY_TYPE => Some(false),
+            _ => None,
+        };
+        if let Some(zone) = offering_key {
+            let values: std::collections::BTreeSet<&str> = types
+                .iter()
+                .flat_map(|i| &self.catalog.instance_types[*i].offerings)
+                .filter(|o| allows(&template.requirements, o))
+                .map(|o| {
+                    if zone {
+                        o.zone.as_str()
+                    } else {
+                        o.capacity_type.as_str()
+                    }
+                })
+                .collect();
+            return values.into_iter().map(str::to_owned).collect();
+        }
         let theirs = template.requirements.get(key.label());
         let mut values: std::collections::BTreeSet<&str> = theirs
             .and_then(|r| r.values())
             .into_iter()
             .flat_map(|v| v.iter().map(String::as_str))
             .collect();
-        for i in &template.instance_types {
+        for i in types {
             let it = &self.catalog.instance_types[*i];
             for v in it
                 .requirements
@@ -670,8 +736,21 @@ impl<'a> Scheduler<'a> {
         let merged = if narrowed {
             claim
                 .requirements
-                .compatible(requirements, AllowUndefined::well_known_labels())
+                .compatible(requirements, &self.prepared.allow)
                 .map_err(|why| format!("incompatible requirements, {why}"))?;
+            // A volume's topology may name a key nothing defines (a CSI driver's own zone label): no node this
+            // pool launches would carry it, as Karpenter's volume-alternative compatibility check says.
+            if let Some(r) = extra.iter().find(|r| {
+                !r.allows_absent()
+                    && claim.requirements.get(r.key()).is_none()
+                    && requirements.get(r.key()).is_none()
+                    && !self.prepared.allow.allows(r.key())
+            }) {
+                return Err(format!(
+                    "incompatible requirements, label {:?} does not have known values",
+                    r.key()
+                ));
+            }
             let mut merged = claim.requirements.clone();
             merged.add_all(requirements);
             for r in extra {
@@ -813,6 +892,8 @@ struct SolveDomains {
     keys: Vec<TopologyKey>,
     /// Per template, per key: the domains it offers.
     per_template: Vec<Vec<Vec<String>>>,
+    /// Per template and key: the further domains of the types only its limits rule out (spread counts them).
+    over_limits: Vec<Vec<Vec<String>>>,
     /// Per key: the domains of every template and existing node, which a pod on an existing node may take.
     nodes: Vec<Vec<String>>,
 }
@@ -863,7 +944,7 @@ static DEFINED_ONLY: AllowUndefined = AllowUndefined::NONE;
 struct NodeState<'n> {
     node: &'n ExistingNode,
     /// Which labels the node may still get (an in-flight claim's well-known labels).
-    allow: &'static AllowUndefined,
+    allow: &'n AllowUndefined,
     /// What is left for pods: allocatable minus bound pods, missing DaemonSets and pods placed by this solve.
     room: Resources,
     /// Host ports taken by its pods and DaemonSets.
@@ -1074,7 +1155,7 @@ impl<'s> Solver<'s, '_> {
             return Ok(());
         }
         let hosts = self.nodes.len();
-        let well_known = AllowUndefined::well_known_labels();
+        let well_known = &self.scheduler.prepared.allow;
         // Per template, computed on first use.
         let mut narrowings: Vec<Option<TemplateNarrowings<'s>>> = vec![None; self.templates.len()];
         // Claims planned earlier, fewest pods first (then oldest). A hostname-spread or anti-affinity pod that
@@ -1286,7 +1367,7 @@ impl<'s> Solver<'s, '_> {
         let host = Host {
             requirements,
             taints: &self.templates[claim.template].taints,
-            allow: AllowUndefined::well_known_labels(),
+            allow: &self.scheduler.prepared.allow,
         };
         let values = |key: &TopologyKey| {
             domains

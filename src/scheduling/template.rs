@@ -18,6 +18,9 @@ pub struct Template {
     pub taints: Vec<Taint>,
     /// Indices into the catalog of the types this pool may launch, cheapest compatible offering first.
     pub instance_types: Vec<usize>,
+    /// Indices of the types the pool would launch but for its limits: still topology domains the pool offers
+    /// (Karpenter counts every type of a pool there, limits or not).
+    pub over_limits: Vec<usize>,
     /// What is left of `spec.limits` (none when unlimited).
     pub remaining: Option<Limits>,
     /// Why the pool can launch nothing, when `instance_types` is empty.
@@ -54,19 +57,25 @@ impl Template {
         }
         requirements.add(Requirement::one_of(labels::NODEPOOL, [name.clone()]));
         let remaining = pool_limits(pool);
+        let mut over_limits = Vec::new();
         let mut instance_types: Vec<(usize, f64)> = catalog
             .instance_types
             .iter()
             .enumerate()
-            .filter(|(_, it)| requirements.has_intersection(&it.requirements))
             .filter(|(i, it)| {
-                allocatable[*i].pods > 0
-                    && remaining
-                        .as_ref()
-                        .is_none_or(|left| left.admits(&it.capacity))
+                allocatable[*i].pods > 0 && requirements.has_intersection(&it.requirements)
             })
             .filter_map(|(i, it)| {
                 cheapest_offering(it, &requirements).map(|o| (i, o.price.unwrap_or(f64::INFINITY)))
+            })
+            .filter(|(i, _)| {
+                let admitted = remaining
+                    .as_ref()
+                    .is_none_or(|left| left.admits(&catalog.instance_types[*i].capacity));
+                if !admitted {
+                    over_limits.push(*i);
+                }
+                admitted
             })
             .collect();
         // Cheapest first; unknown prices last; the name breaks ties so the order is deterministic.
@@ -81,7 +90,7 @@ impl Template {
             if remaining.is_some() {
                 format!("all available instance types exceed limits for nodepool {name}")
             } else {
-                format!("no instance type matches the requirements of nodepool {name}")
+                format!("nodepool requirements filtered out all available instance types for nodepool {name}")
             }
         });
         Ok(Template {
@@ -91,6 +100,7 @@ impl Template {
             requirements,
             taints: tspec.taints.clone().unwrap_or_default(),
             instance_types: instance_types.into_iter().map(|(i, _)| i).collect(),
+            over_limits,
             remaining,
             unusable,
         })

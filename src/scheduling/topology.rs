@@ -872,7 +872,16 @@ impl Topology {
                 }
                 ConstraintKind::Affinity => {
                     single = true;
-                    if !(g.matching.total == 0 && o.self_match) {
+                    // A pod that selects itself starts a domain when no pod it matches is in a domain it may
+                    // take (none at all, or only where its own requirements rule out), as Karpenter's
+                    // `nextDomainAffinity` bootstraps.
+                    let bootstrap = o.self_match
+                        && !g
+                            .matching
+                            .values
+                            .iter()
+                            .any(|(d, n)| *n > 0 && domains.strict.is_none_or(|r| r.has(d)));
+                    if !bootstrap {
                         allowed.retain(|d| g.matching.value(d) > 0);
                     }
                 }

@@ -3,12 +3,14 @@
 //! ([`plan::decide`]), so a pod is refused, nominated or given a NodeClaim here exactly as the controller
 //! would; the golden tests share it.
 
+use super::events::DEFAULT_START;
 use super::report::Report;
 use super::scenario::{Scenario, ScenarioError};
 use crate::catalog::Catalog;
 use crate::disruption::is_daemonset_pod;
 use crate::engine::provisioning::plan::{self, Decisions, Preparations, Snapshot};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -18,6 +20,8 @@ pub struct Simulation {
     /// Every class a pool names, each with the scenario's catalog.
     catalogs: BTreeMap<String, Arc<Catalog>>,
     seed: Option<u64>,
+    /// The scenario's start (a `do-not-disrupt` duration on a leaving node's pod is read against it).
+    now: Timestamp,
 }
 
 impl Simulation {
@@ -46,30 +50,45 @@ impl Simulation {
             node_classes: Vec::new(),
             policies,
             volumes: scenario.volumes(),
+            disruption_budgets: scenario.disruption_budgets.clone(),
         };
         Ok(Simulation {
             snapshot,
             catalog,
             catalogs,
             seed: scenario.settings.seed,
+            now: scenario
+                .settings
+                .start
+                .as_deref()
+                .unwrap_or(DEFAULT_START)
+                .parse()
+                .map_err(|e| ScenarioError::Invalid(vec![format!("spec.start: {e}")]))?,
         })
     }
 
     /// The pods waiting for a node: those without one that no DaemonSet owns (DaemonSet pods are the
-    /// DaemonSet's overhead on every node).
+    /// DaemonSet's overhead on every node), then those of nodes being deleted that must move, as the controller
+    /// solves for them ([`Leaving::is_reschedulable`](crate::engine::provisioning::leaving::Leaving)).
     fn pending(&self) -> Vec<&Pod> {
-        self.snapshot
-            .pods
-            .iter()
-            .map(Arc::as_ref)
-            .filter(|p| {
-                p.spec
-                    .as_ref()
-                    .and_then(|s| s.node_name.as_deref())
-                    .is_none_or(str::is_empty)
-            })
-            .filter(|p| !is_daemonset_pod(p))
-            .collect()
+        let leaving = self.snapshot.leaving();
+        let (mut pending, mut moving) = (Vec::new(), Vec::new());
+        for pod in self.snapshot.pods.iter().map(Arc::as_ref) {
+            let unbound = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_none_or(str::is_empty);
+            if unbound && !is_daemonset_pod(pod) {
+                pending.push(pod);
+            } else if !unbound
+                && leaving.is_reschedulable(pod, &self.snapshot.disruption_budgets, self.now)
+            {
+                moving.push(pod);
+            }
+        }
+        pending.extend(moving);
+        pending
     }
 
     /// How many pods wait for a node.

@@ -187,6 +187,8 @@ pub fn from_documents(
     let mut replicas_of = BTreeMap::new();
     // The names of PersistentVolumes (false) and StorageClasses (true).
     let mut cluster_scoped = BTreeSet::new();
+    // RuntimeClasses by name: their `overhead.podFixed`.
+    let mut runtime_classes: BTreeMap<String, Value> = BTreeMap::new();
     for document in documents {
         if let Err(err) = identities.admit(&document) {
             invalid.push(format!("document {}: {err}", document.index));
@@ -286,6 +288,13 @@ pub fn from_documents(
             ("storage.k8s.io", "StorageClass") => scenario
                 .storage_classes
                 .push(StorageClass::deserialize(&object).map_err(bad)?),
+            ("node.k8s.io", "RuntimeClass") => {
+                let overhead = object
+                    .pointer("/overhead/podFixed")
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                runtime_classes.insert(name.clone(), overhead);
+            }
             ("storage.k8s.io", "CSINode") => scenario
                 .csi_nodes
                 .push(CSINode::deserialize(&object).map_err(bad)?),
@@ -323,6 +332,7 @@ pub fn from_documents(
             _ => scenario.ignored.push(format!("{kind}/{name}")),
         }
     }
+    invalid.extend(runtime_overhead(&mut scenario, &runtime_classes));
     if !invalid.is_empty() {
         return Err(ScenarioError::Invalid(invalid));
     }
@@ -336,6 +346,62 @@ pub fn from_documents(
         check_scaled_pods(timeline, pods, replicas_of, limits)?;
     }
     Ok(scenario)
+}
+
+/// What the apiserver's RuntimeClass admission does to a pod created with `runtimeClassName`: its class's fixed
+/// overhead becomes the pod's `spec.overhead` (which scheduling adds to the pod's requests); a class that does
+/// not exist refuses the pod. Applied to pods and to workloads' templates (replicas made later too).
+fn runtime_overhead(scenario: &mut Scenario, classes: &BTreeMap<String, Value>) -> Vec<String> {
+    let mut refused = Vec::new();
+    let mut overhead_of = |class: &str, what: String| match classes.get(class) {
+        Some(Value::Null) => None,
+        Some(overhead) => Some(overhead.clone()),
+        None => {
+            refused.push(format!(
+                "{what}: spec.runtimeClassName: RuntimeClass {class:?} not found"
+            ));
+            None
+        }
+    };
+    for pod in &mut scenario.pods {
+        let Some(spec) = pod.spec.as_mut() else {
+            continue;
+        };
+        let Some(class) = spec.runtime_class_name.clone() else {
+            continue;
+        };
+        let what = format!(
+            "Pod {}/{}",
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+            pod.metadata.name.as_deref().unwrap_or_default()
+        );
+        if let Some(overhead) = overhead_of(&class, what) {
+            if spec.overhead.is_none() {
+                spec.overhead = serde_json::from_value(overhead).ok();
+            }
+        }
+    }
+    for workload in &mut scenario.workloads {
+        let what = format!(
+            "{} {}",
+            workload["kind"].as_str().unwrap_or_default(),
+            workload["metadata"]["name"].as_str().unwrap_or_default()
+        );
+        let Some(spec) = workload.pointer_mut("/spec/template/spec") else {
+            continue;
+        };
+        let Some(class) = spec["runtimeClassName"].as_str().map(str::to_owned) else {
+            continue;
+        };
+        if let Some(overhead) = overhead_of(&class, what) {
+            if spec.get("overhead").is_none_or(Value::is_null) {
+                spec["overhead"] = overhead;
+            }
+        }
+    }
+    refused.sort();
+    refused.dedup();
+    refused
 }
 
 impl Scenario {

@@ -522,6 +522,7 @@ impl<'a> TimelineRun<'a> {
             node_classes: Vec::new(),
             policies: self.scenario.settings.policies().unwrap_or_default(),
             volumes: self.volumes.clone(),
+            disruption_budgets: self.scenario.disruption_budgets.clone(),
         };
         let pending: Vec<&Pod> = self
             .pods

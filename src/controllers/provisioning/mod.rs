@@ -23,6 +23,7 @@ use batcher::{Batcher, RETRIGGER};
 use catalogs::Catalogs;
 use futures::{future, stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 use plan::{Decisions, NewClaim, Preparations, Snapshot, ToSolve};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -50,7 +51,13 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
             claims.iter().map(AsRef::as_ref),
         );
         let pods = state.pods.state();
-        let to_solve = ToSolve::of(pods.iter().map(AsRef::as_ref), &leaving, timestamp(now));
+        // PDBs are read when a batch is decided; here a leaving node's pods only open the window.
+        let to_solve = ToSolve::of(
+            pods.iter().map(AsRef::as_ref),
+            &leaving,
+            &[],
+            timestamp(now),
+        );
         // A claim being deleted triggers a batch through its pods, as pending pods do.
         for pod in to_solve.all() {
             batcher.observe(uid(pod), now);
@@ -85,6 +92,18 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
 
 fn uid(pod: &Pod) -> &str {
     pod.metadata.uid.as_deref().unwrap_or_default()
+}
+
+/// The PodDisruptionBudgets, read only when a leaving node has pods (a pod they block for good is not solved
+/// for). Unreadable ones block nothing: the pods are then solved for, as before PDBs were known.
+async fn leaving_budgets<C: CloudProvider + 'static>(ctx: &Context<C>) -> Vec<PodDisruptionBudget> {
+    match crate::controllers::disruption::input::list_pdbs(&ctx.client).await {
+        Ok(pdbs) => pdbs,
+        Err(error) => {
+            tracing::warn!(%error, "could not read PodDisruptionBudgets for the pods of leaving nodes");
+            Vec::new()
+        }
+    }
 }
 
 /// `now` as the pure modules take it; a clock outside jiff's range (it is not) reads as the epoch.
@@ -123,8 +142,12 @@ async fn provision<C: CloudProvider + 'static>(
         pods: Vec::new(),
         policies: ctx.settings.policies,
         volumes: state.volumes(),
+        disruption_budgets: Vec::new(),
     };
     snapshot.pods = state.pods.state();
+    if snapshot.leaving().has_pods(&snapshot.pods) {
+        snapshot.disruption_budgets = leaving_budgets(ctx).await;
+    }
     let class_catalogs =
         class_catalogs(ctx, catalogs, &snapshot.node_pools, &snapshot.node_classes).await;
     let started = Instant::now();
@@ -133,7 +156,12 @@ async fn provision<C: CloudProvider + 'static>(
     let mut kept = std::mem::take(preparations);
     let solved = tokio::task::spawn_blocking(move || {
         let leaving = snapshot.leaving();
-        let to_solve = ToSolve::of(snapshot.pods.iter().map(AsRef::as_ref), &leaving, now);
+        let to_solve = ToSolve::of(
+            snapshot.pods.iter().map(AsRef::as_ref),
+            &leaving,
+            &snapshot.disruption_budgets,
+            now,
+        );
         let pods: Vec<&Pod> = to_solve.all().collect();
         let batch = Batch {
             pods: pods.iter().map(|p| plan::pod_key(p)).collect(),

@@ -9,8 +9,11 @@
 //! and capacity launched for them — over and over while their node stays.
 
 use crate::api::nodeclaim::NodeClaim;
-use crate::disruption::{is_daemonset_pod, is_mirror_pod, is_reschedulable, pod_do_not_disrupt};
+use crate::disruption::{
+    fully_blocked, is_daemonset_pod, is_mirror_pod, is_reschedulable, pod_do_not_disrupt,
+};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -68,9 +71,29 @@ impl Leaving {
 
     /// Whether `pod` runs on a leaving node and needs a new home that a new node would give it (see
     /// [`needs_a_new_home`]).
-    pub fn is_reschedulable(&self, pod: &Pod, now: Timestamp) -> bool {
+    /// Whether some pod of `pods` is bound to a leaving node.
+    pub fn has_pods<P: AsRef<Pod>>(&self, pods: &[P]) -> bool {
+        !self.nodes.is_empty()
+            && pods.iter().any(|p| {
+                p.as_ref()
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .is_some_and(|n| self.nodes.contains(n))
+            })
+    }
+
+    /// Not a pod that PodDisruptionBudgets `pdbs` keep where it is for good ([`fully_blocked`]).
+    pub fn is_reschedulable(
+        &self,
+        pod: &Pod,
+        pdbs: &[PodDisruptionBudget],
+        now: Timestamp,
+    ) -> bool {
         let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
-        node.is_some_and(|n| self.nodes.contains(n)) && needs_a_new_home(pod, now)
+        node.is_some_and(|n| self.nodes.contains(n))
+            && needs_a_new_home(pod, now)
+            && !fully_blocked(pod, pdbs, now)
     }
 }
 
@@ -206,11 +229,11 @@ mod tests {
             &[node("old", json!({}))],
             &[claim("c", Some("old"), deleting())],
         );
-        assert!(leaving.is_reschedulable(&pod(json!({})), now()));
+        assert!(leaving.is_reschedulable(&pod(json!({})), &[], now()));
         let elsewhere = pod(json!({"spec": {"nodeName": "other"}}));
-        assert!(!leaving.is_reschedulable(&elsewhere, now()));
+        assert!(!leaving.is_reschedulable(&elsewhere, &[], now()));
         let unbound = pod(json!({"spec": {"nodeName": null}}));
-        assert!(!leaving.is_reschedulable(&unbound, now()));
+        assert!(!leaving.is_reschedulable(&unbound, &[], now()));
     }
 
     #[test]

@@ -21,6 +21,7 @@ use crate::scheduling::{
 };
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 use std::borrow::Cow;
 use std::cmp::Reverse;
@@ -41,6 +42,8 @@ pub struct Snapshot {
     pub policies: Policies,
     /// The PersistentVolumeClaims, PersistentVolumes and StorageClasses: where pods' volumes let them go.
     pub volumes: VolumeIndex,
+    /// The PodDisruptionBudgets: a leaving node's pod they block for good is not solved for.
+    pub disruption_budgets: Vec<PodDisruptionBudget>,
 }
 
 impl Snapshot {
@@ -61,12 +64,17 @@ pub struct ToSolve<'p> {
 
 impl<'p> ToSolve<'p> {
     /// Picks them from `pods`, given what is `leaving`, at `now`.
-    pub fn of(pods: impl IntoIterator<Item = &'p Pod>, leaving: &Leaving, now: Timestamp) -> Self {
+    pub fn of(
+        pods: impl IntoIterator<Item = &'p Pod>,
+        leaving: &Leaving,
+        pdbs: &[PodDisruptionBudget],
+        now: Timestamp,
+    ) -> Self {
         let mut to_solve = ToSolve::default();
         for pod in pods {
             if pending::is_provisionable(pod) {
                 to_solve.pending.push(pod);
-            } else if leaving.is_reschedulable(pod, now) {
+            } else if leaving.is_reschedulable(pod, pdbs, now) {
                 to_solve.reschedulable.push(pod);
             }
         }
@@ -416,7 +424,7 @@ pub fn decide(
         .map(|p| {
             Unschedulable::new(
                 p.key.clone(),
-                "no NodePool with a ready EC2NodeClass can launch nodes",
+                "no ready NodePool with a ready EC2NodeClass can launch nodes",
             )
         })
         .collect();
@@ -471,11 +479,23 @@ fn limited_pools<'p>(reason: &str, pools: &'p [NodePool]) -> Vec<&'p str> {
         .collect()
 }
 
-/// The pools by EC2NodeClass name, the groups in the order of their heaviest pool (weight descending, then
+/// Whether `pool` says it is not `Ready` (its class missing or not ready, its spec invalid): Karpenter does not
+/// launch from such a pool. A pool without the condition (written by hand in a scenario, or not yet seen by the
+/// readiness controller) is tried.
+fn not_ready(pool: &NodePool) -> bool {
+    pool.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == crate::engine::conditions::READY && c.status != "True")
+}
+
+/// The pools by EC2NodeClass name (pools that are not ready left out), the groups in the order of their heaviest pool (weight descending, then
 /// name in reverse, as the solve orders pools). Deleting pools are left to the solve to drop.
 fn groups(pools: &[NodePool]) -> Vec<(&str, Vec<NodePool>)> {
     let mut by_class: BTreeMap<&str, Vec<NodePool>> = BTreeMap::new();
-    for pool in pools {
+    for pool in pools.iter().filter(|p| !not_ready(p)) {
         by_class
             .entry(pool.spec.template.spec.node_class_ref.name.as_str())
             .or_default()

@@ -376,7 +376,12 @@ fn running_pod(i: usize, node: &str) -> Pod {
 /// Decides as the provisioning loop does: for the pending pods and those of nodes being deleted.
 fn solve(snapshot: &Snapshot) -> Decisions {
     let leaving = snapshot.leaving();
-    let to_solve = ToSolve::of(snapshot.pods.iter().map(AsRef::as_ref), &leaving, now());
+    let to_solve = ToSolve::of(
+        snapshot.pods.iter().map(AsRef::as_ref),
+        &leaving,
+        &[],
+        now(),
+    );
     let pods: Vec<&Pod> = to_solve.all().collect();
     decide(
         snapshot,
@@ -418,7 +423,12 @@ fn the_pods_of_a_node_whose_claim_is_deleting_are_solved_for_and_others_are_not(
     .expect("owner references");
     snapshot.pods.push(Arc::new(daemon));
     let leaving = snapshot.leaving();
-    let to_solve = ToSolve::of(snapshot.pods.iter().map(AsRef::as_ref), &leaving, now());
+    let to_solve = ToSolve::of(
+        snapshot.pods.iter().map(AsRef::as_ref),
+        &leaving,
+        &[],
+        now(),
+    );
     assert_eq!(pod_names(&to_solve.pending), ["default/inflate-9"]);
     assert_eq!(
         pod_names(&to_solve.reschedulable),
@@ -432,7 +442,7 @@ fn the_pods_of_a_node_whose_claim_is_deleting_are_solved_for_and_others_are_not(
 
     let healthy = draining(false, Vec::new());
     let leaving = healthy.leaving();
-    let to_solve = ToSolve::of(healthy.pods.iter().map(AsRef::as_ref), &leaving, now());
+    let to_solve = ToSolve::of(healthy.pods.iter().map(AsRef::as_ref), &leaving, &[], now());
     assert_eq!(to_solve.all().count(), 0);
 }
 
