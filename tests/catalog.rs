@@ -514,6 +514,33 @@ fn instance_types_file_carries_labels_and_extra_resources() {
     assert_eq!(Catalog::from_instance_types_json(&written), Ok(types));
 }
 
+/// A label one type of the file carries is one the others do not have: a pod requiring it cannot land on them
+/// (Karpenter's fake types say `special DoesNotExist` unless large; the AWS types say so of their GPU labels).
+#[test]
+fn a_label_some_file_types_carry_does_not_exist_on_the_others() {
+    let text = r#"{"instanceTypes":[
+        {"name":"small","cpu":2,"memory":"2Gi","pods":5,"labels":{"size":"small"},
+         "offerings":[{"zone":"z1","capacityType":"on-demand"}]},
+        {"name":"large","cpu":16,"memory":"64Gi","pods":5,"labels":{"size":"large","special":"optional"},
+         "offerings":[{"zone":"z1","capacityType":"on-demand"}]}]}"#;
+    let types = Catalog::from_instance_types_json(text).expect("parses");
+    let wants_special: Requirements = [Requirement::one_of("special", ["optional"])]
+        .into_iter()
+        .collect();
+    let fits: Vec<&str> = types
+        .instance_types
+        .iter()
+        .filter(|it| it.requirements.has_intersection(&wants_special))
+        .map(|it| it.name.as_str())
+        .collect();
+    assert_eq!(fits, ["large"]);
+    let keys = types.label_keys();
+    assert!(
+        keys.contains("special") && keys.contains("size"),
+        "{keys:?}"
+    );
+}
+
 #[test]
 fn instance_types_file_errors_say_what_to_fix() {
     let cases = [

@@ -322,4 +322,88 @@ mod tests {
         }
         assert_eq!(pdb_block(&[finished], &zero, now()), None);
     }
+
+    /// A PDB over `app: web` in `shop` with the given `spec` members.
+    fn pdb_spec(name: &str, spec: serde_json::Value) -> PodDisruptionBudget {
+        let mut full = json!({"selector": {"matchLabels": {"app": "web"}}});
+        if let (Some(s), Some(extra)) = (full.as_object_mut(), spec.as_object()) {
+            s.extend(extra.clone());
+        }
+        serde_json::from_value(
+            json!({"metadata": {"name": name, "namespace": "shop"}, "spec": full}),
+        )
+        .expect("pdb")
+    }
+
+    /// Karpenter's "should not reschedule pods from a deleting node when pods are blocked due to fully blocking
+    /// PDBs" table, and what is not fully blocking.
+    #[test]
+    fn fully_blocking_budgets() {
+        let cases = [
+            (
+                "maxUnavailable 0",
+                vec![json!({"maxUnavailable": 0})],
+                true,
+                true,
+            ),
+            (
+                "maxUnavailable 0%",
+                vec![json!({"maxUnavailable": "0%"})],
+                true,
+                true,
+            ),
+            (
+                "minAvailable 100%",
+                vec![json!({"minAvailable": "100%"})],
+                true,
+                true,
+            ),
+            (
+                "two PDBs",
+                vec![json!({"maxUnavailable": 1}), json!({"maxUnavailable": 1})],
+                true,
+                true,
+            ),
+            (
+                "maxUnavailable 1",
+                vec![json!({"maxUnavailable": 1})],
+                true,
+                false,
+            ),
+            (
+                "minAvailable 1",
+                vec![json!({"minAvailable": 1})],
+                true,
+                false,
+            ),
+            (
+                "unhealthy pod under AlwaysAllow",
+                vec![json!({"maxUnavailable": 0, "unhealthyPodEvictionPolicy": "AlwaysAllow"})],
+                false,
+                false,
+            ),
+            (
+                "healthy pod under AlwaysAllow",
+                vec![json!({"maxUnavailable": 0, "unhealthyPodEvictionPolicy": "AlwaysAllow"})],
+                true,
+                true,
+            ),
+        ];
+        for (what, specs, ready, blocked) in cases {
+            let pdbs: Vec<PodDisruptionBudget> = specs
+                .into_iter()
+                .enumerate()
+                .map(|(i, spec)| pdb_spec(&format!("pdb-{i}"), spec))
+                .collect();
+            assert_eq!(
+                fully_blocked(&web(json!({}), ready), &pdbs, now()),
+                blocked,
+                "{what}"
+            );
+        }
+        // A pod eviction would not touch (it tolerates the disrupted taint) is never blocked.
+        let tolerating = web(json!({"tolerations": [{"operator": "Exists"}]}), true);
+        let zero = [pdb_spec("zero", json!({"maxUnavailable": 0}))];
+        assert!(!fully_blocked(&tolerating, &zero, now()));
+    }
 }

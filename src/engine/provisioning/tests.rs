@@ -412,6 +412,64 @@ fn pod_names(pods: &[&Pod]) -> Vec<String> {
     pods.iter().map(|p| plan::pod_key(p)).collect()
 }
 
+/// Karpenter's "should not schedule pods with nodePool which is not ready": a pool whose `Ready` condition is
+/// not `True` launches nothing; one without the condition (not yet seen by the readiness controller) does.
+#[test]
+fn a_pool_that_is_not_ready_launches_nothing() {
+    let mut not_ready = pool(json!(null), amd64());
+    not_ready.status =
+        serde_json::from_value(json!({"conditions": [{"type": "Ready", "status": "False",
+        "reason": "UnhealthyDependents", "message": "NodeClassReady=False",
+        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}))
+        .expect("status");
+    let decisions = run(
+        &snapshot(vec![not_ready], Vec::new(), 2),
+        &default_catalogs(),
+    );
+    assert!(decisions.claims.is_empty());
+    assert!(decisions.unschedulable[0]
+        .reason
+        .contains("no ready NodePool"));
+    let unknown = pool(json!(null), amd64());
+    let decisions = run(&snapshot(vec![unknown], Vec::new(), 2), &default_catalogs());
+    assert_eq!(decisions.claims.len(), 1);
+}
+
+/// Karpenter's "should not reschedule pods from a deleting node when pods are blocked due to fully blocking
+/// PDBs": such a pod stays out of the batch; the others of the node are solved for.
+#[test]
+fn a_leaving_pod_that_pdbs_block_for_good_is_not_solved_for() {
+    let snapshot = draining(true, Vec::new());
+    let mut blocking: k8s_openapi::api::policy::v1::PodDisruptionBudget =
+        serde_json::from_value(json!({"metadata": {"name": "zero", "namespace": "default"},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"blocked": "yes"}}}}))
+        .expect("pdb");
+    let mut pods: Vec<Pod> = snapshot.pods.iter().map(|p| (**p).clone()).collect();
+    pods[0].metadata.labels = Some(BTreeMap::from([("blocked".into(), "yes".into())]));
+    let leaving = snapshot.leaving();
+    let to_solve = ToSolve::of(
+        pods.iter(),
+        &leaving,
+        std::slice::from_ref(&blocking),
+        now(),
+    );
+    assert_eq!(
+        pod_names(&to_solve.reschedulable),
+        ["default/running-1", "default/running-2"]
+    );
+    blocking
+        .spec
+        .get_or_insert_with(Default::default)
+        .max_unavailable = Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1));
+    let to_solve = ToSolve::of(
+        pods.iter(),
+        &leaving,
+        std::slice::from_ref(&blocking),
+        now(),
+    );
+    assert_eq!(to_solve.reschedulable.len(), 3);
+}
+
 #[test]
 fn the_pods_of_a_node_whose_claim_is_deleting_are_solved_for_and_others_are_not() {
     let mut snapshot = draining(true, Vec::new());
