@@ -136,6 +136,7 @@ impl Cluster {
             daemonsets: &[],
             catalog: &self.catalog,
             volumes: VolumeIndex::empty(),
+            default_spread: kerf::scheduling::DefaultSpread::none(),
             settings: Settings::default(),
         };
         decide(&input, NOW.parse::<Timestamp>().expect("now"))

@@ -7,6 +7,7 @@ use aws_sdk_ec2::types as ec2;
 use kerf::catalog::CapacityType;
 use kerf::cloud::{LaunchOverride, LaunchPlan, OfferingKey};
 
+use crate::capacity_reservations::ReservedMarket;
 use crate::errors::is_capacity_error;
 
 /// One launch template and the pools launched from it.
@@ -17,14 +18,22 @@ pub struct TemplateOverrides<'a> {
 
 /// The CreateFleet request of one instance: spot with price-capacity-optimized, on-demand with lowest-price;
 /// overrides per type × zone with their subnet and image, `Priority` = price (cheapest first); the tags on
-/// the instance, its volumes and the fleet; the class's `context` as the request's `Context`.
+/// the instance, its volumes and the fleet; the class's `context` as the request's `Context`. A reserved plan
+/// (its templates target the reservations) is launched as Karpenter does for its `market`: an ODCR as on-demand
+/// capacity with lowest-price, a capacity block as `capacity-block` capacity, an interruptible reservation as
+/// `reserved-capacity` of that reservation type.
 pub fn request(
     ec2: &aws_sdk_ec2::Client,
     plan: &LaunchPlan,
+    market: Option<ReservedMarket>,
     templates: &[TemplateOverrides<'_>],
     tags: &BTreeMap<String, String>,
     context: Option<&str>,
 ) -> aws_sdk_ec2::operation::create_fleet::builders::CreateFleetFluentBuilder {
+    let market = match plan.capacity_type {
+        CapacityType::Reserved => Some(market.unwrap_or(ReservedMarket::Default)),
+        _ => None,
+    };
     let mut request = ec2
         .create_fleet()
         .r#type(ec2::FleetType::Instant)
@@ -32,16 +41,28 @@ pub fn request(
         .target_capacity_specification(
             ec2::TargetCapacitySpecificationRequest::builder()
                 .total_target_capacity(1)
-                .default_target_capacity_type(match plan.capacity_type {
-                    CapacityType::Spot => ec2::DefaultTargetCapacityType::Spot,
+                .default_target_capacity_type(match (plan.capacity_type, market) {
+                    (CapacityType::Spot, _) => ec2::DefaultTargetCapacityType::Spot,
+                    (_, Some(ReservedMarket::CapacityBlock)) => {
+                        ec2::DefaultTargetCapacityType::CapacityBlock
+                    }
+                    (_, Some(ReservedMarket::Interruptible)) => {
+                        ec2::DefaultTargetCapacityType::ReservedCapacity
+                    }
                     _ => ec2::DefaultTargetCapacityType::OnDemand,
                 })
                 .build(),
         );
-    request = match plan.capacity_type {
-        CapacityType::Spot => request.spot_options(
+    request = match (plan.capacity_type, market) {
+        (CapacityType::Spot, _) => request.spot_options(
             ec2::SpotOptionsRequest::builder()
                 .allocation_strategy(ec2::SpotAllocationStrategy::PriceCapacityOptimized)
+                .build(),
+        ),
+        (_, Some(ReservedMarket::CapacityBlock)) => request,
+        (_, Some(ReservedMarket::Interruptible)) => request.reserved_capacity_options(
+            ec2::ReservedCapacityOptionsRequest::builder()
+                .reservation_types(ec2::FleetReservationType::InterruptibleCapacityReservation)
                 .build(),
         ),
         _ => request.on_demand_options(
@@ -97,6 +118,8 @@ pub struct Outcome {
     pub launched: Option<(String, LaunchOverride)>,
     /// Offerings reported without capacity.
     pub no_capacity: Vec<OfferingKey>,
+    /// The reservations among them: full until EC2 lists them again.
+    pub full_reservations: Vec<String>,
     /// The first error that is not about capacity: `(code, message)`.
     pub other_error: Option<(String, String)>,
 }
@@ -134,6 +157,7 @@ pub fn outcome(
         ))
     });
     let mut no_capacity = Vec::new();
+    let mut full_reservations = Vec::new();
     let mut other_error = None;
     for error in errors {
         let code = error.error_code().unwrap_or("Unknown");
@@ -143,6 +167,7 @@ pub fn outcome(
                 .and_then(|l| l.overrides());
             if let Some(pool) = pool_of(overrides, None) {
                 no_capacity.push(pool.key(plan.capacity_type));
+                full_reservations.extend(pool.reservation_id);
             }
         } else if other_error.is_none() {
             other_error = Some((
@@ -154,6 +179,7 @@ pub fn outcome(
     Outcome {
         launched,
         no_capacity,
+        full_reservations,
         other_error,
     }
 }
@@ -169,6 +195,7 @@ mod tests {
             subnet_id: format!("subnet-{zone}"),
             image_id: "ami-1".into(),
             price: Some(0.1),
+            reservation_id: None,
         }
     }
 
@@ -218,15 +245,73 @@ mod tests {
             overrides: plan.overrides.iter().collect(),
         }];
         let tags = BTreeMap::from([("team".to_owned(), "e2e".to_owned())]);
-        let with = request(&client(), &plan, &templates, &tags, Some("ctx-0123"));
+        let with = request(&client(), &plan, None, &templates, &tags, Some("ctx-0123"));
         let input = with.as_input();
         assert_eq!(input.get_context().as_deref(), Some("ctx-0123"));
         assert_eq!(input.get_type(), &Some(ec2::FleetType::Instant));
         let configs = input.get_launch_template_configs().as_deref().unwrap();
         assert_eq!(configs[0].overrides().len(), 2);
 
-        let without = request(&client(), &plan, &templates, &tags, None);
+        let without = request(&client(), &plan, None, &templates, &tags, None);
         assert_eq!(without.as_input().get_context(), &None);
+    }
+
+    #[test]
+    fn a_reserved_plan_launches_in_its_market() {
+        let plan = LaunchPlan {
+            capacity_type: CapacityType::Reserved,
+            overrides: vec![LaunchOverride {
+                reservation_id: Some("cr-1".into()),
+                ..pool("m5.large", "us-west-2a")
+            }],
+        };
+        let templates = [TemplateOverrides {
+            template_name: "karpenter.k8s.aws/0123456789abcdef".into(),
+            overrides: plan.overrides.iter().collect(),
+        }];
+        let input = |market| {
+            request(&client(), &plan, market, &templates, &BTreeMap::new(), None)
+                .as_input()
+                .clone()
+        };
+        let target =
+            |input: &aws_sdk_ec2::operation::create_fleet::builders::CreateFleetInputBuilder| {
+                input
+                    .get_target_capacity_specification()
+                    .as_ref()
+                    .and_then(|t| t.default_target_capacity_type().cloned())
+            };
+        let odcr = input(Some(ReservedMarket::Default));
+        assert_eq!(
+            target(&odcr),
+            Some(ec2::DefaultTargetCapacityType::OnDemand)
+        );
+        assert_eq!(
+            odcr.get_on_demand_options()
+                .as_ref()
+                .and_then(|o| o.allocation_strategy().cloned()),
+            Some(ec2::FleetOnDemandAllocationStrategy::LowestPrice)
+        );
+        let block = input(Some(ReservedMarket::CapacityBlock));
+        assert_eq!(
+            target(&block),
+            Some(ec2::DefaultTargetCapacityType::CapacityBlock)
+        );
+        assert!(block.get_on_demand_options().is_none());
+        let interruptible = input(Some(ReservedMarket::Interruptible));
+        assert_eq!(
+            target(&interruptible),
+            Some(ec2::DefaultTargetCapacityType::ReservedCapacity)
+        );
+        assert_eq!(
+            interruptible
+                .get_reserved_capacity_options()
+                .as_ref()
+                .map(|o| o.reservation_types().to_vec()),
+            Some(vec![
+                ec2::FleetReservationType::InterruptibleCapacityReservation
+            ])
+        );
     }
 
     #[test]

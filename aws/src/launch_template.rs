@@ -1,12 +1,15 @@
 //! Launch templates: one per unique launch configuration (AMI, user data, security groups, instance
-//! profile, metadata options, block devices, primary network interface, monitoring, CPU options, tags), named
-//! `karpenter.k8s.aws/<hash of the configuration>`, created the first time a launch needs it and reused after.
+//! profile, metadata options, block devices, primary network interface, monitoring, CPU options, tags, and the
+//! capacity reservation targeted), named `karpenter.k8s.aws/<hash of the configuration>`, created the first time
+//! a launch needs it and reused after.
 
 use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types as ec2;
 use base64::Engine;
 use kerf::api::ec2nodeclass::{AmiFamily, EC2NodeClassSpec, HttpTokens, Toggle};
+
+use crate::capacity_reservations::ReservedMarket;
 
 /// The name prefix Karpenter uses; kerf's templates are interchangeable with its in naming.
 pub const NAME_PREFIX: &str = "karpenter.k8s.aws/";
@@ -27,6 +30,21 @@ pub struct TemplateConfig {
     pub detailed_monitoring: bool,
     /// `spec.cpuOptions.nestedVirtualization`: `Some(true)` enabled, `Some(false)` disabled, `None` unset.
     pub nested_virtualization: Option<bool>,
+    /// Whether instances use capacity reservations, and which.
+    pub targeting: Targeting,
+}
+
+/// How a template's instances use capacity reservations (Karpenter's launch modes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Targeting {
+    /// The `ReservedCapacity` feature gate is off: nothing is said, so EC2 may place an instance into an open
+    /// reservation that matches it, as before reservations were targeted.
+    Open,
+    /// An on-demand or spot launch with the gate on: kept out of open reservations (`none`), so that reserved
+    /// capacity is used only where kerf targets it and counts it.
+    NoReservation,
+    /// Into this reservation only (`capacity-reservations-only`), in the market its kind needs.
+    Only { id: String, market: ReservedMarket },
 }
 
 /// What a launch adds to its class's spec to make a [`TemplateConfig`]: the resolved image, security groups
@@ -40,6 +58,7 @@ pub struct Launch {
     pub tags: BTreeMap<String, String>,
     /// An IPv6 cluster ([`ipv6_cluster`]).
     pub ipv6: bool,
+    pub targeting: Targeting,
 }
 
 /// Whether the cluster is IPv6, read from its service CIDR: Karpenter asks the family of the kube-dns
@@ -252,6 +271,7 @@ impl TemplateConfig {
             network_interface: NetworkInterface::of(spec, launch.ipv6),
             detailed_monitoring: spec.detailed_monitoring.unwrap_or(false),
             nested_virtualization: nested_virtualization(spec),
+            targeting: launch.targeting,
         }
     }
 
@@ -346,6 +366,7 @@ impl TemplateConfig {
                     .build(),
             );
         }
+        data = self.targeting_data(data);
         if let Some(enabled) = self.nested_virtualization {
             data = data.cpu_options(
                 ec2::LaunchTemplateCpuOptionsRequest::builder()
@@ -358,6 +379,48 @@ impl TemplateConfig {
             );
         }
         data.build()
+    }
+
+    /// The capacity reservation preference (and target, and market) of [`Targeting`].
+    fn targeting_data(
+        &self,
+        data: ec2::builders::RequestLaunchTemplateDataBuilder,
+    ) -> ec2::builders::RequestLaunchTemplateDataBuilder {
+        let specification = ec2::LaunchTemplateCapacityReservationSpecificationRequest::builder();
+        match &self.targeting {
+            Targeting::Open => data,
+            Targeting::NoReservation => data.capacity_reservation_specification(
+                specification
+                    .capacity_reservation_preference(ec2::CapacityReservationPreference::None)
+                    .build(),
+            ),
+            Targeting::Only { id, market } => {
+                let data = data.capacity_reservation_specification(
+                    specification
+                        .capacity_reservation_preference(
+                            ec2::CapacityReservationPreference::CapacityReservationsOnly,
+                        )
+                        .capacity_reservation_target(
+                            ec2::CapacityReservationTarget::builder()
+                                .capacity_reservation_id(id)
+                                .build(),
+                        )
+                        .build(),
+                );
+                let market = match market {
+                    ReservedMarket::Default => return data,
+                    ReservedMarket::CapacityBlock => ec2::MarketType::CapacityBlock,
+                    ReservedMarket::Interruptible => {
+                        ec2::MarketType::InterruptibleCapacityReservation
+                    }
+                };
+                data.instance_market_options(
+                    ec2::LaunchTemplateInstanceMarketOptionsRequest::builder()
+                        .market_type(market)
+                        .build(),
+                )
+            }
+        }
     }
 
     /// The primary interface: device index 0 with the security groups, the public-address choice, the prefix
@@ -404,6 +467,7 @@ mod tests {
             instance_profile: Some("profile".into()),
             tags: BTreeMap::new(),
             ipv6,
+            targeting: Targeting::Open,
         }
     }
 
@@ -678,6 +742,78 @@ mod tests {
         );
         assert_eq!(c.block_devices[0].size_gib, Some(20));
         assert_eq!(c.block_devices[0].volume_type.as_deref(), Some("gp3"));
+    }
+
+    #[test]
+    fn a_reserved_launch_targets_its_reservation_in_its_market_and_others_stay_out_of_reservations()
+    {
+        let with = |targeting: Targeting| {
+            TemplateConfig::new(
+                &EC2NodeClassSpec::default(),
+                Launch {
+                    targeting,
+                    ..launch(false)
+                },
+            )
+        };
+        let open = with(Targeting::Open).data();
+        assert!(open.capacity_reservation_specification().is_none());
+        assert!(open.instance_market_options().is_none());
+
+        let none = with(Targeting::NoReservation).data();
+        let spec = none.capacity_reservation_specification().unwrap();
+        assert_eq!(
+            spec.capacity_reservation_preference(),
+            Some(&ec2::CapacityReservationPreference::None)
+        );
+        assert!(spec.capacity_reservation_target().is_none());
+
+        let only = |market| {
+            with(Targeting::Only {
+                id: "cr-1".into(),
+                market,
+            })
+        };
+        let odcr = only(ReservedMarket::Default).data();
+        let spec = odcr.capacity_reservation_specification().unwrap();
+        assert_eq!(
+            spec.capacity_reservation_preference(),
+            Some(&ec2::CapacityReservationPreference::CapacityReservationsOnly)
+        );
+        assert_eq!(
+            spec.capacity_reservation_target()
+                .and_then(|t| t.capacity_reservation_id()),
+            Some("cr-1")
+        );
+        assert!(odcr.instance_market_options().is_none());
+        let market = |m| {
+            only(m)
+                .data()
+                .instance_market_options()
+                .and_then(|o| o.market_type().cloned())
+        };
+        assert_eq!(
+            market(ReservedMarket::CapacityBlock),
+            Some(ec2::MarketType::CapacityBlock)
+        );
+        assert_eq!(
+            market(ReservedMarket::Interruptible),
+            Some(ec2::MarketType::InterruptibleCapacityReservation)
+        );
+
+        // Each reservation has a template of its own, and targeting is part of every name.
+        let names: std::collections::HashSet<String> = [
+            with(Targeting::Open).name(),
+            with(Targeting::NoReservation).name(),
+            only(ReservedMarket::Default).name(),
+            with(Targeting::Only {
+                id: "cr-2".into(),
+                market: ReservedMarket::Default,
+            })
+            .name(),
+        ]
+        .into();
+        assert_eq!(names.len(), 4);
     }
 
     #[test]

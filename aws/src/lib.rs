@@ -1,9 +1,10 @@
 //! kerf's [`CloudProvider`](kerf::cloud::CloudProvider) on AWS: instance types and offerings from EC2,
-//! EC2NodeClass resolution (subnets, security groups, AMIs through SSM aliases), launch templates per
-//! configuration, CreateFleet `instant` launches with the ICE cache, and instance get/list/terminate; and the
-//! interruption queue on SQS ([`SqsQueue`]). The AWS SDK lives here only, so the `kerf` crate stays free of
-//! it. docs/cloud.md and docs/interruption.md describe the behaviour.
+//! EC2NodeClass resolution (subnets, security groups, AMIs through SSM aliases, capacity reservations), launch
+//! templates per configuration, CreateFleet `instant` launches with the ICE cache (and into reservations), and
+//! instance get/list/terminate; and the interruption queue on SQS ([`SqsQueue`]). The AWS SDK lives here only,
+//! so the `kerf` crate stays free of it. docs/cloud.md and docs/interruption.md describe the behaviour.
 
+mod capacity_reservations;
 mod cluster;
 mod config;
 mod errors;

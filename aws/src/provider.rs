@@ -7,23 +7,30 @@ use std::time::{Duration, SystemTime};
 
 use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_ec2::types as ec2;
-use kerf::api::ec2nodeclass::{EC2NodeClassSpec, InstanceStorePolicy, SecurityGroup, Subnet};
+use kerf::api::ec2nodeclass::{
+    CapacityReservation, CapacityReservationType, EC2NodeClassSpec, InstanceStorePolicy,
+    SecurityGroup, Subnet,
+};
 use kerf::catalog::{
-    CapacityType, CatalogSettings, InstanceType, InstanceTypeInfo, Offering, Pricing,
+    CapacityType, CatalogSettings, InstanceType, InstanceTypeInfo, Offering, Pricing, Reservation,
+    RESERVED_PRICE_DIVISOR,
 };
 use kerf::cloud::{
     newest_per_architecture, plan, provider_id, CloudError, CloudProvider, IceCache, Instance,
-    InstanceState, LaunchRequest, NodeClass, OfferingKey, ResolvedAmi, ResolvedNodeClass,
-    ResolvedSubnet, NO_AMIS, TAG_CLUSTER_PREFIX, TAG_NODECLAIM, TAG_NODEPOOL,
+    InstanceReservation, InstanceState, LaunchRequest, NodeClass, OfferingKey, ResolvedAmi,
+    ResolvedNodeClass, ResolvedSubnet, NO_AMIS, TAG_CLUSTER_PREFIX, TAG_NODECLAIM, TAG_NODEPOOL,
 };
 
+use crate::capacity_reservations::{
+    self as reservations, launchable, Availability, Query, ReservedMarket, Unusable, QUERY_TTL,
+};
 use crate::errors::{bounded, code_of};
 use crate::fleet::{self, TemplateOverrides};
 use crate::instance_profile::{
     gone_is_done, profile_name, profile_tags, role_changes, role_error, role_name,
 };
 use crate::instance_types::{info_from_ec2, zones_by_type};
-use crate::launch_template::{ipv6_cluster, unused_templates, Launch, TemplateConfig};
+use crate::launch_template::{ipv6_cluster, unused_templates, Launch, Targeting, TemplateConfig};
 use crate::pagination::collect_pages;
 use crate::prices::on_demand::{self, OnDemandPrices};
 use crate::prices::spot::{self, Row, SpotPrices};
@@ -53,6 +60,9 @@ pub struct AwsSettings {
     /// No route to AWS's public endpoints (Karpenter's `ISOLATED_VPC`): the Price List API is not called and
     /// on-demand prices come from `pricing` only.
     pub isolated_vpc: bool,
+    /// The `ReservedCapacity` feature gate: capacity reservations are looked up, offered and targeted. Off, none
+    /// is looked up and launch templates say nothing about reservations.
+    pub reserved_capacity: bool,
 }
 
 impl AwsSettings {
@@ -69,12 +79,16 @@ impl AwsSettings {
             max_attempts: 3,
             pricing: Pricing::snapshot(),
             isolated_vpc: false,
+            reserved_capacity: true,
         }
     }
 }
 
 /// An instance type's EC2 facts and the zones that offer it, as described once per process.
 type Described = Arc<Vec<(InstanceTypeInfo, BTreeSet<String>)>>;
+
+/// EC2's answer to one capacity reservation query, and when it came.
+type Answered = (SystemTime, Vec<ec2::CapacityReservation>);
 
 /// The cloud provider on AWS.
 pub struct AwsCloud {
@@ -95,6 +109,13 @@ pub struct AwsCloud {
     spot: tokio::sync::Mutex<Refreshing<SpotPrices>>,
     /// Instance profiles known to hold their class's role: profile name → role name.
     profiles: Mutex<HashMap<String, String>>,
+    /// Capacity reservation queries answered within [`QUERY_TTL`]; held across the calls, so that classes
+    /// selecting the same reservations ask EC2 once.
+    reservation_answers: tokio::sync::Mutex<BTreeMap<Query, Answered>>,
+    /// How many more instances each reservation takes.
+    availability: Mutex<Availability>,
+    /// The reservation each instance known to run in one uses: its slot is counted free when it is terminated.
+    reserved_instances: Mutex<HashMap<String, String>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -131,6 +152,9 @@ impl AwsCloud {
             on_demand: tokio::sync::Mutex::new(Refreshing::new(on_demand::REFRESH)),
             spot: tokio::sync::Mutex::new(Refreshing::new(spot::REFRESH)),
             profiles: Mutex::new(HashMap::new()),
+            reservation_answers: tokio::sync::Mutex::new(BTreeMap::new()),
+            availability: Mutex::new(Availability::default()),
+            reserved_instances: Mutex::new(HashMap::new()),
         })
     }
 
@@ -437,6 +461,136 @@ impl AwsCloud {
         Ok(found.into_values().collect())
     }
 
+    /// The capacity reservations `spec` selects at `now`: each query of its terms answered by EC2 (or by an
+    /// answer younger than [`QUERY_TTL`]), ended and unusable ones left out, each once, sorted by ID. Every answer
+    /// from EC2 also resets the instance counts of the reservations it lists.
+    async fn capacity_reservations(
+        &self,
+        name: &str,
+        spec: &EC2NodeClassSpec,
+        now: SystemTime,
+    ) -> Result<Vec<CapacityReservation>, CloudError> {
+        let terms = spec
+            .capacity_reservation_selector_terms
+            .as_deref()
+            .unwrap_or_default();
+        let queries = reservations::queries(terms);
+        if queries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut answers = self.reservation_answers.lock().await;
+        answers.retain(|_, (at, _)| now.duration_since(*at).is_ok_and(|age| age < QUERY_TTL));
+        let mut found: BTreeMap<String, CapacityReservation> = BTreeMap::new();
+        for query in queries {
+            let fetched = !answers.contains_key(&query);
+            if fetched {
+                // Boxed for the stack's sake, as the call of this function is (see `resolve_node_class`).
+                let listed = Box::pin(self.describe_capacity_reservations(&query)).await?;
+                let mut availability = lock(&self.availability);
+                for r in &listed {
+                    if let (Some(id), Some(count)) =
+                        (r.capacity_reservation_id(), r.available_instance_count())
+                    {
+                        availability.sync(id, u32::try_from(count).unwrap_or(0), now);
+                    }
+                }
+                drop(availability);
+                answers.insert(query.clone(), (now, listed));
+            }
+            let Some((_, listed)) = answers.get(&query) else {
+                continue;
+            };
+            for r in listed {
+                match reservations::from_ec2(r, now) {
+                    Ok(reservation) => {
+                        found.insert(reservation.id.clone(), reservation);
+                    }
+                    Err(Unusable::Ended(_)) => {}
+                    // Said once per answer, not once per resolution.
+                    Err(error) if fetched => {
+                        tracing::warn!(ec2nodeclass = name, %error, "ignoring a capacity reservation")
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+        Ok(found.into_values().collect())
+    }
+
+    /// Every reservation one query matches. A reservation ID that does not exist is "nothing matched", as for
+    /// the other selectors.
+    async fn describe_capacity_reservations(
+        &self,
+        query: &Query,
+    ) -> Result<Vec<ec2::CapacityReservation>, CloudError> {
+        let filters = query.filters();
+        collect_pages("DescribeCapacityReservations", |token| {
+            let mut request = self
+                .ec2
+                .describe_capacity_reservations()
+                .set_filters(Some(filters.clone()))
+                .set_next_token(token);
+            request = match &query.id {
+                // EC2 refuses MaxResults with IDs.
+                Some(id) => request.capacity_reservation_ids(id),
+                None => request.max_results(1000),
+            };
+            async move {
+                let out = self
+                    .call("DescribeCapacityReservations", request.send())
+                    .await;
+                Ok(not_found_is_empty(out)?.map_or((vec![], None), |o| {
+                    (o.capacity_reservations.unwrap_or_default(), o.next_token)
+                }))
+            }
+        })
+        .await
+    }
+
+    /// The request with the reserved offerings that EC2 has reported full since its catalog was listed made
+    /// unavailable (a launch into one fails, or a launch just took its last slot); `None` when there is none.
+    fn with_reservation_counts<'a>(
+        &self,
+        request: &LaunchRequest<'a>,
+        now: SystemTime,
+    ) -> Option<LaunchRequest<'a>> {
+        let availability = lock(&self.availability);
+        let full = |o: &Offering| {
+            o.available
+                && o.reservation
+                    .as_ref()
+                    .is_some_and(|r| availability.get(&r.id, now) == 0)
+        };
+        let any_full = request
+            .instance_types
+            .iter()
+            .any(|it| it.offerings.iter().any(full));
+        if !any_full {
+            return None;
+        }
+        let mut checked = request.clone();
+        for it in &mut checked.instance_types {
+            if it.offerings.iter().any(full) {
+                for offering in &mut it.to_mut().offerings {
+                    if full(offering) {
+                        offering.available = false;
+                    }
+                }
+            }
+        }
+        Some(checked)
+    }
+
+    /// Notes the reservation of each instance that runs in one, for when it is terminated.
+    fn remember_reservations<'i>(&self, instances: impl IntoIterator<Item = &'i Instance>) {
+        let mut reserved = lock(&self.reserved_instances);
+        for instance in instances {
+            if let Some(r) = &instance.reservation {
+                reserved.insert(instance.id.clone(), r.id.clone());
+            }
+        }
+    }
+
     async fn amis(&self, spec: &EC2NodeClassSpec) -> Result<Vec<ResolvedAmi>, CloudError> {
         let mut images = Vec::new();
         for term in spec.ami_selector_terms.iter().flatten() {
@@ -639,6 +793,7 @@ impl AwsCloud {
         &self,
         request: &LaunchRequest<'_>,
         image_id: &str,
+        targeting: Targeting,
     ) -> Result<TemplateConfig, CloudError> {
         let spec = &request.node_class.spec;
         let resolved = &request.node_class.resolved;
@@ -666,6 +821,7 @@ impl AwsCloud {
                 instance_profile: resolved.instance_profile.clone(),
                 tags: template_tags(request.tags(&self.settings.cluster.name)),
                 ipv6: ipv6_cluster(self.settings.cluster.cidr.as_deref()),
+                targeting,
             },
         ))
     }
@@ -674,15 +830,31 @@ impl AwsCloud {
         &self,
         request: &LaunchRequest<'_>,
         plan: &kerf::cloud::LaunchPlan,
+        market: Option<ReservedMarket>,
     ) -> Result<aws_sdk_ec2::operation::create_fleet::CreateFleetOutput, CloudError> {
-        let mut by_image: BTreeMap<&str, Vec<&kerf::cloud::LaunchOverride>> = BTreeMap::new();
+        // One template per image, and per reservation for a reserved launch: a template targets one reservation,
+        // and its overrides are that reservation's pool only.
+        let mut by_template: BTreeMap<(&str, Option<&str>), Vec<&kerf::cloud::LaunchOverride>> =
+            BTreeMap::new();
         for o in &plan.overrides {
-            by_image.entry(o.image_id.as_str()).or_default().push(o);
+            let reservation = o.reservation_id.as_deref();
+            by_template
+                .entry((o.image_id.as_str(), reservation))
+                .or_default()
+                .push(o);
         }
         let mut templates = Vec::new();
-        for (image_id, overrides) in by_image {
+        for ((image_id, reservation), overrides) in by_template {
+            let targeting = match (reservation, market) {
+                (Some(id), Some(market)) => Targeting::Only {
+                    id: id.to_owned(),
+                    market,
+                },
+                _ if self.settings.reserved_capacity => Targeting::NoReservation,
+                _ => Targeting::Open,
+            };
             let template_name = self
-                .ensure_template(&self.template_config(request, image_id)?)
+                .ensure_template(&self.template_config(request, image_id, targeting)?)
                 .await?;
             templates.push(TemplateOverrides {
                 template_name,
@@ -697,7 +869,7 @@ impl AwsCloud {
         tracing::debug!(nodeclaim = %request.node_claim, "calling CreateFleet");
         self.call(
             "CreateFleet",
-            fleet::request(&self.ec2, plan, &templates, &tags, context).send(),
+            fleet::request(&self.ec2, plan, market, &templates, &tags, context).send(),
         )
         .await
     }
@@ -724,18 +896,40 @@ fn not_found_is_empty<T>(result: Result<T, CloudError>) -> Result<Option<T>, Clo
     }
 }
 
-/// An EC2 instance description in kerf's terms; `None` when it lacks an ID, zone or known state.
+/// An EC2 instance description in kerf's terms; `None` when it lacks an ID, zone or known state. An instance
+/// that may only run in the reservation it is in (`capacity-reservations-only`, how kerf targets one) is
+/// `reserved`; one that merely landed in an open reservation is on-demand, as in Karpenter.
 pub fn instance_from_ec2(i: &ec2::Instance) -> Option<Instance> {
     let id = i.instance_id()?.to_owned();
     let zone = i.placement()?.availability_zone()?.to_owned();
     let state = InstanceState::from_ec2(i.state()?.name()?.as_str())?;
+    let lifecycle = i.instance_lifecycle();
+    let targeted = i
+        .capacity_reservation_specification()
+        .and_then(|s| s.capacity_reservation_preference())
+        == Some(&ec2::CapacityReservationPreference::CapacityReservationsOnly);
+    let reservation = i
+        .capacity_reservation_id()
+        .filter(|_| targeted && lifecycle != Some(&ec2::InstanceLifecycleType::Spot))
+        .map(|id| InstanceReservation {
+            id: id.to_owned(),
+            reservation_type: match lifecycle {
+                Some(ec2::InstanceLifecycleType::CapacityBlock) => {
+                    CapacityReservationType::CapacityBlock
+                }
+                _ => CapacityReservationType::Default,
+            },
+            interruptible: lifecycle
+                == Some(&ec2::InstanceLifecycleType::InterruptibleCapacityReservation),
+        });
     Some(Instance {
         provider_id: provider_id(&zone, &id),
         id,
         instance_type: i.instance_type()?.as_str().to_owned(),
         zone,
-        capacity_type: match i.instance_lifecycle() {
-            Some(ec2::InstanceLifecycleType::Spot) => CapacityType::Spot,
+        capacity_type: match (lifecycle, &reservation) {
+            (Some(ec2::InstanceLifecycleType::Spot), _) => CapacityType::Spot,
+            (_, Some(_)) => CapacityType::Reserved,
             _ => CapacityType::OnDemand,
         },
         image_id: i.image_id().unwrap_or_default().to_owned(),
@@ -760,6 +954,7 @@ pub fn instance_from_ec2(i: &ec2::Instance) -> Option<Instance> {
                 ))
             })
             .collect(),
+        reservation,
     })
 }
 
@@ -777,6 +972,15 @@ impl CloudProvider for AwsCloud {
                 (Some(profile), _) => Some(self.existing_profile(name, profile).await?),
                 (None, Some(role)) => Some(self.managed_profile(name, role).await?),
                 (None, None) => None,
+            },
+            // Resolution has no clock of its own: the reservations are judged (ended, expiring) by the wall clock,
+            // as EC2 judges them. Boxed: every future this one is awaited in grows by its size, and the debug
+            // build's poll frames hold several copies of each (a reconcile's stack is 2 MiB).
+            capacity_reservations: if self.settings.reserved_capacity {
+                let now = SystemTime::now();
+                Some(Box::pin(self.capacity_reservations(name, spec, now)).await?)
+            } else {
+                None
             },
         };
         NodeClass::ready(name, spec, resolved)
@@ -806,10 +1010,27 @@ impl CloudProvider for AwsCloud {
                     .price(&self.region, instance_type, zone, capacity_type)
             })
         };
+        // Reserved offerings come from the class's reservations, with the instances each still takes; EC2's
+        // own offerings are on-demand and spot only.
+        let mut reserved: HashMap<&str, Vec<&CapacityReservation>> = HashMap::new();
+        if self.settings.reserved_capacity {
+            for r in node_class
+                .resolved
+                .capacity_reservations
+                .as_deref()
+                .unwrap_or_default()
+            {
+                reserved
+                    .entry(r.instance_type.as_str())
+                    .or_default()
+                    .push(r);
+            }
+        }
+        let availability = lock(&self.availability).clone();
         let mut types: Vec<InstanceType> = described
             .iter()
             .filter_map(|(info, zones)| {
-                let offerings: Vec<Offering> = zones
+                let mut offerings: Vec<Offering> = zones
                     .iter()
                     .filter_map(|zone| zone_ids.get(zone.as_str()).map(|id| (zone, id)))
                     .flat_map(|(zone, zone_id)| {
@@ -825,6 +1046,29 @@ impl CloudProvider for AwsCloud {
                             })
                     })
                     .collect();
+                for r in reserved.get(info.name.as_str()).into_iter().flatten() {
+                    let zone = &r.availability_zone;
+                    // Only where the type is offered and the class has a subnet, as its other offerings.
+                    let Some(zone_id) =
+                        zone_ids.get(zone.as_str()).filter(|_| zones.contains(zone))
+                    else {
+                        continue;
+                    };
+                    let capacity = availability.get(&r.id, now);
+                    let on_demand = price(&info.name, zone, CapacityType::OnDemand);
+                    offerings.push(Offering {
+                        zone: zone.clone(),
+                        zone_id: zone_id.cloned(),
+                        capacity_type: CapacityType::Reserved,
+                        // Paid for already: nearly free, yet ordered as the on-demand prices are (Karpenter's).
+                        price: Some(on_demand.map_or(0.0, |p| p / RESERVED_PRICE_DIVISOR)),
+                        available: capacity > 0 && launchable(r),
+                        reservation: Some(Reservation {
+                            id: r.id.clone(),
+                            capacity,
+                        }),
+                    });
+                }
                 (!offerings.is_empty())
                     .then(|| InstanceType::from_info(info, &self.region, offerings, &settings))
             })
@@ -838,23 +1082,49 @@ impl CloudProvider for AwsCloud {
         request: &LaunchRequest<'_>,
         now: SystemTime,
     ) -> Result<Instance, CloudError> {
-        let plan = plan(request, &lock(&self.ice), now)?;
-        let out = match self.create_fleet(request, &plan).await {
+        let checked = self.with_reservation_counts(request, now);
+        let request = checked.as_ref().unwrap_or(request);
+        let mut plan = plan(request, &lock(&self.ice), now)?;
+        let market = reservations::narrow(&mut plan, &request.node_class.resolved);
+        let out = match self.create_fleet(request, &plan, market).await {
             // A template deleted behind kerf's back: forget what we knew and try once more.
             Err(e) if code_of(&e) == Some("InvalidLaunchTemplateName.NotFoundException") => {
                 lock(&self.templates).clear();
-                self.create_fleet(request, &plan).await?
+                self.create_fleet(request, &plan, market).await?
             }
             other => other?,
         };
         let outcome = fleet::outcome(&plan, out.instances(), out.errors());
-        {
+        if plan.capacity_type == CapacityType::Reserved {
+            // A full reservation is not an offering out of capacity for a while: it stays full until EC2 lists
+            // it again (Karpenter marks the reservation, not the offering).
+            let mut availability = lock(&self.availability);
+            for id in &outcome.full_reservations {
+                tracing::debug!(capacity_reservation = %id, "capacity reservation full");
+                availability.exhausted(id);
+            }
+        } else {
             let mut ice = lock(&self.ice);
             for key in &outcome.no_capacity {
                 ice.mark(key.clone(), now);
             }
         }
         if let Some((id, pool)) = outcome.launched {
+            let reservation = pool.reservation_id.clone().map(|reservation| {
+                let resolved = request
+                    .node_class
+                    .resolved
+                    .capacity_reservation(&reservation);
+                lock(&self.availability).launched(&reservation);
+                lock(&self.reserved_instances).insert(id.clone(), reservation.clone());
+                InstanceReservation {
+                    id: reservation,
+                    reservation_type: resolved
+                        .and_then(|r| r.reservation_type)
+                        .unwrap_or(CapacityReservationType::Default),
+                    interruptible: resolved.and_then(|r| r.interruptible).unwrap_or(false),
+                }
+            });
             return Ok(Instance {
                 provider_id: provider_id(&pool.zone, &id),
                 id,
@@ -873,6 +1143,7 @@ impl CloudProvider for AwsCloud {
                     .map(|g| g.id.clone())
                     .collect(),
                 tags: request.tags(&self.settings.cluster.name),
+                reservation,
             });
         }
         match outcome.other_error {
@@ -907,12 +1178,15 @@ impl CloudProvider for AwsCloud {
             Err(e) if code_of(&e) == Some("InvalidInstanceID.NotFound") => return Err(not_found()),
             other => other?,
         };
-        out.reservations()
+        let instance = out
+            .reservations()
             .iter()
             .flat_map(|r| r.instances())
             .filter_map(instance_from_ec2)
             .find(|i| i.id == id && !i.state.is_gone())
-            .ok_or_else(not_found)
+            .ok_or_else(not_found)?;
+        self.remember_reservations([&instance]);
+        Ok(instance)
     }
 
     async fn list(&self) -> Result<Vec<Instance>, CloudError> {
@@ -946,14 +1220,16 @@ impl CloudProvider for AwsCloud {
             }
         })
         .await?;
-        Ok(reservations
+        let instances: Vec<Instance> = reservations
             .iter()
             .flat_map(|r| r.instances())
             .filter_map(instance_from_ec2)
             // Karpenter's second condition (a nodepool tag) is checked here: EC2 ANDs filters of one
             // name, but moto keeps only the last of them.
             .filter(|i| !i.state.is_gone() && i.tags.contains_key(TAG_NODEPOOL))
-            .collect())
+            .collect();
+        self.remember_reservations(&instances);
+        Ok(instances)
     }
 
     async fn delete(&self, provider_id: &str) -> Result<(), CloudError> {
@@ -971,6 +1247,10 @@ impl CloudProvider for AwsCloud {
             Err(e) if code_of(&e) == Some("InvalidInstanceID.NotFound") => return Err(not_found()),
             other => other?,
         };
+        // Its reservation takes an instance more once it is gone (counted once; EC2's next answer settles it).
+        if let Some(reservation) = lock(&self.reserved_instances).remove(id) {
+            lock(&self.availability).terminated(&reservation);
+        }
         let already_gone = out.terminating_instances().iter().any(|change| {
             change
                 .previous_state()

@@ -17,6 +17,7 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     settings.region = args.aws_region.clone();
     settings.endpoint_url = args.aws_endpoint_url.clone();
     settings.isolated_vpc = args.isolated_vpc;
+    settings.reserved_capacity = args.feature_gates.reserved_capacity;
     if let Some(path) = &args.pricing_file {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;

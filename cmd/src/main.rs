@@ -39,7 +39,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         ))),
         Command::Snapshot(args) => {
             let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let runtime = runtime()?;
             runtime.block_on(kerf::cli::snapshot::run(
                 &args,
                 &mut std::io::stdout().lock(),
@@ -56,13 +56,13 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Webhook(args) => {
             // One TLS provider for the whole process, chosen explicitly.
             let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let runtime = runtime()?;
             runtime.block_on(kerf::cli::webhook::run(&args))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Controller(args) => {
             let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let runtime = runtime()?;
             runtime.block_on(controller::run(&args))?;
             Ok(ExitCode::SUCCESS)
         }
@@ -79,4 +79,16 @@ fn init_logging(format: LogFormat, level: &str) {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
     }
+}
+
+/// Worker threads with room to spare: a launch's future (AWS SDK calls nested in the controller's reconcile) is
+/// large in debug builds, and tokio's default 2 MiB stack was found within a few hundred KiB of overflowing.
+const WORKER_STACK_BYTES: usize = 8 << 20;
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(WORKER_STACK_BYTES)
+        .build()
+        .context("starting the async runtime")
 }

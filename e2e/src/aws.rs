@@ -130,6 +130,17 @@ impl AwsEmu {
             .await
     }
 
+    /// Adds capacity reservations, or replaces them by ID (a list in EC2's shape; see moto_emu.py): moto has none,
+    /// the emulator serves these to DescribeCapacityReservations and lets launches target them.
+    pub async fn seed_capacity_reservations(&self, reservations: &Value) -> Result<()> {
+        self.control(
+            reqwest::Method::POST,
+            "/_emu/capacity-reservations",
+            Some(reservations),
+        )
+        .await
+    }
+
     /// Clears every injected fault.
     pub async fn clear_faults(&self) -> Result<()> {
         self.control(reqwest::Method::DELETE, "/_emu/faults", None)
@@ -319,6 +330,18 @@ pub fn unique_cluster_name(prefix: &str) -> String {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     format!(
         "{prefix}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A capacity reservation ID (`cr-` and lowercase hex, as the EC2NodeClass pattern wants) no other test of the
+/// run uses.
+pub fn unique_reservation_id() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "cr-{:08x}{:08x}",
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     )

@@ -30,7 +30,7 @@ pub use info::{Accelerator, Gpu, InstanceTypeInfo, NeuronDevice};
 pub use instance_type::InstanceType;
 pub use name::{parse_name, NameParts};
 pub use offering::{CapacityType, Offering, Reservation};
-pub use pricing::Pricing;
+pub use pricing::{Pricing, RESERVED_PRICE_DIVISOR};
 pub use quantity::{format_bytes, format_milli, parse_quantity, parse_units, QuantityError};
 pub use resources::*;
 pub use settings::{

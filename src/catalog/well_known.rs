@@ -39,6 +39,8 @@ pub const INSTANCE_ACCELERATOR_MANUFACTURER: &str =
 pub const INSTANCE_ACCELERATOR_COUNT: &str = "karpenter.k8s.aws/instance-accelerator-count";
 pub const CAPACITY_RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
 pub const CAPACITY_RESERVATION_TYPE: &str = "karpenter.k8s.aws/capacity-reservation-type";
+pub const CAPACITY_RESERVATION_INTERRUPTIBLE: &str =
+    "karpenter.k8s.aws/capacity-reservation-interruptible";
 
 /// The Kubernetes architecture of an EC2 one (`x86_64` → `amd64`); unknown ones pass through unchanged.
 pub fn kube_arch(ec2_arch: &str) -> &str {

@@ -12,7 +12,7 @@ use crate::engine::{FeatureGates, SystemClock};
 use crate::interruption::MessageQueue;
 use crate::kube::events::Events;
 use crate::kube::leader::{LeaderElector, LeaseConfig};
-use crate::scheduling::{MinValuesPolicy, Policies, PreferencePolicy};
+use crate::scheduling::{MinValuesPolicy, Policies, PreferencePolicy, SchedulerConfig};
 use anyhow::Context as _;
 use kerf_webhooks::ReadyFlag;
 use std::net::SocketAddr;
@@ -67,6 +67,12 @@ pub struct ControllerArgs {
     /// `BestEffort` launches with as many distinct values as there are.
     #[arg(long, env = "MIN_VALUES_POLICY", default_value = "Strict", value_parser = parse_policy::<MinValuesPolicy>)]
     pub min_values_policy: MinValuesPolicy,
+    /// What of the cluster's kube-scheduler configuration the solves must mirror, as YAML or JSON: today
+    /// `{podTopologySpread: {defaultConstraints: [...]}}`, the topology spread kube-scheduler gives every pod that
+    /// declares none (each pod's selector deduced from its Services and controller). Empty: none. An invalid
+    /// document stops the controller at start.
+    #[arg(long, env = "SCHEDULER_CONFIG", default_value = "", hide_default_value = true, value_parser = parse_scheduler_config)]
+    pub scheduler_config: SchedulerConfig,
     /// Karpenter's feature gates, `Name=true,Other=false`; gates left out keep Karpenter's defaults. An unknown
     /// gate, or one kerf does not implement switched on, stops the controller at start.
     #[arg(long, env = "FEATURE_GATES", default_value = "", value_parser = parse_gates)]
@@ -104,6 +110,7 @@ impl ControllerArgs {
                 preferences: self.preference_policy,
                 min_values: self.min_values_policy,
             },
+            scheduler_config: self.scheduler_config.clone(),
             feature_gates: self.feature_gates,
             ..Settings::default()
         }
@@ -112,6 +119,10 @@ impl ControllerArgs {
 
 fn parse_gates(value: &str) -> Result<FeatureGates, String> {
     FeatureGates::parse(value).map_err(|e| e.to_string())
+}
+
+fn parse_scheduler_config(value: &str) -> Result<SchedulerConfig, String> {
+    SchedulerConfig::parse(value).map_err(|e| e.to_string())
 }
 
 fn parse_policy<P: std::str::FromStr<Err = String>>(value: &str) -> Result<P, String> {
@@ -139,7 +150,10 @@ where
         .await
         .context("connecting to the Kubernetes API")?;
     let mut background = JoinSet::new();
-    let state = ClusterState::start(&client, &mut background);
+    let settings = args.settings();
+    // Services and the controllers that select pods are watched only for a default spread.
+    let spread_sources = !settings.scheduler_config.default_constraints.is_empty();
+    let state = ClusterState::start(&client, &mut background, spread_sources);
     let metrics = Arc::new(Metrics::new());
     let readiness = ReadyFlag::new(false);
     let mut servers = JoinSet::new();
@@ -162,7 +176,7 @@ where
         events: Events::new(client.clone(), "kerf", Some(identity.clone())),
         client: client.clone(),
         cloud,
-        settings: args.settings(),
+        settings,
         state,
         clock: Arc::new(SystemClock),
         metrics,
@@ -267,6 +281,35 @@ mod tests {
         let error = settings(&["--preference-policy=Sometimes"]).expect_err("refused");
         assert!(error.to_string().contains("Respect or Ignore"), "{error}");
         assert!(settings(&["--min-values-policy=Loose"]).is_err());
+    }
+
+    /// Karpenter's `--scheduler-config` (the chart renders `settings.schedulerConfig` as JSON into
+    /// `SCHEDULER_CONFIG`): YAML or JSON, empty for none; an invalid document is refused before anything starts,
+    /// with the field that is wrong.
+    #[test]
+    fn the_scheduler_config_is_a_flag_that_refuses_an_invalid_document() {
+        assert_eq!(
+            settings(&[]).expect("defaults").scheduler_config,
+            SchedulerConfig::default()
+        );
+        let json = r#"--scheduler-config={"podTopologySpread":{"defaultConstraints":[{"maxSkew":1,"topologyKey":"topology.kubernetes.io/zone","whenUnsatisfiable":"ScheduleAnyway"}]}}"#;
+        let set = settings(&[json]).expect("parse");
+        assert_eq!(set.scheduler_config.default_constraints.len(), 1);
+        assert_eq!(
+            set.scheduler_config.default_constraints[0].when_unsatisfiable,
+            "ScheduleAnyway"
+        );
+        let yaml = "--scheduler-config=podTopologySpread:\n  defaultConstraints: []\n";
+        assert!(settings(&[yaml]).is_ok());
+        let error = settings(&[
+            "--scheduler-config={podTopologySpread: {defaultConstraints: [{maxSkew: 0, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]}}",
+        ])
+        .expect_err("refused")
+        .to_string();
+        assert!(
+            error.contains("podTopologySpread.defaultConstraints[0].maxSkew"),
+            "{error}"
+        );
     }
 
     /// `--feature-gates` (the chart's `FEATURE_GATES`) in Karpenter's syntax reaches the disruption engine;

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use super::error::CloudError;
+use crate::api::ec2nodeclass::CapacityReservationType;
 use crate::catalog::CapacityType;
 
 /// An instance kerf launched.
@@ -23,6 +24,18 @@ pub struct Instance {
     pub subnet_id: Option<String>,
     pub security_group_ids: Vec<String>,
     pub tags: BTreeMap<String, String>,
+    /// The capacity reservation a `reserved` instance runs in; `None` for the other capacity types.
+    pub reservation: Option<InstanceReservation>,
+}
+
+/// The capacity reservation an instance was launched into: what its node's reservation labels say.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstanceReservation {
+    /// `cr-…`.
+    pub id: String,
+    pub reservation_type: CapacityReservationType,
+    /// Whether EC2 may take the capacity back (an interruptible ODCR).
+    pub interruptible: bool,
 }
 
 /// The EC2 lifecycle state.

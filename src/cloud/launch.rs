@@ -3,7 +3,7 @@
 //! follow. See reference §2.1–2.3.
 
 use std::borrow::Cow;
-use std::cmp::Ordering;
+use std::cmp::{Ordering, Reverse};
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
@@ -14,7 +14,7 @@ use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::Taint;
 use crate::api::requirements::{Requirement, Requirements};
-use crate::catalog::{CapacityType, InstanceType, Offering};
+use crate::catalog::{CapacityType, InstanceType, Offering, CAPACITY_RESERVATION_ID};
 
 /// EC2 takes at most this many instance types in one CreateFleet call (Karpenter truncates to it).
 pub const MAX_INSTANCE_TYPES: usize = 60;
@@ -125,7 +125,8 @@ impl<'a> LaunchRequest<'a> {
     }
 }
 
-/// How to launch a request: one capacity type, and the (type, zone) pools to try, cheapest first.
+/// How to launch a request: one capacity type, and the (type, zone) pools to try, cheapest first. A `reserved`
+/// plan has one pool per (type, zone), each naming the reservation it launches into.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LaunchPlan {
     pub capacity_type: CapacityType,
@@ -140,6 +141,8 @@ pub struct LaunchOverride {
     pub subnet_id: String,
     pub image_id: String,
     pub price: Option<f64>,
+    /// The capacity reservation (`cr-…`) of a `reserved` pool; `None` for on-demand and spot.
+    pub reservation_id: Option<String>,
 }
 
 impl LaunchOverride {
@@ -153,9 +156,10 @@ impl LaunchOverride {
 }
 
 /// Plans the launch of `request` at `now`: offerings must be allowed by the request, available, not in
-/// `ice`, in a zone with a subnet, of a type with an AMI for its architecture. Spot is used when allowed and
-/// offered (dropping spot pools pricier than the cheapest on-demand one), on-demand otherwise. At most
-/// [`MAX_INSTANCE_TYPES`] types, the cheapest. Nothing left is insufficient capacity.
+/// `ice`, in a zone with a subnet, of a type with an AMI for its architecture. As Karpenter chooses, reserved
+/// capacity comes first when allowed and offered, then spot (dropping spot pools pricier than the cheapest
+/// on-demand one), then on-demand. At most [`MAX_INSTANCE_TYPES`] types, the cheapest. Nothing left is
+/// insufficient capacity.
 pub fn plan(
     request: &LaunchRequest,
     ice: &IceCache,
@@ -163,6 +167,8 @@ pub fn plan(
 ) -> Result<LaunchPlan, CloudError> {
     let class = &request.node_class.resolved;
     let mut pools: Vec<(CapacityType, LaunchOverride)> = Vec::new();
+    // Per (type, zone): the rank of the reservation kept (room, then lowest ID) and its pool's index.
+    let mut reserved: BTreeMap<(String, String), (ReservationRank, usize)> = BTreeMap::new();
     for it in &request.instance_types {
         let Some(ami) = architecture(it).and_then(|arch| class.ami_for(&arch)) else {
             continue;
@@ -182,16 +188,33 @@ pub fn plan(
             if ice.is_unavailable(&key, now) {
                 continue;
             }
-            pools.push((
-                offering.capacity_type,
-                LaunchOverride {
-                    instance_type: it.name.clone(),
-                    zone: offering.zone.clone(),
-                    subnet_id: subnet.subnet.id.clone(),
-                    image_id: ami.id.clone(),
-                    price: offering.price,
-                },
-            ));
+            let pool = LaunchOverride {
+                instance_type: it.name.clone(),
+                zone: offering.zone.clone(),
+                subnet_id: subnet.subnet.id.clone(),
+                image_id: ami.id.clone(),
+                price: offering.price,
+                reservation_id: offering.reservation.as_ref().map(|r| r.id.clone()),
+            };
+            if let Some(reservation) = &offering.reservation {
+                // CreateFleet takes one override per pool: of several reservations of a type in a zone, the one
+                // with the most room (then the lowest ID) is kept, as Karpenter's reserved offering filter does.
+                let slot = (it.name.clone(), offering.zone.clone());
+                let rank = (reservation.capacity, Reverse(reservation.id.clone()));
+                match reserved.get(&slot) {
+                    Some((kept, _)) if *kept >= rank => {}
+                    Some(&(_, index)) => {
+                        pools[index].1 = pool;
+                        reserved.insert(slot, (rank, index));
+                    }
+                    None => {
+                        reserved.insert(slot, (rank, pools.len()));
+                        pools.push((offering.capacity_type, pool));
+                    }
+                }
+                continue;
+            }
+            pools.push((offering.capacity_type, pool));
         }
     }
     let cheapest_on_demand = pools
@@ -203,7 +226,9 @@ pub fn plan(
         (Some(spot), Some(on_demand)) => spot <= on_demand,
         _ => true,
     };
-    let capacity_type = if pools
+    let capacity_type = if pools.iter().any(|(ct, _)| *ct == CapacityType::Reserved) {
+        CapacityType::Reserved
+    } else if pools
         .iter()
         .any(|(ct, o)| *ct == CapacityType::Spot && spot_worth_it(o))
     {
@@ -235,10 +260,22 @@ pub fn plan(
     })
 }
 
-/// Whether `requirements` allow `offering`: available, in an allowed zone and capacity type.
+/// How a reservation ranks among those of one type in one zone: the most room first, then the lowest ID.
+type ReservationRank = (u32, Reverse<String>);
+
+/// Whether `requirements` allow `offering`: available, in an allowed zone and capacity type, and for a reserved
+/// one an allowed reservation (a claim planned into reservations names them; other offerings carry none).
 fn allows(requirements: &Requirements, offering: &Offering) -> bool {
     let admits = |key: &str, value: &str| requirements.get(key).is_none_or(|r| r.has(value));
+    let reservation =
+        requirements
+            .get(CAPACITY_RESERVATION_ID)
+            .is_none_or(|r| match &offering.reservation {
+                Some(reservation) => r.has(&reservation.id),
+                None => r.allows_absent(),
+            });
     offering.available
+        && reservation
         && admits(labels::ZONE, &offering.zone)
         && admits(labels::CAPACITY_TYPE, offering.capacity_type.as_str())
 }

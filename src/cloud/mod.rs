@@ -20,7 +20,7 @@ use std::time::SystemTime;
 pub use drift::{drift, DriftReason};
 pub use error::CloudError;
 pub use ice::{IceCache, OfferingKey, ICE_TTL};
-pub use instance::{instance_id, provider_id, Instance, InstanceState};
+pub use instance::{instance_id, provider_id, Instance, InstanceReservation, InstanceState};
 pub use launch::{
     plan, LaunchOverride, LaunchPlan, LaunchRequest, MAX_INSTANCE_TYPES, TAG_CLUSTER_PREFIX,
     TAG_EC2NODECLASS, TAG_EKS_CLUSTER_NAME, TAG_NODECLAIM, TAG_NODEPOOL, UNREGISTERED_TAINT_KEY,

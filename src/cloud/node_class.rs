@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::error::CloudError;
-use crate::api::ec2nodeclass::{EC2NodeClassSpec, SecurityGroup, Subnet};
+use crate::api::ec2nodeclass::{CapacityReservation, EC2NodeClassSpec, SecurityGroup, Subnet};
 
 /// The reasons a class is not ready (the `reason` of [`CloudError::NodeClassNotReady`]).
 pub const NO_SUBNETS: &str = "no subnet matches subnetSelectorTerms";
@@ -42,7 +42,7 @@ impl NodeClass {
 }
 
 /// What the selector terms of an EC2NodeClass resolved to (Karpenter's `status.subnets`, `securityGroups`,
-/// `amis`, `instanceProfile`).
+/// `amis`, `instanceProfile`, `capacityReservations`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ResolvedNodeClass {
     pub subnets: Vec<ResolvedSubnet>,
@@ -50,6 +50,10 @@ pub struct ResolvedNodeClass {
     /// The newest matching AMI per architecture.
     pub amis: Vec<ResolvedAmi>,
     pub instance_profile: Option<String>,
+    /// The active, unexpired capacity reservations `capacityReservationSelectorTerms` matched, sorted by ID (none
+    /// matching is fine: the class launches on-demand and spot). `None` when they were not looked up: the
+    /// `ReservedCapacity` feature gate is off, or the provider has no such thing (the in-memory cloud).
+    pub capacity_reservations: Option<Vec<CapacityReservation>>,
 }
 
 /// A subnet with the free addresses that decide between subnets of one zone.
@@ -96,6 +100,15 @@ impl ResolvedNodeClass {
             .iter()
             .map(|s| (s.subnet.zone.as_str(), s.subnet.zone_id.as_ref()))
             .collect()
+    }
+
+    /// The resolved reservation `id`, if the class selected it.
+    pub fn capacity_reservation(&self, id: &str) -> Option<&CapacityReservation> {
+        self.capacity_reservations
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .find(|r| r.id == id)
     }
 
     /// Why nothing can be launched from this class, if so: one of [`NO_SUBNETS`], [`NO_SECURITY_GROUPS`],

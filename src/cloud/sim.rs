@@ -11,13 +11,13 @@ use std::time::{Duration, SystemTime};
 
 use super::error::CloudError;
 use super::ice::{IceCache, OfferingKey};
-use super::instance::{instance_id, provider_id, Instance, InstanceState};
+use super::instance::{instance_id, provider_id, Instance, InstanceReservation, InstanceState};
 use super::launch::{plan, LaunchRequest, TAG_CLUSTER_PREFIX};
 use super::node_class::{
     newest_per_architecture, NodeClass, ResolvedAmi, ResolvedNodeClass, ResolvedSubnet,
 };
 use super::CloudProvider;
-use crate::api::ec2nodeclass::{EC2NodeClassSpec, SecurityGroup, Subnet};
+use crate::api::ec2nodeclass::{CapacityReservationType, EC2NodeClassSpec, SecurityGroup, Subnet};
 use crate::catalog::{CapacityType, InstanceType};
 
 /// The operations faults and latency can be injected into.
@@ -256,6 +256,8 @@ impl SimCloud {
                 .instance_profile
                 .clone()
                 .or_else(|| spec.role.as_ref().map(|_| self.managed_profile(name))),
+            // Reserved capacity comes from the catalog's reserved offerings here, not from selector terms.
+            capacity_reservations: None,
         }
     }
 }
@@ -373,6 +375,12 @@ impl CloudProvider for SimCloud {
                 subnet_id: Some(pool.subnet_id.clone()),
                 security_group_ids,
                 tags: request.tags(&self.cluster_name),
+                // The in-memory cloud knows reservations only as catalog offerings: an ODCR of the default kind.
+                reservation: pool.reservation_id.clone().map(|id| InstanceReservation {
+                    id,
+                    reservation_type: CapacityReservationType::Default,
+                    interruptible: false,
+                }),
             };
             state.instances.insert(id, instance.clone());
             return Ok(instance);

@@ -227,6 +227,107 @@ async fn the_plan_skips_ice_cached_pools_and_falls_back_to_on_demand() {
     assert_eq!(later.capacity_type, CapacityType::Spot);
 }
 
+/// Adds a reserved offering of reservation `id` (taking `capacity` more instances) in `zone` to `it`, priced as
+/// AWS prices them.
+fn reserve(it: &mut InstanceType, zone: &str, id: &str, capacity: u32) {
+    let mut offering = it
+        .offerings
+        .iter()
+        .find(|o| o.zone == zone && o.capacity_type == CapacityType::OnDemand)
+        .expect("an on-demand offering")
+        .clone();
+    offering.capacity_type = CapacityType::Reserved;
+    offering.price = offering
+        .price
+        .map(|p| p / crate::catalog::RESERVED_PRICE_DIVISOR);
+    offering.available = capacity > 0;
+    offering.reservation = Some(crate::catalog::Reservation {
+        id: id.into(),
+        capacity,
+    });
+    it.offerings.push(offering);
+}
+
+/// A request whose m5.large has two reservations in us-west-2a and one in 2b, and whose c5.large has a full one.
+async fn reserved_request(cloud: &SimCloud, capacity_types: &[&str]) -> LaunchRequest<'static> {
+    let mut request = request(cloud, capacity_types).await;
+    for it in &mut request.instance_types {
+        let it = it.to_mut();
+        match it.name.as_str() {
+            "m5.large" => {
+                reserve(it, "us-west-2a", "cr-small", 1);
+                reserve(it, "us-west-2a", "cr-big", 3);
+                reserve(it, "us-west-2b", "cr-b", 1);
+            }
+            "c5.large" => reserve(it, "us-west-2a", "cr-full", 0),
+            _ => {}
+        }
+    }
+    request
+}
+
+fn pools(plan: &LaunchPlan) -> Vec<(&str, &str, Option<&str>)> {
+    plan.overrides
+        .iter()
+        .map(|o| {
+            (
+                o.instance_type.as_str(),
+                o.zone.as_str(),
+                o.reservation_id.as_deref(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn reserved_capacity_comes_first_one_reservation_per_type_and_zone_the_roomiest() {
+    let request = reserved_request(&sim(), &["reserved", "spot", "on-demand"]).await;
+    let plan = plan(&request, &IceCache::new(), t0()).unwrap();
+    assert_eq!(plan.capacity_type, CapacityType::Reserved);
+    assert_eq!(
+        pools(&plan),
+        [
+            ("m5.large", "us-west-2a", Some("cr-big")),
+            ("m5.large", "us-west-2b", Some("cr-b")),
+        ]
+    );
+    assert_eq!(
+        plan.overrides[0].key(plan.capacity_type).to_string(),
+        "reserved:m5.large:us-west-2a"
+    );
+
+    // A claim planned into one reservation launches into that one only.
+    let mut held = request.clone();
+    held.requirements
+        .add(crate::api::requirements::Requirement::one_of(
+            crate::catalog::CAPACITY_RESERVATION_ID,
+            ["cr-small"],
+        ));
+    let plan = super::plan(&held, &IceCache::new(), t0()).unwrap();
+    assert_eq!(pools(&plan), [("m5.large", "us-west-2a", Some("cr-small"))]);
+
+    // Not allowed reserved capacity, the claim launches as before.
+    let spot = reserved_request(&sim(), &["spot", "on-demand"]).await;
+    let plan = super::plan(&spot, &IceCache::new(), t0()).unwrap();
+    assert_eq!(plan.capacity_type, CapacityType::Spot);
+    assert!(plan.overrides.iter().all(|o| o.reservation_id.is_none()));
+}
+
+#[tokio::test]
+async fn the_sim_launches_into_the_planned_reservation() {
+    let cloud = sim();
+    let request = reserved_request(&cloud, &["reserved", "on-demand"]).await;
+    let instance = cloud.create(&request, t0()).await.unwrap();
+    assert_eq!(instance.capacity_type, CapacityType::Reserved);
+    assert_eq!(
+        (instance.instance_type.as_str(), instance.zone.as_str()),
+        ("m5.large", "us-west-2a")
+    );
+    let reservation = instance.reservation.expect("launched into a reservation");
+    assert_eq!(reservation.id, "cr-big");
+    assert!(!reservation.interruptible);
+}
+
 #[tokio::test]
 async fn nothing_to_launch_is_insufficient_capacity() {
     let mut request = request(&sim(), &["on-demand"]).await;

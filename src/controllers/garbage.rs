@@ -230,6 +230,7 @@ mod tests {
             subnet_id: None,
             security_group_ids: vec![],
             tags,
+            reservation: None,
         }
     }
 

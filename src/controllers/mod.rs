@@ -57,6 +57,9 @@ pub struct Settings {
     pub gc_interval: Duration,
     /// How the solves treat preferences and `minValues` (`--preference-policy`, `--min-values-policy`).
     pub policies: crate::scheduling::Policies,
+    /// `--scheduler-config`: the cluster's default topology spread, which provisioning and the disruption
+    /// simulations give pods that declare none.
+    pub scheduler_config: crate::scheduling::SchedulerConfig,
     /// `--feature-gates`: spot-to-spot consolidation is the one that changes a decision today.
     pub feature_gates: crate::engine::FeatureGates,
 }
@@ -82,6 +85,7 @@ impl Default for Settings {
             leak_grace: Duration::from_secs(30),
             gc_interval: Duration::from_secs(2 * 60),
             policies: crate::scheduling::Policies::default(),
+            scheduler_config: crate::scheduling::SchedulerConfig::default(),
             feature_gates: crate::engine::FeatureGates::default(),
         }
     }

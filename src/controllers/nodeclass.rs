@@ -3,13 +3,16 @@
 //! kerf will launch with. Classes are resolved again every few minutes, which is how a newly published AMI
 //! reaches the status (and, through it, drift). A class carries the `karpenter.k8s.aws/termination`
 //! finalizer: deleting it waits until no NodeClaim uses it, then removes what the cloud provider made for it
-//! (the instance profile kerf manages for its role) before the class goes.
+//! (the instance profile kerf manages for its role) before the class goes. With the `ReservedCapacity` feature
+//! gate on, the capacity reservations it selects are listed too (`status.capacityReservations`,
+//! `CapacityReservationsReady`), and a class that selects any is resolved again every minute, or when a
+//! reservation ends if sooner, as Karpenter polls them.
 
 use super::backoff::key_of;
 use super::nodeclaim::calls;
 use super::{Context, Error};
 use crate::api::condition;
-use crate::api::ec2nodeclass::{Ami, EC2NodeClass, EC2NodeClassStatus};
+use crate::api::ec2nodeclass::{Ami, CapacityReservation, EC2NodeClass, EC2NodeClassStatus};
 use crate::api::nodeclaim::NodeClaim;
 use crate::cloud::{
     CloudError, CloudProvider, ResolvedNodeClass, NO_AMIS, NO_SECURITY_GROUPS, NO_SUBNETS,
@@ -29,6 +32,9 @@ const RESOLVE_INTERVAL: Duration = Duration::from_secs(5 * 60);
 const RETRY_INTERVAL: Duration = Duration::from_secs(30);
 /// How often a deleted class still used by NodeClaims looks again.
 const WAIT_FOR_CLAIMS: Duration = Duration::from_secs(10);
+/// How often a class that selects capacity reservations lists them again (Karpenter's poll period): their
+/// state and end time change on EC2's side.
+const RESERVATION_POLL: Duration = Duration::from_secs(60);
 
 /// Holds a deleted EC2NodeClass until its NodeClaims are gone and its cloud resources removed.
 pub const FINALIZER: &str = "karpenter.k8s.aws/termination";
@@ -36,6 +42,7 @@ pub const FINALIZER: &str = "karpenter.k8s.aws/termination";
 pub const SUBNETS_READY: &str = "SubnetsReady";
 pub const SECURITY_GROUPS_READY: &str = "SecurityGroupsReady";
 pub const AMIS_READY: &str = "AMIsReady";
+pub const CAPACITY_RESERVATIONS_READY: &str = "CapacityReservationsReady";
 pub const READY: &str = "Ready";
 
 /// Reconciles every EC2NodeClass until the task is dropped.
@@ -87,11 +94,38 @@ async fn reconcile<C: CloudProvider>(
             Err(reason) => tracing::warn!(ec2nodeclass = %name, reason, "ec2nodeclass not ready"),
         }
     }
-    Ok(Action::requeue(if resolution.is_ok() {
-        RESOLVE_INTERVAL
-    } else {
-        RETRY_INTERVAL
+    Ok(Action::requeue(match &resolution {
+        Ok(resolved) => {
+            let selects = class
+                .spec
+                .capacity_reservation_selector_terms
+                .as_ref()
+                .is_some_and(|terms| !terms.is_empty());
+            match &resolved.capacity_reservations {
+                Some(reservations) if selects => {
+                    reservations_requeue(reservations, ctx.clock.now()).min(RESOLVE_INTERVAL)
+                }
+                _ => RESOLVE_INTERVAL,
+            }
+        }
+        Err(_) => RETRY_INTERVAL,
     }))
+}
+
+/// When the reservations of a class are listed again: every [`RESERVATION_POLL`], or as soon as one of them
+/// ends if that is sooner (in a second for one already past its end: never a busy loop), so that the status
+/// drops it in time.
+fn reservations_requeue(reservations: &[CapacityReservation], now: SystemTime) -> Duration {
+    let now = Timestamp::try_from(now).unwrap_or(Timestamp::UNIX_EPOCH);
+    reservations
+        .iter()
+        .filter_map(|r| r.end_time.as_deref()?.parse::<Timestamp>().ok())
+        .map(|end| {
+            let left = end.as_millisecond().saturating_sub(now.as_millisecond());
+            Duration::from_millis(u64::try_from(left).unwrap_or(0))
+        })
+        .fold(RESERVATION_POLL, Duration::min)
+        .max(Duration::from_secs(1))
 }
 
 /// A deleted class: waits while NodeClaims use it, then removes its cloud resources and the finalizer.
@@ -156,6 +190,18 @@ pub fn status(
             next.security_groups = Some(resolved.security_groups.clone());
             next.amis = Some(resolved.amis.iter().map(ami).collect());
             next.instance_profile = resolved.instance_profile.clone();
+            // Listed only with the `ReservedCapacity` gate on; otherwise what an earlier run wrote stays, as
+            // Karpenter leaves the status of a reconciler it skips.
+            if let Some(reservations) = &resolved.capacity_reservations {
+                next.capacity_reservations =
+                    (!reservations.is_empty()).then(|| reservations.clone());
+                set(
+                    CAPACITY_RESERVATIONS_READY,
+                    true,
+                    CAPACITY_RESERVATIONS_READY,
+                    "",
+                );
+            }
             for type_ in [SUBNETS_READY, SECURITY_GROUPS_READY, AMIS_READY, READY] {
                 set(type_, true, type_, "");
             }
@@ -242,7 +288,17 @@ mod tests {
                 creation_date: None,
             }],
             instance_profile: Some("profile".into()),
+            capacity_reservations: Some(vec![]),
         }
+    }
+
+    fn reservation(id: &str, end_time: Option<&str>) -> CapacityReservation {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "instanceType": "m5.large", "availabilityZone": "us-west-2a",
+            "ownerID": "123456789012", "instanceMatchCriteria": "targeted",
+            "reservationType": "default", "state": "active", "endTime": end_time,
+        }))
+        .expect("a reservation")
     }
 
     fn condition<'a>(status: &'a EC2NodeClassStatus, type_: &str) -> &'a condition::Condition {
@@ -302,6 +358,61 @@ mod tests {
     fn an_unchanged_resolution_gives_an_equal_status_so_nothing_is_written() {
         let first = status(None, Ok(&resolved()), "t1", Some(1));
         assert_eq!(status(Some(&first), Ok(&resolved()), "t2", Some(1)), first);
+    }
+
+    #[test]
+    fn reservations_are_listed_and_ready_only_when_they_were_looked_up() {
+        let mut with = resolved();
+        with.capacity_reservations = Some(vec![reservation("cr-1", None)]);
+        let listed = status(None, Ok(&with), "t1", Some(1));
+        let ids: Vec<&str> = listed
+            .capacity_reservations
+            .iter()
+            .flatten()
+            .map(|r| r.id.as_str())
+            .collect();
+        assert_eq!(ids, ["cr-1"]);
+        assert_eq!(
+            condition(&listed, CAPACITY_RESERVATIONS_READY).status,
+            "True"
+        );
+        assert_eq!(condition(&listed, READY).status, "True");
+        // None selected any more: the list goes, the condition stays true (no reservation is not an error).
+        let none = status(Some(&listed), Ok(&resolved()), "t2", Some(1));
+        assert_eq!(none.capacity_reservations, None);
+        assert_eq!(condition(&none, CAPACITY_RESERVATIONS_READY).status, "True");
+        // With the ReservedCapacity gate off nothing is looked up: what was written stays, and a class that never
+        // had the condition does not get it.
+        let mut off = resolved();
+        off.capacity_reservations = None;
+        assert_eq!(
+            status(Some(&listed), Ok(&off), "t3", Some(1)).capacity_reservations,
+            listed.capacity_reservations
+        );
+        let fresh = status(None, Ok(&off), "t3", Some(1));
+        assert!(fresh
+            .conditions
+            .iter()
+            .flatten()
+            .all(|c| c.type_ != CAPACITY_RESERVATIONS_READY));
+        assert_eq!(condition(&fresh, READY).status, "True");
+    }
+
+    #[test]
+    fn reservations_are_polled_every_minute_or_when_one_ends() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let at = |secs: u64| rfc3339(now + Duration::from_secs(secs));
+        assert_eq!(reservations_requeue(&[], now), RESERVATION_POLL);
+        let later = [reservation("cr-1", Some(&at(3600)))];
+        assert_eq!(reservations_requeue(&later, now), RESERVATION_POLL);
+        let soon = [
+            reservation("cr-1", Some(&at(3600))),
+            reservation("cr-2", Some(&at(20))),
+            reservation("cr-3", None),
+        ];
+        assert_eq!(reservations_requeue(&soon, now), Duration::from_secs(20));
+        let past = [reservation("cr-1", Some("2020-01-01T00:00:00Z"))];
+        assert_eq!(reservations_requeue(&past, now), Duration::from_secs(1));
     }
 
     #[test]

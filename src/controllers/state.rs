@@ -1,16 +1,20 @@
 //! The controller's view of the cluster: one reflector per kind it decides on, shared by every controller,
-//! so a decision reads a consistent in-memory snapshot instead of listing the apiserver.
+//! so a decision reads a consistent in-memory snapshot instead of listing the apiserver. The Services and the
+//! controllers that select pods are watched only when a default spread is configured ([`SpreadSources`]).
 
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
 use crate::scheduling::volumes::VolumeIndex;
+use crate::scheduling::{DefaultSpread, SchedulerConfig};
 use ::kube::runtime::reflector::{self, Store};
 use ::kube::runtime::{watcher, WatchStreamExt};
 use ::kube::{Api, Client, Resource};
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{
+    Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
+};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
@@ -38,6 +42,8 @@ pub struct ClusterState {
     pub storage_classes: Store<StorageClass>,
     /// How many volumes each CSI driver may attach to each node.
     pub csi_nodes: Store<CSINode>,
+    /// What deduces pods' default spread selectors; `None` (nothing watched) without a default spread.
+    pub spread_sources: Option<SpreadSources>,
     /// Marked on every watch event of any kind: a controller that re-decides on change clones this receiver
     /// and awaits `changed()` (events while it was busy coalesce into one wake-up).
     pub changed: watch::Receiver<()>,
@@ -45,10 +51,22 @@ pub struct ClusterState {
     synced: watch::Receiver<Option<bool>>,
 }
 
+/// The Services and the ReplicaSets, StatefulSets and ReplicationControllers whose selectors kube-scheduler
+/// deduces a pod's default spread selector from. Their pod templates are dropped as they arrive: only the
+/// selectors are read, and a cluster keeps many old ReplicaSets.
+#[derive(Clone)]
+pub struct SpreadSources {
+    pub services: Store<Service>,
+    pub replica_sets: Store<ReplicaSet>,
+    pub stateful_sets: Store<StatefulSet>,
+    pub replication_controllers: Store<ReplicationController>,
+}
+
 impl ClusterState {
     /// Starts the reflectors on `tasks` (they run until the set is dropped); the stores fill as the lists arrive,
-    /// [`ClusterState::synced`] waits for all of them.
-    pub fn start(client: &Client, tasks: &mut JoinSet<()>) -> ClusterState {
+    /// [`ClusterState::synced`] waits for all of them. `spread_sources`: also watch what deduces pods' default
+    /// spread selectors (only when a default spread is configured: no other decision reads them).
+    pub fn start(client: &Client, tasks: &mut JoinSet<()>, spread_sources: bool) -> ClusterState {
         let (changed, changed_rx) = watch::channel(());
         let changed = Arc::new(changed);
         let (synced_tx, synced) = watch::channel(None);
@@ -63,6 +81,39 @@ impl ClusterState {
             persistent_volumes: reflect(Api::all(client.clone()), &changed, tasks),
             storage_classes: reflect(Api::all(client.clone()), &changed, tasks),
             csi_nodes: reflect(Api::all(client.clone()), &changed, tasks),
+            spread_sources: spread_sources.then(|| SpreadSources {
+                services: reflect(Api::all(client.clone()), &changed, tasks),
+                replica_sets: reflect_with(
+                    Api::all(client.clone()),
+                    &changed,
+                    tasks,
+                    |rs: &mut ReplicaSet| {
+                        slim(rs);
+                        rs.spec.template = None;
+                    },
+                ),
+                stateful_sets: reflect_with(
+                    Api::all(client.clone()),
+                    &changed,
+                    tasks,
+                    |ss: &mut StatefulSet| {
+                        slim(ss);
+                        ss.spec.template = Default::default();
+                        ss.spec.volume_claim_templates = None;
+                    },
+                ),
+                replication_controllers: reflect_with(
+                    Api::all(client.clone()),
+                    &changed,
+                    tasks,
+                    |rc: &mut ReplicationController| {
+                        slim(rc);
+                        if let Some(spec) = rc.spec.as_mut() {
+                            spec.template = None;
+                        }
+                    },
+                ),
+            }),
             changed: changed_rx,
             synced,
         };
@@ -96,7 +147,36 @@ impl ClusterState {
         self.persistent_volume_claims.wait_until_ready().await?;
         self.persistent_volumes.wait_until_ready().await?;
         self.storage_classes.wait_until_ready().await?;
-        self.csi_nodes.wait_until_ready().await
+        self.csi_nodes.wait_until_ready().await?;
+        if let Some(sources) = &self.spread_sources {
+            sources.services.wait_until_ready().await?;
+            sources.replica_sets.wait_until_ready().await?;
+            sources.stateful_sets.wait_until_ready().await?;
+            sources.replication_controllers.wait_until_ready().await?;
+        }
+        Ok(())
+    }
+
+    /// `config`'s default spread with the Services and controllers in the stores. Without a default constraint
+    /// nothing is read (and the stores do not exist).
+    pub fn default_spread(&self, config: &SchedulerConfig) -> DefaultSpread {
+        let mut spread = DefaultSpread::new(config);
+        let Some(sources) = self.spread_sources.as_ref().filter(|_| spread.is_active()) else {
+            return spread;
+        };
+        for service in sources.services.state() {
+            spread.add_service(&service);
+        }
+        for replica_set in sources.replica_sets.state() {
+            spread.add_replica_set(&replica_set);
+        }
+        for stateful_set in sources.stateful_sets.state() {
+            spread.add_stateful_set(&stateful_set);
+        }
+        for controller in sources.replication_controllers.state() {
+            spread.add_replication_controller(&controller);
+        }
+        spread
     }
 
     /// The volume index of the claims, volumes, classes and CSINodes in the stores (shared, not copied).
@@ -116,12 +196,25 @@ fn reflect<K>(api: Api<K>, changed: &Arc<watch::Sender<()>>, tasks: &mut JoinSet
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
+    reflect_with(api, changed, tasks, slim)
+}
+
+/// [`reflect`], with `trim` instead of [`slim`] dropping what no controller reads.
+fn reflect_with<K>(
+    api: Api<K>,
+    changed: &Arc<watch::Sender<()>>,
+    tasks: &mut JoinSet<()>,
+    trim: fn(&mut K),
+) -> Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
     let (reader, writer) = reflector::store();
     let stream = reflector::reflector(
         writer,
         watcher(api, watcher::Config::default())
             .default_backoff()
-            .modify(slim),
+            .modify(trim),
     );
     let changed = changed.clone();
     tasks.spawn(async move {

@@ -5,6 +5,7 @@ use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
 use crate::catalog::Catalog;
 use crate::scheduling::volumes::VolumeIndex;
+use crate::scheduling::DefaultSpread;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -26,6 +27,9 @@ pub struct DisruptionInput<'a> {
     /// The PersistentVolumeClaims, PersistentVolumes and StorageClasses: a pod whose volume is zonal can only
     /// move within its zone ([`VolumeIndex::empty`] when there are none).
     pub volumes: &'a VolumeIndex,
+    /// The cluster's default spread and what deduces each pod's selector: the pods a simulation moves get it as
+    /// provisioning's do ([`DefaultSpread::none`] when none is configured).
+    pub default_spread: &'a DefaultSpread,
     pub settings: Settings,
 }
 

@@ -28,8 +28,9 @@ pub const NOT_IMPLEMENTED: [&str; 4] = [
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FeatureGates {
     pub node_repair: bool,
-    /// Capacity reservations as offerings. kerf launches no reserved capacity yet, so on and off both mean
-    /// on-demand and spot only (docs/controller.md).
+    /// Capacity reservations as offerings: a catalog file's reserved offerings, and on AWS the reservations an
+    /// EC2NodeClass's `capacityReservationSelectorTerms` select, launched into by targeting them
+    /// (docs/scheduling.md, docs/cloud.md). Off: on-demand and spot only, and no reservation is looked up.
     pub reserved_capacity: bool,
     /// Consolidation may replace spot nodes with cheaper spot nodes (otherwise spot nodes are only deleted).
     pub spot_to_spot_consolidation: bool,

@@ -5,12 +5,25 @@
 
 use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
-use crate::catalog::{CapacityType, InstanceType};
+use crate::catalog::{
+    CapacityType, InstanceType, CAPACITY_RESERVATION_ID, CAPACITY_RESERVATION_INTERRUPTIBLE,
+    CAPACITY_RESERVATION_TYPE,
+};
 use std::collections::BTreeMap;
 
+/// The reservation labels: a type with one reservation has a single-valued `capacity-reservation-id`, yet only
+/// a node launched into it may carry the label (an on-demand node of that type must not).
+const RESERVATION_LABELS: [&str; 3] = [
+    CAPACITY_RESERVATION_ID,
+    CAPACITY_RESERVATION_TYPE,
+    CAPACITY_RESERVATION_INTERRUPTIBLE,
+];
+
 /// The labels a claim gets once its instance is known: every single-valued label of its instance type
-/// (architecture, family, generation, size, CPU, memory, region, …), then the instance's own type, zone and
-/// capacity type.
+/// (architecture, family, generation, size, CPU, memory, region, …) except the reservation ones, then the
+/// instance's own type, zone and capacity type. A `reserved` one also gets the reservation its type offers in
+/// the zone (the one with the most room, which a launch targets); the controller overwrites it with the
+/// reservation EC2 reports for the instance.
 pub fn launched_labels(
     instance_type: Option<&InstanceType>,
     name: &str,
@@ -20,13 +33,50 @@ pub fn launched_labels(
     let mut out = instance_type
         .map(|t| t.requirements.labels())
         .unwrap_or_default();
+    out.retain(|key, _| !RESERVATION_LABELS.contains(&key.as_str()));
     out.insert(labels::INSTANCE_TYPE.into(), name.to_owned());
     out.insert(labels::ZONE.into(), zone.to_owned());
     out.insert(
         labels::CAPACITY_TYPE.into(),
         capacity_type.as_str().to_owned(),
     );
+    if capacity_type == CapacityType::Reserved {
+        let reservation = instance_type
+            .into_iter()
+            .flat_map(|t| &t.offerings)
+            .filter(|o| o.zone == zone)
+            .filter_map(|o| Some((o.available, o.reservation.as_ref()?)))
+            .max_by(|(a_ok, a), (b_ok, b)| {
+                (a_ok, a.capacity)
+                    .cmp(&(b_ok, b.capacity))
+                    .then_with(|| b.id.cmp(&a.id))
+            })
+            .map(|(_, r)| r);
+        if let Some(reservation) = reservation {
+            out.insert(CAPACITY_RESERVATION_ID.into(), reservation.id.clone());
+        }
+    }
     out
+}
+
+/// The labels of a node launched into capacity reservation `id` (Karpenter's): the reservation, its type
+/// (`default` or `capacity-block`) and whether EC2 may interrupt it.
+pub fn reservation_labels(
+    id: &str,
+    reservation_type: &str,
+    interruptible: bool,
+) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (CAPACITY_RESERVATION_ID.to_owned(), id.to_owned()),
+        (
+            CAPACITY_RESERVATION_TYPE.to_owned(),
+            reservation_type.to_owned(),
+        ),
+        (
+            CAPACITY_RESERVATION_INTERRUPTIBLE.to_owned(),
+            interruptible.to_string(),
+        ),
+    ])
 }
 
 /// The labels a kubelet puts on the Node it registers, on an EC2 instance of `instance_type` in `zone`:
@@ -62,4 +112,89 @@ pub fn registered_metadata(
     node_labels.insert(labels::NODE_REGISTERED.into(), "true".into());
     let annotations = claim.metadata.annotations.clone().unwrap_or_default();
     (node_labels, annotations)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Catalog;
+
+    /// m5.large with on-demand offerings in two zones and reservations in the first: a roomy one, a small one
+    /// and a full one.
+    fn m5_large() -> InstanceType {
+        let offering = |capacity_type: &str, extra: serde_json::Value| {
+            let mut o = serde_json::json!({"zone": "us-east-1a", "capacityType": capacity_type, "price": 0.096});
+            o.as_object_mut()
+                .expect("an object")
+                .extend(extra.as_object().expect("an object").clone());
+            o
+        };
+        let reserved = |id: &str, capacity: u32| {
+            offering(
+                "reserved",
+                serde_json::json!({"price": 1e-8, "reservationID": id, "reservationCapacity": capacity}),
+            )
+        };
+        let file = serde_json::json!({"instanceTypes": [{
+            "name": "m5.large", "cpu": "2", "memory": "8Gi", "pods": 29, "arch": "amd64", "os": ["linux"],
+            "offerings": [
+                offering("on-demand", serde_json::json!({})),
+                offering("on-demand", serde_json::json!({"zone": "us-east-1b"})),
+                reserved("cr-small", 1),
+                reserved("cr-big", 4),
+                reserved("cr-full", 9),
+            ]
+        }]});
+        let mut catalog =
+            Catalog::from_instance_types_json(&file.to_string()).expect("a catalog file");
+        // A full reservation is unavailable, however much room EC2 said it had.
+        for o in &mut catalog.instance_types[0].offerings {
+            if o.reservation.as_ref().is_some_and(|r| r.id == "cr-full") {
+                o.available = false;
+            }
+        }
+        catalog.instance_types.remove(0)
+    }
+
+    #[test]
+    fn only_a_reserved_node_carries_a_reservation_label() {
+        let it = m5_large();
+        let on_demand =
+            launched_labels(Some(&it), "m5.large", "us-east-1a", CapacityType::OnDemand);
+        assert!(
+            on_demand
+                .keys()
+                .all(|k| !RESERVATION_LABELS.contains(&k.as_str())),
+            "{on_demand:?}"
+        );
+        assert_eq!(on_demand[labels::CAPACITY_TYPE], "on-demand");
+        assert_eq!(on_demand[labels::INSTANCE_TYPE], "m5.large");
+
+        let reserved = launched_labels(Some(&it), "m5.large", "us-east-1a", CapacityType::Reserved);
+        assert_eq!(reserved[labels::CAPACITY_TYPE], "reserved");
+        // The available reservation with the most room, as the launch plan picks it.
+        assert_eq!(reserved[CAPACITY_RESERVATION_ID], "cr-big");
+        // None in the other zone: no guess.
+        let elsewhere =
+            launched_labels(Some(&it), "m5.large", "us-east-1b", CapacityType::Reserved);
+        assert!(!elsewhere.contains_key(CAPACITY_RESERVATION_ID));
+    }
+
+    #[test]
+    fn a_reservation_labels_its_node_with_id_type_and_interruptibility() {
+        assert_eq!(
+            reservation_labels("cr-1", "capacity-block", false),
+            BTreeMap::from([
+                (CAPACITY_RESERVATION_ID.to_owned(), "cr-1".to_owned()),
+                (
+                    CAPACITY_RESERVATION_TYPE.to_owned(),
+                    "capacity-block".to_owned()
+                ),
+                (
+                    CAPACITY_RESERVATION_INTERRUPTIBLE.to_owned(),
+                    "false".to_owned()
+                ),
+            ])
+        );
+    }
 }

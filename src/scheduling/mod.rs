@@ -4,11 +4,13 @@
 //! Implemented so far: effective requests, node selectors and required/preferred node affinity with
 //! Karpenter's relaxation order, taints and tolerations, NodePool weights and limits, instance-type filtering
 //! on requirements, allocatable and offerings, the cheapest-first launch list, topology spread and required and
-//! preferred pod (anti-)affinity on any label key (docs/scheduling.md), the requeue of failed pods, existing nodes
+//! preferred pod (anti-)affinity on any label key (docs/scheduling.md), the cluster's default spread
+//! (`--scheduler-config`), the requeue of failed pods, existing nodes
 //! and in-flight NodeClaims (with their pods counted in topology), DaemonSet overhead, host ports and minValues.
 
 mod cluster;
 mod daemons;
+mod default_spread;
 mod min_values;
 mod offerings;
 mod pod;
@@ -22,6 +24,7 @@ mod type_name;
 pub mod volumes;
 
 pub use cluster::{bound_node, BoundPod, Cluster, ClusterError, DaemonSetPod, ExistingNode};
+pub use default_spread::{DefaultSpread, SchedulerConfig, SchedulerConfigError};
 pub use min_values::MinValuesPolicy;
 pub use offerings::allows;
 pub use pod::{HostPort, PodError, PodInfo};

@@ -1,6 +1,8 @@
 //! How the solve treats preferences and `minValues`, as the operator chose (Karpenter's `--preference-policy` /
-//! `PREFERENCE_POLICY` and `--min-values-policy` / `MIN_VALUES_POLICY`).
+//! `PREFERENCE_POLICY` and `--min-values-policy` / `MIN_VALUES_POLICY`), and the one way a pod to be solved for
+//! is prepared for the solve ([`Policies::apply`]): the cluster's default spread, then the preference policy.
 
+use super::default_spread::DefaultSpread;
 use super::min_values::MinValuesPolicy;
 use k8s_openapi::api::core::v1::Pod;
 use std::borrow::Cow;
@@ -110,6 +112,22 @@ pub struct Policies {
     pub min_values: MinValuesPolicy,
 }
 
+impl Policies {
+    /// `pod` as a solve sees it: given the cluster's default spread (`spread`) when it declares none, then without
+    /// its preferences under [`PreferencePolicy::Ignore`] (a `ScheduleAnyway` default among them, as Karpenter
+    /// injects the defaults before its scheduler drops preferences). Provisioning and the disruption simulation
+    /// both prepare the pods they place through here.
+    pub fn apply<'p>(self, pod: &'p Pod, spread: &DefaultSpread) -> Cow<'p, Pod> {
+        match spread.apply(pod) {
+            Cow::Borrowed(pod) => self.preferences.apply(pod),
+            Cow::Owned(defaulted) => match self.preferences.apply(&defaulted) {
+                Cow::Owned(stripped) => Cow::Owned(stripped),
+                Cow::Borrowed(_) => Cow::Owned(defaulted),
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,5 +181,51 @@ mod tests {
         assert_eq!(spreads[0].when_unsatisfiable, "DoNotSchedule");
         assert_eq!("BestEffort".parse(), Ok(MinValuesPolicy::BestEffort));
         assert!("best".parse::<PreferencePolicy>().is_err());
+    }
+
+    /// A `ScheduleAnyway` default is a preference like any other: `Ignore` drops it once it is given.
+    #[test]
+    fn the_default_spread_comes_first_then_the_preference_policy() {
+        let config = super::super::SchedulerConfig::parse(
+            "podTopologySpread: {defaultConstraints: [
+               {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway},
+               {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule}]}",
+        )
+        .expect("config");
+        let mut spread = DefaultSpread::new(&config);
+        spread.add_service(
+            &serde_json::from_value(json!({"metadata": {"name": "web", "namespace": "default"},
+                                           "spec": {"selector": {"app": "web"}}}))
+            .expect("service"),
+        );
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "default", "labels": {"app": "web"}},
+            "spec": {"containers": []}
+        }))
+        .expect("pod");
+        let keys = |policies: Policies| -> Vec<String> {
+            let applied = policies.apply(&pod, &spread);
+            applied
+                .spec
+                .as_ref()
+                .and_then(|s| s.topology_spread_constraints.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|c| c.topology_key.clone())
+                .collect()
+        };
+        assert_eq!(
+            keys(Policies::default()),
+            ["topology.kubernetes.io/zone", "kubernetes.io/hostname"]
+        );
+        let ignore = Policies {
+            preferences: PreferencePolicy::Ignore,
+            ..Policies::default()
+        };
+        assert_eq!(keys(ignore), ["kubernetes.io/hostname"]);
+        assert!(matches!(
+            Policies::default().apply(&pod, DefaultSpread::none()),
+            Cow::Borrowed(_)
+        ));
     }
 }

@@ -25,11 +25,15 @@ pub struct Simulation {
 }
 
 impl Simulation {
-    /// The scenario's cluster (Nodes, NodeClaims, DaemonSets, pods, volumes) as the controller's snapshot.
+    /// The scenario's cluster (Nodes, NodeClaims, DaemonSets, pods, volumes, the default spread with the Services
+    /// and workloads that deduce pods' selectors) as the controller's snapshot.
     pub fn new(scenario: &Scenario, catalog: Arc<Catalog>) -> Result<Self, ScenarioError> {
         let policies = scenario
             .settings
             .policies()
+            .map_err(|e| ScenarioError::Invalid(vec![e]))?;
+        let default_spread = scenario
+            .default_spread()
             .map_err(|e| ScenarioError::Invalid(vec![e]))?;
         let catalogs = scenario
             .nodepools
@@ -49,6 +53,7 @@ impl Simulation {
             node_pools: scenario.nodepools.clone(),
             node_classes: Vec::new(),
             policies,
+            default_spread,
             volumes: scenario.volumes(),
             disruption_budgets: scenario.disruption_budgets.clone(),
         };

@@ -1,7 +1,7 @@
 //! A scenario: ordinary Kubernetes objects (NodePools, EC2NodeClasses, Pods and the workloads that make them,
-//! Nodes, NodeClaims, DaemonSets, PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes and
-//! StorageClasses) plus an optional `kerf.sh/v1alpha1 Simulation` document with settings. Loading is pure: the
-//! caller reads the files.
+//! Nodes, NodeClaims, DaemonSets, PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes,
+//! StorageClasses and Services) plus an optional `kerf.sh/v1alpha1 Simulation` document with settings. Loading is
+//! pure: the caller reads the files.
 
 use super::events::{Action, Timeline};
 use super::sizes::{negative_quantities, ScenarioLimits};
@@ -13,11 +13,14 @@ use crate::engine::FeatureGates;
 use crate::manifest::{group_kind, parse_documents, Document, Identities, Limits, ManifestError};
 use crate::scheduling::volumes::{self, VolumeIndex};
 use crate::scheduling::Policies;
-use crate::scheduling::{ClusterError, PodError};
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use crate::scheduling::{ClusterError, DefaultSpread, PodError, SchedulerConfig};
+use k8s_openapi::api::apps::v1::{
+    DaemonSet, ReplicaSet, ReplicaSetSpec, StatefulSet, StatefulSetSpec,
+};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -49,6 +52,9 @@ pub struct SimulationSettings {
     /// As `kerf controller --feature-gates`: the `Name=true,...` string, or a map of gate to boolean (the chart's
     /// `settings.featureGates`, camelCase names allowed).
     pub feature_gates: Option<GatesSpec>,
+    /// As `kerf controller --scheduler-config` (the chart's `settings.schedulerConfig`), written as an object:
+    /// `{podTopologySpread: {defaultConstraints: [...]}}`, the cluster's default topology spread.
+    pub scheduler_config: Option<Value>,
 }
 
 /// A Simulation's `spec.featureGates`, in either of the forms users know.
@@ -92,6 +98,14 @@ impl SimulationSettings {
         gates.map_err(|e| format!("spec.featureGates: {e}"))
     }
 
+    /// The `--scheduler-config` these settings name (none when unset); the field and the reason when refused.
+    pub fn scheduler_config(&self) -> Result<SchedulerConfig, String> {
+        self.scheduler_config
+            .as_ref()
+            .map_or(Ok(SchedulerConfig::default()), SchedulerConfig::from_value)
+            .map_err(|e| format!("spec.schedulerConfig: {e}"))
+    }
+
     /// What the disruption engine reads of these settings.
     pub fn disruption(&self) -> Result<crate::disruption::Settings, String> {
         Ok(crate::disruption::Settings {
@@ -120,6 +134,8 @@ pub struct Scenario {
     pub nodeclasses: Vec<Value>,
     /// The Deployments, ReplicaSets, StatefulSets and Jobs whose pods are in `pods`, as written.
     pub workloads: Vec<Value>,
+    /// Services: with the workloads' selectors, what deduces a pod's default spread selector.
+    pub services: Vec<Service>,
     /// The pods' claims; one that names a volume the scenario holds counts as bound (the PersistentVolume
     /// controller's `pv.kubernetes.io/bind-completed` is added).
     pub persistent_volume_claims: Vec<PersistentVolumeClaim>,
@@ -229,6 +245,9 @@ pub fn from_documents(
                 if let Err(error) = scenario.settings.disruption() {
                     invalid.push(format!("document {index}: {error}"));
                 }
+                if let Err(error) = scenario.settings.scheduler_config() {
+                    invalid.push(format!("document {index}: {error}"));
+                }
             }
             _ if admission::for_kind(group, kind).is_some() => {
                 let Some(admission) = admission::for_kind(group, kind) else {
@@ -298,6 +317,9 @@ pub fn from_documents(
             ("storage.k8s.io", "CSINode") => scenario
                 .csi_nodes
                 .push(CSINode::deserialize(&object).map_err(bad)?),
+            ("", "Service") => scenario
+                .services
+                .push(Service::deserialize(&object).map_err(bad)?),
             ("apps", "Deployment" | "ReplicaSet" | "StatefulSet") | ("batch", "Job") => {
                 let (field, count) = match replicas(&object, kind) {
                     Ok(replicas) => replicas,
@@ -405,6 +427,56 @@ fn runtime_overhead(scenario: &mut Scenario, classes: &BTreeMap<String, Value>) 
 }
 
 impl Scenario {
+    /// The scenario's default spread (`spec.schedulerConfig`) with its Services and workloads to deduce pods'
+    /// selectors from; the reason when the setting is refused.
+    pub fn default_spread(&self) -> Result<DefaultSpread, String> {
+        let mut spread = DefaultSpread::new(&self.settings.scheduler_config()?);
+        if !spread.is_active() {
+            return Ok(spread);
+        }
+        for service in &self.services {
+            spread.add_service(service);
+        }
+        for workload in &self.workloads {
+            let Some(owner) = controller_of(workload) else {
+                continue;
+            };
+            let metadata = ObjectMeta {
+                name: Some(owner.name),
+                namespace: workload
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                ..ObjectMeta::default()
+            };
+            // A selector that does not read as one selects nothing of its own (the apiserver would refuse it).
+            let selector: LabelSelector = workload
+                .pointer("/spec/selector")
+                .and_then(|s| LabelSelector::deserialize(s).ok())
+                .unwrap_or_default();
+            match owner.kind {
+                "StatefulSet" => spread.add_stateful_set(&StatefulSet {
+                    metadata,
+                    spec: StatefulSetSpec {
+                        selector,
+                        ..StatefulSetSpec::default()
+                    },
+                    status: None,
+                }),
+                "ReplicaSet" => spread.add_replica_set(&ReplicaSet {
+                    metadata,
+                    spec: ReplicaSetSpec {
+                        selector,
+                        ..ReplicaSetSpec::default()
+                    },
+                    status: None,
+                }),
+                _ => {}
+            }
+        }
+        Ok(spread)
+    }
+
     /// The scenario's claims, volumes and classes, as the solve looks them up.
     pub fn volumes(&self) -> VolumeIndex {
         VolumeIndex::from_objects(
@@ -519,8 +591,36 @@ fn not_an_integer(path: &FieldPath, value: &str) -> FieldError {
     )
 }
 
+/// The controller of a workload's pods, as a cluster's pods name it in their `ownerReferences`.
+struct Controller {
+    api_version: &'static str,
+    kind: &'static str,
+    name: String,
+}
+
+/// The controller of `workload`'s pods: the workload itself, except for a Deployment, whose pods a ReplicaSet
+/// controls. A simulated Deployment has one revision, so that ReplicaSet (named `<deployment>-rs` here, for the
+/// hash of its template in a cluster) selects what the Deployment does.
+fn controller_of(workload: &Value) -> Option<Controller> {
+    let name = workload.pointer("/metadata/name").and_then(Value::as_str)?;
+    let (group, kind) = crate::manifest::group_kind(workload);
+    let (api_version, kind, name) = match (group, kind) {
+        ("apps", "Deployment") => ("apps/v1", "ReplicaSet", format!("{name}-rs")),
+        ("apps", "ReplicaSet") => ("apps/v1", "ReplicaSet", name.to_owned()),
+        ("apps", "StatefulSet") => ("apps/v1", "StatefulSet", name.to_owned()),
+        ("batch", "Job") => ("batch/v1", "Job", name.to_owned()),
+        _ => return None,
+    };
+    Some(Controller {
+        api_version,
+        kind,
+        name,
+    })
+}
+
 /// The pods `indices` of a workload: copies of its template named `<name>-<i>`, with the UID
-/// `<namespace>/<name>-<i>`.
+/// `<namespace>/<name>-<i>`, controlled by the workload ([`controller_of`]) as in a cluster, so that a default
+/// spread deduces their selector from it.
 pub(super) fn expand(
     workload: &Value,
     indices: std::ops::Range<u64>,
@@ -537,6 +637,10 @@ pub(super) fn expand(
         .pointer("/spec/template")
         .cloned()
         .unwrap_or_else(|| json!({}));
+    let owner = controller_of(workload).map(|c| {
+        json!([{"apiVersion": c.api_version, "kind": c.kind, "name": c.name,
+                "uid": format!("{namespace}/{}", c.name), "controller": true, "blockOwnerDeletion": true}])
+    });
     indices
         .map(|i| {
             let mut pod = template.clone();
@@ -547,8 +651,142 @@ pub(super) fn expand(
                 metadata.insert("name".to_owned(), json!(format!("{name}-{i}")));
                 metadata.insert("namespace".to_owned(), json!(namespace));
                 metadata.insert("uid".to_owned(), json!(format!("{namespace}/{name}-{i}")));
+                if let Some(owner) = &owner {
+                    metadata.insert("ownerReferences".to_owned(), owner.clone());
+                }
             }
             Pod::deserialize(&pod)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SCENARIO: &str = r#"
+apiVersion: kerf.sh/v1alpha1
+kind: Simulation
+metadata: {name: s}
+spec:
+  schedulerConfig:
+    podTopologySpread:
+      defaultConstraints:
+      - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: api, namespace: default}
+spec:
+  selector: {app: api}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: c, image: pause}]}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: api-job, namespace: default}
+spec:
+  template:
+    metadata: {labels: {app: api}}
+    spec: {containers: [{name: c, image: pause}]}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: lone, namespace: default}
+spec:
+  template:
+    metadata: {labels: {app: lone}}
+    spec: {containers: [{name: c, image: pause}]}
+"#;
+
+    /// Pods made from a workload carry the controller reference a cluster's would (a Deployment's through its
+    /// ReplicaSet), and the scenario's Services and workloads deduce their default spread selector from it.
+    #[test]
+    fn workload_pods_are_owned_as_in_a_cluster_and_deduce_their_default_spread() {
+        let scenario = load(SCENARIO).expect("scenario");
+        assert_eq!(scenario.services.len(), 1);
+        assert!(scenario.ignored.is_empty(), "{:?}", scenario.ignored);
+        let pod = |name: &str| {
+            scenario
+                .pods
+                .iter()
+                .find(|p| p.metadata.name.as_deref() == Some(name))
+                .unwrap_or_else(|| panic!("no pod {name}"))
+        };
+        let owner = |name: &str| {
+            let owners = pod(name)
+                .metadata
+                .owner_references
+                .clone()
+                .unwrap_or_default();
+            assert_eq!(owners.len(), 1, "{name}: {owners:?}");
+            let o = &owners[0];
+            (
+                o.api_version.clone(),
+                o.kind.clone(),
+                o.name.clone(),
+                o.controller,
+            )
+        };
+        assert_eq!(
+            owner("web-1"),
+            (
+                "apps/v1".into(),
+                "ReplicaSet".into(),
+                "web-rs".into(),
+                Some(true)
+            )
+        );
+        assert_eq!(
+            owner("api-job-0"),
+            (
+                "batch/v1".into(),
+                "Job".into(),
+                "api-job".into(),
+                Some(true)
+            )
+        );
+        let spread = scenario.default_spread().expect("default spread");
+        let selector = |name: &str| {
+            spread
+                .selector(pod(name))
+                .map(|s| serde_json::to_value(s).expect("selector"))
+        };
+        assert_eq!(
+            selector("web-0"),
+            Some(
+                json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]})
+            )
+        );
+        // A Job gives no selector; the Service that selects the pod does.
+        assert_eq!(
+            selector("api-job-0"),
+            Some(json!({"matchLabels": {"app": "api"}}))
+        );
+        assert_eq!(selector("lone-0"), None);
+
+        // Without the setting nothing is defaulted; a misspelt or invalid one is refused, naming the field.
+        let unset = Scenario {
+            settings: SimulationSettings::default(),
+            ..scenario.clone()
+        };
+        assert!(!unset.default_spread().expect("no setting").is_active());
+        assert!(load(&SCENARIO.replace("  schedulerConfig:", "  schedulerConfigs:")).is_err());
+        let refused = load(&SCENARIO.replace("maxSkew: 1", "maxSkew: -1"))
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            refused
+                .contains("spec.schedulerConfig: podTopologySpread.defaultConstraints[0].maxSkew"),
+            "{refused}"
+        );
+    }
 }

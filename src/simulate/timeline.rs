@@ -25,6 +25,7 @@ use crate::engine::pod_events::stamp_due;
 use crate::engine::provisioning::claim::node_claim;
 use crate::engine::provisioning::plan::{self, Preparations, Snapshot};
 use crate::scheduling::volumes::VolumeIndex;
+use crate::scheduling::DefaultSpread;
 use crate::scheduling::{Choice, PlannedClaim};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -116,6 +117,8 @@ pub struct TimelineRun<'a> {
     preparations: Preparations,
     /// The scenario's claims, volumes and classes: where pods' volumes let them go.
     volumes: VolumeIndex,
+    /// The scenario's default spread, with its Services and workloads (they do not change during a run).
+    default_spread: DefaultSpread,
 }
 
 impl<'a> TimelineRun<'a> {
@@ -177,6 +180,9 @@ impl<'a> TimelineRun<'a> {
             shared_catalog: Arc::new(catalog.clone()),
             preparations: Preparations::default(),
             volumes: scenario.volumes(),
+            default_spread: scenario
+                .default_spread()
+                .map_err(|e| ScenarioError::Invalid(vec![e]))?,
         };
         for pool in &scenario.nodepools {
             run.set_pool(pool.clone());
@@ -521,6 +527,7 @@ impl<'a> TimelineRun<'a> {
             node_pools: self.pools.clone(),
             node_classes: Vec::new(),
             policies: self.scenario.settings.policies().unwrap_or_default(),
+            default_spread: self.default_spread.clone(),
             volumes: self.volumes.clone(),
             disruption_budgets: self.scenario.disruption_budgets.clone(),
         };
@@ -736,6 +743,7 @@ impl<'a> TimelineRun<'a> {
             daemonsets: &self.scenario.daemonsets,
             catalog: self.catalog,
             volumes: &self.volumes,
+            default_spread: &self.default_spread,
             settings,
         }
     }

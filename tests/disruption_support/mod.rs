@@ -101,6 +101,7 @@ impl World {
             daemonsets: &[],
             catalog: &self.catalog,
             volumes: &self.volumes,
+            default_spread: kerf::scheduling::DefaultSpread::none(),
             settings: self.settings,
         }
     }

@@ -257,6 +257,16 @@ pub enum InstanceMatchCriteria {
     Targeted,
 }
 
+impl InstanceMatchCriteria {
+    /// The value as EC2 and the CRD spell it: `open` or `targeted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstanceMatchCriteria::Open => "open",
+            InstanceMatchCriteria::Targeted => "targeted",
+        }
+    }
+}
+
 /// Kubelet settings; a subset of the upstream `KubeletConfiguration`, with its names.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -603,6 +613,16 @@ pub struct CapacityReservation {
 pub enum CapacityReservationType {
     Default,
     CapacityBlock,
+}
+
+impl CapacityReservationType {
+    /// The value as EC2, the CRD and the `karpenter.k8s.aws/capacity-reservation-type` label spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CapacityReservationType::Default => "default",
+            CapacityReservationType::CapacityBlock => "capacity-block",
+        }
+    }
 }
 
 /// Whether a capacity reservation can still be launched into.

@@ -13,6 +13,7 @@ use crate::engine::disruption_input::{node_inputs, Facts};
 use crate::engine::provisioning::pending;
 use crate::kube::CALL_TIMEOUT;
 use crate::scheduling::volumes::VolumeIndex;
+use crate::scheduling::DefaultSpread;
 use ::kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use ::kube::{Api, Client};
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -33,6 +34,8 @@ pub struct Snapshot {
     pub catalog: Arc<Catalog>,
     /// The claims, volumes and classes pods' volumes need (shared with the stores).
     pub volumes: VolumeIndex,
+    /// The cluster's default spread, with the Services and controllers that deduce pods' selectors.
+    pub default_spread: DefaultSpread,
     /// The operator's settings of the engine: solve policies (as provisioning applies them), feature gates.
     pub settings: crate::disruption::Settings,
 }
@@ -105,6 +108,7 @@ pub async fn snapshot<C: CloudProvider>(
         daemonsets,
         catalog,
         volumes,
+        default_spread: state.default_spread(&ctx.settings.scheduler_config),
         settings: ctx.settings.disruption(),
     })
 }

@@ -67,6 +67,7 @@ impl Snapshot {
             daemonsets: &self.daemonsets,
             catalog: &self.catalog,
             volumes: &self.volumes,
+            default_spread: &self.default_spread,
             settings: self.settings,
         }
     }

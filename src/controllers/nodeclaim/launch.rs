@@ -89,15 +89,24 @@ pub async fn launch<C: CloudProvider>(
     })
 }
 
-/// The labels a launched claim gets (see [`crate::engine::launch::launched_labels`]).
+/// The labels a launched claim gets (see [`crate::engine::launch::launched_labels`]), with the reservation of an
+/// instance launched into one as EC2 reports it.
 pub fn launched_labels(launched: &Launched) -> BTreeMap<String, String> {
     let instance = &launched.instance;
-    crate::engine::launch::launched_labels(
+    let mut labels = crate::engine::launch::launched_labels(
         launched.instance_type.as_ref(),
         &instance.instance_type,
         &instance.zone,
         instance.capacity_type,
-    )
+    );
+    if let Some(r) = &instance.reservation {
+        labels.extend(crate::engine::launch::reservation_labels(
+            &r.id,
+            r.reservation_type.as_str(),
+            r.interruptible,
+        ));
+    }
+    labels
 }
 
 /// The annotations a launched claim gets: the hash of the class it launched with.

@@ -141,6 +141,7 @@ async fn provision<C: CloudProvider + 'static>(
         node_classes: owned(state.node_classes.state()),
         pods: Vec::new(),
         policies: ctx.settings.policies,
+        default_spread: state.default_spread(&ctx.settings.scheduler_config),
         volumes: state.volumes(),
         disruption_budgets: Vec::new(),
     };

@@ -77,7 +77,7 @@ impl<'a> Simulator<'a> {
             .iter()
             .filter_map(|p| {
                 let alternatives = input.volumes.pending(p).ok()?;
-                let mut info = PodInfo::from_pod(&policies.preferences.apply(p)).ok()?;
+                let mut info = PodInfo::from_pod(&policies.apply(p, input.default_spread)).ok()?;
                 volumes::apply(&mut info, &alternatives);
                 info.attached = input.volumes.attached(p);
                 Some(info)
@@ -101,10 +101,18 @@ impl<'a> Simulator<'a> {
                     .node
                     .as_ref()
                     .is_some_and(|n| n.metadata.deletion_timestamp.is_some());
+            // The pods that may move are prepared as provisioning prepares the pods it places (the cluster's
+            // default spread, then the preference policy); those that stay only count, and keep what they have.
             let pods: Vec<std::borrow::Cow<'_, k8s_openapi::api::core::v1::Pod>> = node
                 .pods
                 .iter()
-                .map(|p| policies.preferences.apply(p))
+                .map(|p| {
+                    if input.default_spread.is_active() && reschedulable.contains(&pod_key(p)) {
+                        policies.apply(p, input.default_spread)
+                    } else {
+                        policies.preferences.apply(p)
+                    }
+                })
                 .collect();
             let built = Cluster::from_objects(
                 node.node.as_slice(),

@@ -16,8 +16,8 @@ use crate::catalog::Catalog;
 use crate::engine::usage;
 use crate::scheduling::volumes::{self, VolumeIndex};
 use crate::scheduling::{
-    Choice, Cluster, ClusterError, DaemonSetPod, PodInfo, Policies, Prepared, Scheduler,
-    Unschedulable,
+    Choice, Cluster, ClusterError, DaemonSetPod, DefaultSpread, PodInfo, Policies, Prepared,
+    Scheduler, Unschedulable,
 };
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -40,6 +40,9 @@ pub struct Snapshot {
     pub node_classes: Vec<EC2NodeClass>,
     /// How preferences and `minValues` are treated (the operator's flags).
     pub policies: Policies,
+    /// The cluster's default spread (`--scheduler-config`) with the Services and controllers that deduce each
+    /// pod's selector; [`DefaultSpread::default`] when none is configured.
+    pub default_spread: DefaultSpread,
     /// The PersistentVolumeClaims, PersistentVolumes and StorageClasses: where pods' volumes let them go.
     pub volumes: VolumeIndex,
     /// The PodDisruptionBudgets: a leaving node's pod they block for good is not solved for.
@@ -258,8 +261,9 @@ pub fn decide(
         let info = alternatives
             .map_err(|error| error.to_string())
             .and_then(|alternatives| {
-                let mut info = PodInfo::from_pod(&snapshot.policies.preferences.apply(pod))
-                    .map_err(|error| error.to_string())?;
+                let mut info =
+                    PodInfo::from_pod(&snapshot.policies.apply(pod, &snapshot.default_spread))
+                        .map_err(|error| error.to_string())?;
                 volumes::apply(&mut info, &alternatives);
                 info.attached = snapshot.volumes.attached(pod);
                 Ok(info)
