@@ -13,7 +13,7 @@ use kerf_e2e::figures::{pod_launches, quantile, ControllerLog, Memory, Unschedul
 use kerf_e2e::kubelet::{KubeletSettings, StandInKubelet};
 use kerf_e2e::{poll, Cluster};
 use kube::api::{Api, ListParams};
-use serde_json::json;
+use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
@@ -477,5 +477,58 @@ async fn figures_for_1000_pending_pods() -> Result<()> {
         solve("count"),
         solve("sum") / solve("count").max(1.0),
     );
+    Ok(())
+}
+
+/// A pod whose PersistentVolume lives in one zone (a zonal EBS volume's node affinity) gets a NodeClaim that can
+/// only launch there: the controller reads the claim, its bound volume and the volume's affinity from the
+/// apiserver (Karpenter's volume topology, docs/scheduling.md "Volumes").
+#[tokio::test]
+async fn a_pod_gets_a_node_in_the_zone_of_its_volume() -> Result<()> {
+    let test = "a_pod_gets_a_node_in_the_zone_of_its_volume";
+    let Some((cluster, _emu, setup)) = setup(test, "volumes").await? else {
+        return Ok(());
+    };
+    let zone = format!("{REGION}b");
+    let namespace = cluster.create_namespace("volumes").await?;
+    let objects = [
+        node_pool("zonal", Value::Null),
+        json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "e2e-zonal-volume"},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-0e2e"},
+                "claimRef": {"namespace": namespace, "name": "data"},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}]}]}}}}),
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data", "namespace": namespace},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "volumeName": "e2e-zonal-volume",
+                "resources": {"requests": {"storage": "1Gi"}}}}),
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "db", "namespace": namespace},
+            "spec": {"terminationGracePeriodSeconds": 0,
+                "containers": [{"name": "db", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
+                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}}),
+    ];
+    for object in &objects {
+        let (ok, stderr) = cluster.apply(object).await?;
+        anyhow::ensure!(ok, "applying {}: {stderr}", object["kind"]);
+    }
+    let _controller = setup.start("kerf-volumes", &[]).await?;
+
+    let cluster_ref = &cluster;
+    let claim = poll(
+        "a NodeClaim for the pod",
+        Duration::from_secs(90),
+        || async move { Ok(node_claims(cluster_ref).await?.into_iter().next()) },
+    )
+    .await?;
+    let zones: Vec<String> = claim
+        .spec
+        .requirements
+        .iter()
+        .filter(|r| r.key == "topology.kubernetes.io/zone")
+        .flat_map(|r| r.values.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(zones, [zone], "{:?}", claim.spec.requirements);
     Ok(())
 }
