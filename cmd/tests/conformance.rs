@@ -39,6 +39,9 @@ struct Expect {
     /// For a pod, labels the node it lands on must carry.
     #[serde(default)]
     labels: BTreeMap<String, BTreeMap<String, String>>,
+    /// For a pod, label keys the node it lands on must carry (any value).
+    #[serde(default)]
+    has_labels: BTreeMap<String, Vec<String>>,
     /// For a pod, label keys the node it lands on must not carry.
     #[serde(default)]
     absent_labels: BTreeMap<String, Vec<String>>,
@@ -319,6 +322,15 @@ fn check(expect: &Expect, outcome: &Outcome, world: &World) -> Vec<String> {
                     have.get(k)
                 ));
             }
+        }
+    }
+    for (pod, keys) in &expect.has_labels {
+        let Some(have) = labels_on(pod) else {
+            broken.push(format!("{pod} is on no node"));
+            continue;
+        };
+        for k in keys.iter().filter(|k| !have.contains_key(*k)) {
+            broken.push(format!("{pod}'s node has no {k} label"));
         }
     }
     for (pod, keys) in &expect.absent_labels {

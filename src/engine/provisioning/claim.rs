@@ -7,7 +7,7 @@ use crate::api::labels;
 use crate::api::nodeclaim::{NodeClaim, NodeClaimSpec, ResourceRequirements};
 use crate::api::nodepool::{NodePool, NodeSelectorRequirementWithMinValues};
 use crate::api::operator::Operator;
-use crate::api::requirements::Requirement;
+use crate::api::requirements::{AllowUndefined, Requirement, Requirements};
 use crate::disruption::{hash_annotations, nodepool_hash, NODEPOOL_HASH, NODEPOOL_HASH_VERSION};
 use crate::scheduling::PlannedClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -37,6 +37,7 @@ pub fn node_claim(pool: &NodePool, planned: &PlannedClaim, pod_uids: &[&str]) ->
     ));
     let mut claim_labels = template_meta.labels.unwrap_or_default();
     claim_labels.extend(requirements.labels());
+    claim_labels.extend(custom_labels(&requirements));
     claim_labels.insert(labels::NODEPOOL.to_owned(), pool_name.clone());
     let spec = NodeClaimSpec {
         taints: template.spec.taints.clone(),
@@ -87,6 +88,22 @@ pub fn node_claim(pool: &NodePool, planned: &PlannedClaim, pod_uids: &[&str]) ->
         spec,
         status: None,
     }
+}
+
+/// A value for each custom label key (not well-known, not restricted) the requirements leave open (`NotIn`,
+/// `Exists`, `Gt`/`Lt`, or `In` with several values): the node must carry the key, or a pod selecting it with
+/// `Exists` would never be placed there. Karpenter picks a value the same way (`resolveCustomLabelsFromRequirements`);
+/// kerf's is deterministic: the first allowed value, or the smallest allowed integer from 0.
+fn custom_labels(requirements: &Requirements) -> Vec<(String, String)> {
+    let well_known = AllowUndefined::well_known_labels();
+    requirements
+        .iter()
+        .filter(|r| !well_known.allows(r.key()) && labels::restriction(r.key()).is_none())
+        .filter_map(|r| {
+            r.any()
+                .map(|value| (r.key().to_owned(), value.into_owned()))
+        })
+        .collect()
 }
 
 /// `<pool>-<10 base-36 digits of a hash of the sorted pod UIDs>`: the same pods planned onto the same pool give

@@ -412,6 +412,39 @@ fn pod_names(pods: &[&Pod]) -> Vec<String> {
     pods.iter().map(|p| plan::pod_key(p)).collect()
 }
 
+/// Karpenter's "should label nodes": a custom key the requirements leave open still labels the node (a pod
+/// selecting it with `Exists` must fit there), with a value they allow; `DoesNotExist` and well-known keys do not.
+#[test]
+fn custom_requirement_keys_label_the_node() {
+    let requirements = json!([
+        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+        {"key": "team", "operator": "In", "values": ["b", "a"]},
+        {"key": "tier", "operator": "NotIn", "values": ["0"]},
+        {"key": "size", "operator": "Gt", "values": ["5"]},
+        {"key": "any", "operator": "Exists"},
+        {"key": "never", "operator": "DoesNotExist"},
+        {"key": "node.kubernetes.io/windows-build", "operator": "NotIn", "values": ["x"]}
+    ]);
+    let decisions = run(
+        &snapshot(vec![pool(json!(null), requirements)], Vec::new(), 1),
+        &default_catalogs(),
+    );
+    let labels = decisions.claims[0]
+        .node_claim
+        .metadata
+        .labels
+        .clone()
+        .unwrap_or_default();
+    let get = |k: &str| labels.get(k).map(String::as_str);
+    assert_eq!(get("team"), Some("a"));
+    assert_eq!(get("tier"), Some("1"));
+    assert_eq!(get("size"), Some("6"));
+    assert_eq!(get("any"), Some("0"));
+    assert_eq!(get("never"), None);
+    assert_eq!(get("node.kubernetes.io/windows-build"), None);
+}
+
 /// Karpenter's "should not schedule pods with nodePool which is not ready": a pool whose `Ready` condition is
 /// not `True` launches nothing; one without the condition (not yet seen by the readiness controller) does.
 #[test]
