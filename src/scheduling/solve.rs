@@ -228,22 +228,7 @@ impl Prepared {
             .collect();
         let domains = templates
             .iter()
-            .map(|t| {
-                let mut zones = std::collections::BTreeSet::new();
-                let mut capacity_types = std::collections::BTreeSet::new();
-                for i in &t.instance_types {
-                    for o in &catalog.instance_types[*i].offerings {
-                        if allows(&t.requirements, o) {
-                            zones.insert(o.zone.as_str());
-                            capacity_types.insert(o.capacity_type.as_str());
-                        }
-                    }
-                }
-                [
-                    zones.into_iter().map(str::to_owned).collect(),
-                    capacity_types.into_iter().map(str::to_owned).collect(),
-                ]
-            })
+            .map(|t| offering_domains(catalog, t, &t.instance_types))
             .collect();
         let soft_taints = templates.iter().any(|t| {
             t.taints
@@ -669,25 +654,13 @@ impl<'a> Scheduler<'a> {
         types: &[usize],
         key: &TopologyKey,
     ) -> Vec<String> {
-        let offering_key = match key.label() {
-            labels::ZONE => Some(true),
-            labels::CAPACITY_TYPE => Some(false),
-            _ => None,
-        };
-        if let Some(zone) = offering_key {
-            let values: std::collections::BTreeSet<&str> = types
-                .iter()
-                .flat_map(|i| &self.catalog.instance_types[*i].offerings)
-                .filter(|o| allows(&template.requirements, o))
-                .map(|o| {
-                    if zone {
-                        o.zone.as_str()
-                    } else {
-                        o.capacity_type.as_str()
-                    }
-                })
-                .collect();
-            return values.into_iter().map(str::to_owned).collect();
+        if matches!(key.label(), labels::ZONE | labels::CAPACITY_TYPE) {
+            let [zones, capacity_types] = offering_domains(self.catalog, template, types);
+            return if key.label() == labels::ZONE {
+                zones
+            } else {
+                capacity_types
+            };
         }
         let theirs = template.requirements.get(key.label());
         let mut values: std::collections::BTreeSet<&str> = theirs
@@ -1617,4 +1590,24 @@ fn combine(narrowings: &[Narrowing], requirements: &Requirements) -> Vec<Vec<Req
             .collect();
     }
     alternatives
+}
+
+/// The zones and the capacity types of the offerings of `types` that `template`'s requirements allow: its
+/// topology domains on those two keys.
+fn offering_domains(catalog: &Catalog, template: &Template, types: &[usize]) -> [Vec<String>; 2] {
+    let mut zones = std::collections::BTreeSet::new();
+    let mut capacity_types = std::collections::BTreeSet::new();
+    for o in types
+        .iter()
+        .flat_map(|i| &catalog.instance_types[*i].offerings)
+    {
+        if allows(&template.requirements, o) {
+            zones.insert(o.zone.as_str());
+            capacity_types.insert(o.capacity_type.as_str());
+        }
+    }
+    [
+        zones.into_iter().map(str::to_owned).collect(),
+        capacity_types.into_iter().map(str::to_owned).collect(),
+    ]
 }
