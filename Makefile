@@ -28,3 +28,4 @@ bench:
 	cargo bench -p kerf --bench scheduling
 	cargo bench -p kerf --bench pod_advice
 	cargo bench -p kerf --bench provisioning
+	cargo bench -p kerf --bench consolidation

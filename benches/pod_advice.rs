@@ -48,7 +48,7 @@ fn pod_advice(c: &mut Criterion) {
         "spec": {"containers": [{"name": "inflate", "image": "pause",
                                  "resources": {"requests": {"cpu": "1", "memory": "1.5Gi"}}}]}});
     let advisor = PodAdvisor::new(&pools, &classes, catalog);
-    let annotated = annotate(&advisor, &pod, None).expect("advice");
+    let annotated = annotate(&advisor, &pod, None, None).expect("advice");
     eprintln!(
         "summary: {}",
         annotated["metadata"]["annotations"]["kerf.sh/instance-summary"]
@@ -59,7 +59,7 @@ fn pod_advice(c: &mut Criterion) {
         b.iter(|| advisor.advise(&info).annotations())
     });
     c.bench_function("pod_advice/annotate", |b| {
-        b.iter(|| annotate(&advisor, &pod, None))
+        b.iter(|| annotate(&advisor, &pod, None, None))
     });
     c.bench_function("pod_advice/rebuild", |b| {
         b.iter(|| PodAdvisor::new(&pools, &classes, catalog))

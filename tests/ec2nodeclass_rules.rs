@@ -364,6 +364,13 @@ fn security_group_selector_terms() {
 fn capacity_reservation_selector_terms() {
     run(vec![
         case(
+            "empty: upstream's `!self.all(...)` rule refuses it (ec2nodeclass_validation_cel_test.go)",
+            json!({"capacityReservationSelectorTerms": []}),
+            &[
+                r#"spec.capacityReservationSelectorTerms: Invalid value: "array": 'id' is mutually exclusive, cannot be set along with other fields in a capacity reservation selector term"#,
+            ],
+        ),
+        case(
             "ownerID alone is not enough",
             json!({"capacityReservationSelectorTerms": [{"ownerID": "123456789012"}]}),
             &[
@@ -387,11 +394,6 @@ fn capacity_reservation_selector_terms() {
         case(
             "instanceMatchCriteria with an owner, and an id alone",
             json!({"capacityReservationSelectorTerms": [{"instanceMatchCriteria": "targeted", "ownerID": "123456789012"}, {"id": "cr-0abc"}]}),
-            &[],
-        ),
-        case(
-            "no terms",
-            json!({"capacityReservationSelectorTerms": []}),
             &[],
         ),
     ]);

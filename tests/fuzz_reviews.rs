@@ -132,7 +132,14 @@ static PODS: LazyLock<Router> = LazyLock::new(|| {
         &pools, &classes, catalog,
     )));
     Webhooks::new()
-        .hook("", "Pod", PodHook { advisor })
+        .hook(
+            "",
+            "Pod",
+            PodHook {
+                advisor,
+                volumes: None,
+            },
+        )
         .timeout(TIMEOUT)
         .into_router()
 });

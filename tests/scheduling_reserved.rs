@@ -198,3 +198,108 @@ fn without_reserved_capacity_nothing_changes() {
         .get("karpenter.k8s.aws/capacity-reservation-id")
         .is_none()));
 }
+
+/// One type with three reservations in test-zone-1: an on-demand reservation (`default`), an interruptible one,
+/// and a capacity block, each with room for `capacity` instances, beside spot and on-demand offerings.
+fn kinds_catalog() -> Catalog {
+    let mut offerings = vec![
+        json!({"zone": "test-zone-1", "capacityType": "on-demand", "price": 0.2}),
+        json!({"zone": "test-zone-1", "capacityType": "spot", "price": 0.1}),
+    ];
+    for (id, kind, interruptible) in [
+        ("cr-default", "default", false),
+        ("cr-interruptible", "default", true),
+        ("cr-block", "capacity-block", false),
+    ] {
+        offerings.push(
+            json!({"zone": "test-zone-1", "capacityType": "reserved", "price": 0.000_000_02,
+            "reservationID": id, "reservationCapacity": 5, "reservationType": kind,
+            "reservationInterruptible": interruptible}),
+        );
+    }
+    let file = json!({"instanceTypes": [{"name": "m5.large", "cpu": "2", "memory": "8Gi", "pods": 29,
+        "arch": "amd64", "os": ["linux"], "labels": {}, "overhead": {}, "offerings": offerings}]});
+    Catalog::from_instance_types_json(&file.to_string()).expect("catalog")
+}
+
+#[test]
+fn reservation_type_and_interruptibility_select_offerings() {
+    // The AWS provider puts the reservation's id, type and interruptibility on each reserved offering and
+    // `DoesNotExist` on spot and on-demand ones (upstream: `ReservedCapacityResolver.ResolveOfferings` and the
+    // on-demand/spot offerings of `offering/provider.go`), so a pod can ask for a kind of reservation, or for
+    // none at all.
+    let cases: [(&str, Value, &str, Option<&str>); 4] = [
+        (
+            "a capacity block only",
+            json!([{"key": "karpenter.k8s.aws/capacity-reservation-type", "operator": "In",
+                    "values": ["capacity-block"]}]),
+            "m5.large/reserved",
+            Some("karpenter.k8s.aws/capacity-reservation-id In [cr-block]"),
+        ),
+        (
+            "an interruptible reservation only",
+            json!([{"key": "karpenter.k8s.aws/capacity-reservation-interruptible", "operator": "In",
+                    "values": ["true"]}]),
+            "m5.large/reserved",
+            Some("karpenter.k8s.aws/capacity-reservation-id In [cr-interruptible]"),
+        ),
+        (
+            "an uninterruptible on-demand reservation",
+            json!([{"key": "karpenter.k8s.aws/capacity-reservation-type", "operator": "In", "values": ["default"]},
+                   {"key": "karpenter.k8s.aws/capacity-reservation-interruptible", "operator": "In",
+                    "values": ["false"]}]),
+            "m5.large/reserved",
+            Some("karpenter.k8s.aws/capacity-reservation-id In [cr-default]"),
+        ),
+        (
+            "anything but a capacity block (absent counts)",
+            json!([{"key": "karpenter.k8s.aws/capacity-reservation-type", "operator": "NotIn",
+                    "values": ["capacity-block"]}]),
+            "m5.large/reserved",
+            Some("karpenter.k8s.aws/capacity-reservation-id In [cr-default cr-interruptible]"),
+        ),
+    ];
+    for (name, terms, cheapest, reservation) in cases {
+        let pods = [pod("p", "1", json!({"affinity": required(terms)}))];
+        let plan = solve(&pods, &[pool("default")], &kinds_catalog());
+        assert!(plan.unschedulable.is_empty(), "{name}: {plan:#?}");
+        let (got, held) = only_claim(&plan);
+        assert_eq!(got, cheapest, "{name}");
+        assert_eq!(held.as_deref(), reservation, "{name}");
+    }
+    // `DoesNotExist` meets the type's own `In [default capacity-block]` and Karpenter's `Requirements.Intersects`
+    // refuses that pair, so the type does not fit at all (its spot and on-demand offerings included).
+    let terms =
+        json!([{"key": "karpenter.k8s.aws/capacity-reservation-type", "operator": "DoesNotExist"}]);
+    let plan = solve(
+        &[pod("p", "1", json!({"affinity": required(terms)}))],
+        &[pool("default")],
+        &kinds_catalog(),
+    );
+    assert!(plan.claims.is_empty(), "{plan:#?}");
+    assert!(
+        plan.unschedulable[0]
+            .reason
+            .contains("capacity-reservation-type DoesNotExist"),
+        "{plan:#?}"
+    );
+}
+
+#[test]
+fn with_reserved_capacity_off_a_pod_asking_for_a_reservation_fits_nowhere() {
+    // With the `ReservedCapacity` gate off the reserved offerings are gone, and so are the type's reservation
+    // values: a pod that needs a capacity block stays pending with a reason instead of getting a spot node.
+    let pods = [pod(
+        "p",
+        "1",
+        json!({"affinity": required(json!([{"key": "karpenter.k8s.aws/capacity-reservation-type",
+                                            "operator": "In", "values": ["capacity-block"]}]))}),
+    )];
+    let plan = solve(
+        &pods,
+        &[pool("default")],
+        &kinds_catalog().without_reserved_capacity(),
+    );
+    assert!(plan.claims.is_empty(), "{plan:#?}");
+    assert_eq!(plan.unschedulable.len(), 1);
+}

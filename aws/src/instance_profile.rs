@@ -4,7 +4,7 @@
 
 use crate::errors::code_of;
 use crate::stable_hash::fnv1a;
-use kerf::cloud::{CloudError, TAG_CLUSTER_PREFIX, TAG_EC2NODECLASS};
+use kerf::cloud::{CloudError, NO_ROLE, TAG_CLUSTER_PREFIX, TAG_EC2NODECLASS};
 
 /// IAM caps instance profile names at 128 characters.
 const MAX_NAME: usize = 128;
@@ -70,7 +70,7 @@ pub fn role_error(node_class: &str, role: &str, error: CloudError) -> CloudError
     if code_of(&error) == Some("NoSuchEntity") {
         CloudError::NodeClassNotReady {
             name: node_class.to_owned(),
-            reason: format!("the IAM role {role} of spec.role does not exist"),
+            reason: format!("{NO_ROLE}: {role}"),
         }
     } else {
         error

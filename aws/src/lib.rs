@@ -9,8 +9,10 @@ mod cluster;
 mod config;
 mod errors;
 mod fleet;
+mod fleet_batcher;
 mod instance_profile;
 mod instance_types;
+mod launch_check;
 mod launch_template;
 mod pagination;
 mod prices;
@@ -20,6 +22,7 @@ mod sqs;
 mod stable_hash;
 mod user_data;
 
+pub use fleet_batcher::{BatchObserver, FleetBatchSettings, BATCHER};
 pub use pagination::{collect_pages, MAX_PAGES};
 pub use provider::{instance_from_ec2, AwsCloud, AwsSettings};
 pub use sqs::{SqsQueue, VISIBILITY_TIMEOUT, WAIT_TIME};

@@ -17,8 +17,9 @@ use kerf::catalog::{
 };
 use kerf::cloud::{
     newest_per_architecture, plan, provider_id, CloudError, CloudProvider, IceCache, Instance,
-    InstanceReservation, InstanceState, LaunchRequest, NodeClass, OfferingKey, ResolvedAmi,
-    ResolvedNodeClass, ResolvedSubnet, NO_AMIS, TAG_CLUSTER_PREFIX, TAG_NODECLAIM, TAG_NODEPOOL,
+    InstanceReservation, InstanceState, LaunchRefusal, LaunchRequest, NodeClass, OfferingKey,
+    RefusedCall, ResolvedAmi, ResolvedNodeClass, ResolvedSubnet, NO_AMIS, NO_INSTANCE_PROFILE,
+    TAG_CLUSTER_PREFIX, TAG_NODECLAIM, TAG_NODEPOOL,
 };
 
 use crate::capacity_reservations::{
@@ -26,10 +27,12 @@ use crate::capacity_reservations::{
 };
 use crate::errors::{bounded, code_of};
 use crate::fleet::{self, TemplateOverrides};
+use crate::fleet_batcher::{FleetBatchSettings, FleetBatcher, FleetCall};
 use crate::instance_profile::{
     gone_is_done, profile_name, profile_tags, role_changes, role_error, role_name,
 };
 use crate::instance_types::{info_from_ec2, zones_by_type};
+use crate::launch_check;
 use crate::launch_template::{ipv6_cluster, unused_templates, Launch, Targeting, TemplateConfig};
 use crate::pagination::collect_pages;
 use crate::prices::on_demand::{self, OnDemandPrices};
@@ -63,6 +66,8 @@ pub struct AwsSettings {
     /// The `ReservedCapacity` feature gate: capacity reservations are looked up, offered and targeted. Off, none
     /// is looked up and launch templates say nothing about reservations.
     pub reserved_capacity: bool,
+    /// How CreateFleet calls of one instance are gathered into one (docs/cloud.md "CreateFleet batching").
+    pub fleet_batch: FleetBatchSettings,
 }
 
 impl AwsSettings {
@@ -80,6 +85,7 @@ impl AwsSettings {
             pricing: Pricing::snapshot(),
             isolated_vpc: false,
             reserved_capacity: true,
+            fleet_batch: FleetBatchSettings::default(),
         }
     }
 }
@@ -93,6 +99,8 @@ type Answered = (SystemTime, Vec<ec2::CapacityReservation>);
 /// The cloud provider on AWS.
 pub struct AwsCloud {
     ec2: aws_sdk_ec2::Client,
+    /// Every launch's CreateFleet goes through it.
+    fleet_batcher: FleetBatcher,
     ssm: aws_sdk_ssm::Client,
     iam: aws_sdk_iam::Client,
     /// The Price List API, in the region that serves this one; `None` in an isolated VPC.
@@ -139,8 +147,14 @@ impl AwsCloud {
                 .build();
             aws_sdk_pricing::Client::from_conf(config)
         });
+        let ec2 = aws_sdk_ec2::Client::new(&config);
         Ok(AwsCloud {
-            ec2: aws_sdk_ec2::Client::new(&config),
+            fleet_batcher: FleetBatcher::start(
+                ec2.clone(),
+                settings.fleet_batch.clone(),
+                settings.call_timeout,
+            ),
+            ec2,
             ssm: aws_sdk_ssm::Client::new(&config),
             iam: aws_sdk_iam::Client::new(&config),
             pricing,
@@ -316,9 +330,7 @@ impl AwsCloud {
             Some(_) => Ok(profile.to_owned()),
             None => Err(CloudError::NodeClassNotReady {
                 name: class.to_owned(),
-                reason: format!(
-                    "the instance profile {profile} of spec.instanceProfile does not exist"
-                ),
+                reason: format!("{NO_INSTANCE_PROFILE}: {profile}"),
             }),
         }
     }
@@ -861,17 +873,23 @@ impl AwsCloud {
                 overrides,
             });
         }
-        let tags = request.tags(&self.settings.cluster.name);
+        // The NodeClaim's tag is the caller's own: the batcher keeps it out of what launches share.
+        let mut tags = request.tags(&self.settings.cluster.name);
+        let own_tags = tags
+            .remove_entry(TAG_NODECLAIM)
+            .into_iter()
+            .collect::<BTreeMap<_, _>>();
         // Karpenter leaves `Context` out for a claim whose minValues it relaxed (MIN_VALUES_POLICY=BestEffort);
         // kerf does not mark relaxed claims yet (docs/cloud.md), so it always sends it.
         let context = request.node_class.spec.context.as_deref();
         // Its timestamp ends the pending → launch request time of docs/performance.md.
         tracing::debug!(nodeclaim = %request.node_claim, "calling CreateFleet");
-        self.call(
-            "CreateFleet",
-            fleet::request(&self.ec2, plan, market, &templates, &tags, context).send(),
-        )
-        .await
+        self.fleet_batcher
+            .launch(FleetCall {
+                request: fleet::request(&self.ec2, plan, market, &templates, &tags, context),
+                own_tags,
+            })
+            .await
     }
 }
 
@@ -1066,6 +1084,8 @@ impl CloudProvider for AwsCloud {
                         reservation: Some(Reservation {
                             id: r.id.clone(),
                             capacity,
+                            reservation_type: r.reservation_type.unwrap_or_default(),
+                            interruptible: r.interruptible.unwrap_or(false),
                         }),
                     });
                 }
@@ -1265,6 +1285,67 @@ impl CloudProvider for AwsCloud {
 
     fn mark_unavailable(&self, key: OfferingKey, now: SystemTime) {
         lock(&self.ice).mark(key, now);
+    }
+
+    async fn check_launch(
+        &self,
+        request: &LaunchRequest<'_>,
+        now: SystemTime,
+    ) -> Result<Option<LaunchRefusal>, CloudError> {
+        // A check is not a launch: offerings out of capacity are no reason to leave one out.
+        let plan = plan(request, &IceCache::new(), now)?;
+        let Some(first) = plan.overrides.first() else {
+            return Err(CloudError::InvalidRequest(format!(
+                "EC2NodeClass {}: no offering to check a launch with",
+                request.node_class.name
+            )));
+        };
+        let targeting = if self.settings.reserved_capacity {
+            Targeting::NoReservation
+        } else {
+            Targeting::Open
+        };
+        let config = self.template_config(request, &first.image_id, targeting)?;
+        let template_name = match launch_check::template(self.ensure_template(&config).await)? {
+            Ok(name) => name,
+            Err(refusal) => return Ok(Some(refusal)),
+        };
+        let templates = [TemplateOverrides {
+            template_name: template_name.clone(),
+            overrides: plan
+                .overrides
+                .iter()
+                .filter(|o| o.image_id == first.image_id)
+                .collect(),
+        }];
+        let tags = request.tags(&self.settings.cluster.name);
+        let context = request.node_class.spec.context.as_deref();
+        let fleet =
+            fleet::request(&self.ec2, &plan, None, &templates, &tags, context).dry_run(true);
+        let answer = self.call("CreateFleet", fleet.send()).await;
+        if let Some(refusal) = launch_check::dry_run(RefusedCall::CreateFleet, answer)? {
+            return Ok(Some(refusal));
+        }
+        // Authorization does not depend on the subnet: any subnet allowed is enough; when none is, the first
+        // subnet's answer is the verdict.
+        let mut first_answer = None;
+        for subnet in &request.node_class.resolved.subnets {
+            let run = launch_check::run_instances(
+                &self.ec2,
+                &template_name,
+                &first.instance_type,
+                &subnet.subnet.id,
+                &tags,
+            );
+            let answer = self.call("RunInstances", run.send()).await;
+            match launch_check::dry_run(RefusedCall::RunInstances, answer) {
+                Ok(None) => return Ok(None),
+                other => {
+                    first_answer.get_or_insert(other);
+                }
+            }
+        }
+        first_answer.unwrap_or(Ok(None))
     }
 
     async fn delete_node_class(

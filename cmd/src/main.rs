@@ -46,10 +46,15 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             ))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Crds => {
+        Command::Crds(args) => {
+            let cel = if args.cel_rules {
+                kerf::api::crds::CelRules::With
+            } else {
+                kerf::api::crds::CelRules::Without
+            };
             print!(
                 "{}",
-                kerf::api::crds::to_yaml().context("rendering the CRDs")?
+                kerf::api::crds::to_yaml(cel).context("rendering the CRDs")?
             );
             Ok(ExitCode::SUCCESS)
         }

@@ -141,6 +141,34 @@ impl AwsEmu {
         .await
     }
 
+    /// Ends reservation `id` (as a cancelled ODCR): the emulator forgets it and its instances run on outside it.
+    pub async fn end_capacity_reservation(&self, id: &str) -> Result<()> {
+        self.control(
+            reqwest::Method::POST,
+            "/_emu/capacity-reservations/end",
+            Some(&serde_json::json!({ "id": id })),
+        )
+        .await
+    }
+
+    /// The API calls the emulator answered since it started (or since its counts were reset), by action; dry
+    /// runs as `<Action>:dryRun`.
+    pub async fn calls(&self) -> Result<std::collections::BTreeMap<String, u64>> {
+        let response = self
+            .http
+            .get(format!("{}/_emu/calls", self.endpoint))
+            .send()
+            .await
+            .context("calling the emulator's /_emu/calls")?;
+        Ok(response.error_for_status()?.json().await?)
+    }
+
+    /// Starts counting calls again.
+    pub async fn reset_calls(&self) -> Result<()> {
+        self.control(reqwest::Method::DELETE, "/_emu/calls", None)
+            .await
+    }
+
     /// Clears every injected fault.
     pub async fn clear_faults(&self) -> Result<()> {
         self.control(reqwest::Method::DELETE, "/_emu/faults", None)

@@ -32,9 +32,12 @@ pub struct Controller {
     pub log: PathBuf,
 }
 
-/// Installs the CRDs, creates a network for a new cluster name and applies the EC2NodeClass `default`.
+/// Installs the CRDs, creates a network for a new cluster name and applies the EC2NodeClass `default`. The
+/// controller these tests start discovers the Kubernetes version from the apiserver (no `--kubernetes-version`),
+/// so the emulator gets the EKS AMI parameters of that version too: those of `ssm-seed.json`'s version, renamed.
 pub async fn prepare(cluster: &Cluster, emu: &AwsEmu, prefix: &str) -> Result<ControllerSetup> {
     cluster.install_crds().await?;
+    emu.seed_ssm(&ami_parameters_for_apiserver()?).await?;
     let cluster_name = unique_cluster_name(prefix);
     let cloud = emu.cloud(&cluster_name, Duration::from_secs(60)).await?;
     let network = emu.create_network(cloud.ec2(), &cluster_name).await?;
@@ -56,6 +59,25 @@ pub async fn prepare(cluster: &Cluster, emu: &AwsEmu, prefix: &str) -> Result<Co
         aws_endpoint: emu.endpoint().to_owned(),
         dir: cluster.dir().to_path_buf(),
     })
+}
+
+/// `e2e/scripts/aws-emu/ssm-seed.json`'s EKS AMI parameters under the test apiserver's minor version.
+fn ami_parameters_for_apiserver() -> Result<Value> {
+    let seed =
+        std::fs::read_to_string(crate::repo_root().join("e2e/scripts/aws-emu/ssm-seed.json"))
+            .context("reading ssm-seed.json")?;
+    let seed: serde_json::Map<String, Value> = serde_json::from_str(&seed)?;
+    let minor = crate::K8S_VERSION
+        .trim_start_matches('v')
+        .rsplit_once('.')
+        .map_or(crate::K8S_VERSION, |(minor, _patch)| minor);
+    let from = format!("/{}/", crate::aws::EKS_AMI_VERSION);
+    let to = format!("/{minor}/");
+    Ok(Value::Object(
+        seed.into_iter()
+            .map(|(name, value)| (name.replace(&from, &to), value))
+            .collect(),
+    ))
 }
 
 impl ControllerSetup {

@@ -116,9 +116,9 @@ async fn a_node_class_resolves_to_its_subnets_security_group_and_newest_amis() -
     let missing = class_with_profile(&cluster, "NoSuchProfile")?;
     match cloud.resolve_node_class("no-profile", &missing).await {
         Err(CloudError::NodeClassNotReady { reason, .. }) => {
-            assert!(
-                reason.contains("instance profile NoSuchProfile"),
-                "{reason}"
+            assert_eq!(
+                reason,
+                format!("{}: NoSuchProfile", kerf::cloud::NO_INSTANCE_PROFILE)
             );
         }
         other => panic!("expected NodeClassNotReady, got {other:?}"),

@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{ensure, Context, Result};
 use k8s_openapi::api::core::v1::Node;
 use kerf::api::ec2nodeclass::EC2NodeClass;
+use kerf::api::nodeclaim::NodeClaim;
 use kerf::catalog::CapacityType;
 use kerf::cloud::{CloudError, CloudProvider};
 use kerf_e2e::aws::{node_claim, node_class_spec, unique_reservation_id, AwsEmu, Launchable};
@@ -203,7 +204,12 @@ async fn a_selected_reservation_is_offered_and_launched_into_until_it_is_full() 
 
 #[tokio::test]
 async fn a_pending_pod_gets_a_node_launched_into_the_reservation_its_class_selects() -> Result<()> {
-    let Some(bed) = Testbed::start_or_skip("a_pending_pod_gets_a_reserved_node").await? else {
+    // The capacity-type sync every 2 s instead of every minute, so the demotion below is seen quickly.
+    let Some(bed) = Testbed::start_or_skip_with("a_pending_pod_gets_a_reserved_node", |_| {
+        vec!["--reservation-sync-interval".to_owned(), "2s".to_owned()]
+    })
+    .await?
+    else {
         return Ok(());
     };
     let id = unique_reservation_id();
@@ -361,5 +367,30 @@ async fn a_pending_pod_gets_a_node_launched_into_the_reservation_its_class_selec
             "node label {key}"
         );
     }
+
+    // The reservation ends (cancelled): the instance runs on as on-demand, and the claim and its node are demoted
+    // (Karpenter's capacitytype controller: "should demote nodeclaims and nodes from reserved to on-demand").
+    bed.emu.end_capacity_reservation(&id).await?;
+    let claims: Api<NodeClaim> = Api::all(bed.cluster.client()?);
+    let (claims, nodes) = (&claims, &nodes);
+    let (claim_name, node_name) = (&claim_name, &node_name);
+    let demoted = |labels: Option<std::collections::BTreeMap<String, String>>| {
+        let labels = labels.unwrap_or_default();
+        labels.get("karpenter.sh/capacity-type").map(String::as_str) == Some("on-demand")
+            && !labels
+                .keys()
+                .any(|k| k.starts_with("karpenter.k8s.aws/capacity-reservation-"))
+    };
+    poll(
+        "the claim and its node demoted to on-demand",
+        Duration::from_secs(60),
+        || async move {
+            let claim = claims.get(claim_name).await?;
+            let node = nodes.get(node_name).await?;
+            Ok((demoted(claim.metadata.labels) && demoted(node.metadata.labels)).then_some(()))
+        },
+    )
+    .await
+    .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 40)))?;
     Ok(())
 }

@@ -42,6 +42,7 @@ async fn chart_cert_modes_and_pod_advice() -> Result<()> {
         .kubectl_ok(&["create", "namespace", NAMESPACE])
         .await?;
     cert_manager_rendering_is_accepted(&cluster).await?;
+    observability_renders(&cluster).await?;
     feature_gates_reach_the_controller(&cluster).await?;
     let _webhook = self_signed_install(&cluster).await?;
     pods_get_advice(&cluster).await
@@ -158,6 +159,7 @@ async fn controller_with_gates(gates: &str) -> Result<(Option<i32>, String)> {
                 "controller",
                 "--cluster-name=c",
                 "--cluster-endpoint=https://k",
+                "--kubernetes-version=1.30",
             ])
             .env("FEATURE_GATES", gates)
             .envs([
@@ -215,6 +217,52 @@ async fn feature_gates_reach_the_controller(cluster: &Cluster) -> Result<()> {
             .as_ref()
             .is_err_and(|e| format!("{e:#}").contains("hello")),
         "an unknown gate rendered: {unknown:?}"
+    );
+    Ok(())
+}
+
+/// With `serviceMonitor`, `prometheusRule` and `dashboard` on: a ServiceMonitor for each of the webhook and the
+/// controller, the PrometheusRule's alerts with the values' thresholds, and the dashboard's JSON in a ConfigMap
+/// the Grafana sidecar finds by label. (The PrometheusRule and ServiceMonitor CRDs are not on the test
+/// apiserver; `tests/chart_observability.rs` checks that every metric the rules and the dashboard read exists.)
+async fn observability_renders(cluster: &Cluster) -> Result<()> {
+    let documents = render(
+        cluster,
+        "observability",
+        &[
+            "serviceMonitor.enabled=true",
+            "prometheusRule.enabled=true",
+            "prometheusRule.unschedulableFor=30m",
+            "dashboard.enabled=true",
+        ],
+    )
+    .await?;
+    for name in ["kerf-webhook", "kerf-controller"] {
+        named(&documents, "ServiceMonitor", name)?;
+    }
+    let rule = named(&documents, "PrometheusRule", "kerf")?;
+    let rules = rule["spec"]["groups"][0]["rules"]
+        .as_array()
+        .context("rules")?;
+    ensure!(rules.len() >= 8, "alerts: {rule}");
+    let unschedulable = rules
+        .iter()
+        .find(|r| r["alert"] == "KerfPodsUnschedulable")
+        .context("KerfPodsUnschedulable")?;
+    ensure!(unschedulable["for"] == "30m", "{unschedulable}");
+    let dashboard = named(&documents, "ConfigMap", "kerf-dashboard")?;
+    ensure!(
+        dashboard["metadata"]["labels"]["grafana_dashboard"] == "1",
+        "{dashboard}"
+    );
+    let json: Value = serde_json::from_str(
+        dashboard["data"]["kerf.json"]
+            .as_str()
+            .context("kerf.json")?,
+    )?;
+    ensure!(
+        json["panels"].as_array().is_some_and(|p| p.len() >= 10),
+        "dashboard: {json}"
     );
     Ok(())
 }
@@ -502,6 +550,67 @@ async fn refused_through(cluster: &Cluster) -> Result<()> {
 }
 
 /// The advice annotations of the pods with `selector` in `default`, once at least `count` pods carry them.
+/// `kubectl create --dry-run=server -o json` of `object`: what admission (kerf's pod advice included) makes of it.
+async fn dry_run(cluster: &Cluster, object: &Value) -> Result<Value> {
+    let file = cluster.dir().join(format!(
+        "dry-run-{}.json",
+        object["metadata"]["name"].as_str().unwrap_or("object")
+    ));
+    std::fs::write(&file, serde_json::to_vec(object)?)?;
+    let out = cluster
+        .kubectl_ok(&[
+            "create".as_ref(),
+            "--dry-run=server".as_ref(),
+            "-o".as_ref(),
+            "json".as_ref(),
+            "-f".as_ref(),
+            file.as_os_str(),
+        ])
+        .await?;
+    Ok(serde_json::from_str(&out)?)
+}
+
+/// A pod whose claim is bound to a zonal volume is advised into the volume's zone, not the cheapest zone it would
+/// get otherwise (`free_zone`): the webhook watches claims, volumes and StorageClasses with the chart's RBAC.
+async fn advice_follows_volumes(cluster: &Cluster, free_zone: &Value) -> Result<()> {
+    let zone = ["us-east-1a", "us-east-1b", "us-east-1c"]
+        .into_iter()
+        .find(|z| free_zone != z)
+        .unwrap_or("us-east-1a");
+    let volume = json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "advice-zonal"},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+            "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-advice"},
+            "claimRef": {"namespace": "default", "name": "advice-data"},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}]}]}}}});
+    let claim = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "advice-data", "namespace": "default"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "volumeName": "advice-zonal",
+            "resources": {"requests": {"storage": "1Gi"}}}});
+    for object in [&volume, &claim] {
+        let (ok, stderr) = cluster.apply(object).await?;
+        ensure!(ok, "applying {}: {stderr}", object["kind"]);
+    }
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "with-volume", "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "pause"}],
+                 "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "advice-data"}}]}});
+    let pod = &pod;
+    poll(
+        &format!("advice in {zone}, the zone of the pod's volume"),
+        Duration::from_secs(60),
+        || async move {
+            let advised = dry_run(cluster, pod).await?;
+            let requirements: Value = serde_json::from_str(
+                advised["metadata"]["annotations"][REQUIREMENTS]
+                    .as_str()
+                    .unwrap_or("null"),
+            )?;
+            Ok((requirements["nodePools"][0]["cheapest"]["zone"] == zone).then_some(()))
+        },
+    )
+    .await
+}
+
 async fn advised_pods(
     cluster: &Cluster,
     selector: &str,
@@ -562,30 +671,25 @@ async fn pods_get_advice(cluster: &Cluster) -> Result<()> {
         .await?;
     let probe = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "namespace": "default"},
         "spec": {"containers": [{"name": "c", "image": "pause"}]}});
-    let probe_file = cluster.dir().join("probe.json");
-    std::fs::write(&probe_file, serde_json::to_vec(&probe)?)?;
-    poll(
+    let probe = &probe;
+    let free_zone = poll(
         "kerf to advise with the default NodePool",
         Duration::from_secs(60),
-        || async {
-            let out = cluster
-                .kubectl_ok(&[
-                    "create".as_ref(),
-                    "--dry-run=server".as_ref(),
-                    "-o".as_ref(),
-                    "json".as_ref(),
-                    "-f".as_ref(),
-                    probe_file.as_os_str(),
-                ])
-                .await?;
-            let pod: Value = serde_json::from_str(&out)?;
+        || async move {
+            let pod = dry_run(cluster, probe).await?;
+            let requirements: Value = serde_json::from_str(
+                pod["metadata"]["annotations"][REQUIREMENTS]
+                    .as_str()
+                    .unwrap_or("null"),
+            )?;
             Ok(pod["metadata"]["annotations"][SUMMARY]
                 .as_str()
                 .is_some_and(|s| s.starts_with("1 nodepool; default: "))
-                .then_some(()))
+                .then(|| requirements["nodePools"][0]["cheapest"]["zone"].clone()))
         },
     )
     .await?;
+    advice_follows_volumes(cluster, &free_zone).await?;
 
     // The getting-started commands.
     cluster

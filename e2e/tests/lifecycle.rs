@@ -1,7 +1,9 @@
 //! The NodeClaim lifecycle on the real control plane and moto: `kerf controller` launches a NodeClaim's
 //! instance, the stand-in kubelet registers its Node, kerf registers and initializes it; an injected
 //! insufficient-capacity error steers the next launch to the next type (issue 5, test 4); killing the
-//! controller inside CreateFleet and starting it again launches exactly one instance (test 5).
+//! controller inside CreateFleet and starting it again launches exactly one instance (test 5). A NodePool's
+//! `NodeRegistrationHealthy` follows the registrations and timeouts of its claims, and starts over when the pool
+//! or its EC2NodeClass changes.
 //!
 //! Faults are server-wide and every test here launches, so the tests take turns.
 
@@ -10,10 +12,12 @@ use std::time::Duration;
 use anyhow::{ensure, Context, Result};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event;
+use kerf::api::ec2nodeclass::EC2NodeClass;
 use kerf::api::nodeclaim::NodeClaim;
+use kerf::api::nodepool::NodePool;
 use kerf_e2e::poll;
-use kerf_e2e::testbed::{apply_node_claim, tail, Testbed};
-use kube::api::{Api, ListParams};
+use kerf_e2e::testbed::{apply_node_claim, apply_ok, tail, Testbed};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -231,7 +235,11 @@ async fn killing_the_controller_inside_create_fleet_launches_one_instance_and_le
         return Ok(());
     };
     bed.emu
-        .set_faults(&json!({"api": [{"action": "CreateFleet", "delayMs": 8000, "count": 1}]}))
+        // Real calls only: the EC2NodeClass validation's dry-run CreateFleet must not take the delay.
+        .set_faults(
+            &json!({"api": [{"action": "CreateFleet", "delayMs": 8000, "count": 1,
+                                     "dryRun": false}]}),
+        )
         .await?;
     apply_node_claim(
         &bed.cluster,
@@ -292,5 +300,213 @@ async fn killing_the_controller_inside_create_fleet_launches_one_instance_and_le
         "{}",
         tail(&bed.log(), 30)
     );
+    Ok(())
+}
+
+const HEALTH: &str = "NodeRegistrationHealthy";
+
+/// The pool's `NodeRegistrationHealthy`, if set.
+fn registration_health(pool: &NodePool) -> Option<&kerf::api::condition::Condition> {
+    let conditions = pool.status.as_ref()?.conditions.as_deref()?;
+    kerf::api::condition::get(conditions, HEALTH)
+}
+
+/// Waits until pool `health`'s registration health is `status` with `reason` (and, with `generations`, for that
+/// pool generation and class generation).
+async fn wait_for_health(
+    bed: &Testbed,
+    status: &str,
+    reason: &str,
+    generations: Option<(i64, i64)>,
+) -> Result<NodePool> {
+    let pools: Api<NodePool> = Api::all(bed.cluster.client()?);
+    let pools = &pools;
+    poll(
+        &format!("NodePool health to be {HEALTH}={status} ({reason}), generations {generations:?}"),
+        Duration::from_secs(120),
+        || async move {
+            let pool = pools.get("health").await?;
+            let class_generation = pool
+                .status
+                .as_ref()
+                .and_then(|s| s.node_class_observed_generation);
+            let matches = registration_health(&pool).is_some_and(|c| {
+                c.status == status
+                    && c.reason == reason
+                    && generations.is_none_or(|(pool_gen, class_gen)| {
+                        c.observed_generation == Some(pool_gen)
+                            && class_generation == Some(class_gen)
+                    })
+            });
+            Ok(matches.then_some(pool))
+        },
+    )
+    .await
+    .with_context(|| tail(&bed.log(), 40))
+}
+
+/// A NodeClaim of pool `health` (labelled with it and owned by it) launching from class `class`.
+async fn apply_pool_claim(bed: &Testbed, name: &str, pool_uid: &str, class: &str) -> Result<()> {
+    let mut claim = serde_json::to_value(kerf_e2e::aws::node_claim(
+        name,
+        &["c5.large"],
+        &["on-demand"],
+    )?)?;
+    claim["metadata"]["labels"]["karpenter.sh/nodepool"] = json!("health");
+    claim["metadata"]["ownerReferences"] = json!([{"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+        "name": "health", "uid": pool_uid, "blockOwnerDeletion": true}]);
+    claim["spec"]["nodeClassRef"]["name"] = json!(class);
+    apply_ok(&bed.cluster, &claim).await
+}
+
+/// A claim whose Node never registers, made quickly: it cannot launch (its class does not exist), and once kerf
+/// says so its status is rewritten as launched 20 minutes ago, past the 15-minute registration timeout.
+async fn lose_claim(bed: &Testbed, name: &str, pool_uid: &str) -> Result<()> {
+    apply_pool_claim(bed, name, pool_uid, "missing").await?;
+    let claims: Api<NodeClaim> = Api::all(bed.cluster.client()?);
+    let claims = &claims;
+    poll(
+        &format!("{name} to fail its launch"),
+        Duration::from_secs(60),
+        || async move {
+            let claim = claims.get(name).await?;
+            let conditions = claim.status.and_then(|s| s.conditions).unwrap_or_default();
+            Ok(kerf::api::condition::get(&conditions, "Launched")
+                .is_some_and(|c| c.reason == "NodeClassNotReady")
+                .then_some(()))
+        },
+    )
+    .await?;
+    let launched = (k8s_openapi::jiff::Timestamp::now()
+        - k8s_openapi::jiff::SignedDuration::from_mins(20))
+    .round(k8s_openapi::jiff::Unit::Second)?;
+    let status = json!({"status": {
+        "providerID": "aws:///us-west-2a/i-0000000000000dead",
+        "conditions": [{"type": "Launched", "status": "True", "reason": "Launched", "message": "",
+                        "lastTransitionTime": launched.to_string()}],
+    }});
+    claims
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+        .await?;
+    poll(
+        &format!("{name} to be deleted"),
+        Duration::from_secs(60),
+        || async move { Ok(claims.get_opt(name).await?.is_none().then_some(())) },
+    )
+    .await
+    .with_context(|| tail(&bed.log(), 30))
+}
+
+/// Karpenter's registrationhealth suite and the lifecycle's accounting: a new pool's condition is Unknown with
+/// the class generation it saw; two claims that time out registering make it False (RegistrationFailed), without
+/// touching the pool's Ready; a change of the class makes it Unknown again, a registration True, and a change of
+/// the pool Unknown again.
+#[tokio::test]
+async fn a_pools_registration_health_follows_its_claims_and_starts_over_on_changes() -> Result<()> {
+    let _turn = SERIAL.lock().await;
+    let Some(bed) = Testbed::start_or_skip("a_pools_registration_health").await? else {
+        return Ok(());
+    };
+    let client = bed.cluster.client()?;
+    apply_ok(
+        &bed.cluster,
+        &json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "health"},
+            "spec": {
+                "disruption": {"consolidateAfter": "Never"},
+                "template": {"spec": {"requirements": [],
+                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}},
+            },
+        }),
+    )
+    .await?;
+    let classes: Api<EC2NodeClass> = Api::all(client.clone());
+    let class_generation = classes
+        .get("default")
+        .await?
+        .metadata
+        .generation
+        .context("generation")?;
+    let pool = wait_for_health(
+        &bed,
+        "Unknown",
+        "AwaitingReconciliation",
+        Some((1, class_generation)),
+    )
+    .await?;
+    let uid = pool.metadata.uid.context("uid")?;
+
+    // One lost claim is no trend; two of the last four are.
+    lose_claim(&bed, "health-lost-1", &uid).await?;
+    wait_for_health(&bed, "Unknown", "AwaitingReconciliation", None).await?;
+    lose_claim(&bed, "health-lost-2", &uid).await?;
+    let pool = wait_for_health(&bed, "False", "RegistrationFailed", None).await?;
+    let message = registration_health(&pool).map(|c| c.message.as_str());
+    ensure!(message == Some("Failed to register node"), "{message:?}");
+
+    // Ready does not depend on it (the pool becomes Ready once its class is validated).
+    let pools: Api<NodePool> = Api::all(client.clone());
+    let pools_ref = &pools;
+    poll(
+        "NodePool health to be Ready while its registration is unhealthy",
+        Duration::from_secs(120),
+        || async move {
+            let pool = pools_ref.get("health").await?;
+            let ready = pool
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_deref())
+                .is_some_and(|c| kerf::api::condition::is_true(c, "Ready"));
+            let unhealthy = registration_health(&pool).is_some_and(|c| c.status == "False");
+            Ok((ready && unhealthy).then_some(()))
+        },
+    )
+    .await
+    .with_context(|| tail(&bed.log(), 40))?;
+
+    // The class changes: the pool starts over with the class's new generation.
+    classes
+        .patch(
+            "default",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"tags": {"e2e": "changed"}}})),
+        )
+        .await?;
+    let changed = classes
+        .get("default")
+        .await?
+        .metadata
+        .generation
+        .context("generation")?;
+    ensure!(changed > class_generation, "the class generation moves");
+    wait_for_health(
+        &bed,
+        "Unknown",
+        "AwaitingReconciliation",
+        Some((1, changed)),
+    )
+    .await?;
+
+    // A claim of the pool registers: healthy.
+    apply_pool_claim(&bed, "health-ok", &uid, "default").await?;
+    bed.wait_for_conditions("health-ok", &["Registered"], Duration::from_secs(120))
+        .await?;
+    wait_for_health(&bed, "True", HEALTH, None).await?;
+
+    // The pool changes: it starts over again.
+    pools
+        .patch(
+            "health",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"limits": {"cpu": "1000"}}})),
+        )
+        .await?;
+    wait_for_health(
+        &bed,
+        "Unknown",
+        "AwaitingReconciliation",
+        Some((2, changed)),
+    )
+    .await?;
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! after a crash, and stops at NodePool limits with an Event.
 
 use anyhow::{Context, Result};
+use k8s_openapi::api::core::v1::Pod;
 use kerf::api::nodeclaim::NodeClaim;
 use kerf::api::nodepool::NodePool;
 use kerf_e2e::aws::{AwsEmu, REGION};
@@ -136,6 +137,14 @@ async fn pending_pods_become_node_claims_once_even_across_a_restart() -> Result<
     );
     let log = std::fs::read_to_string(&first.log)?;
     assert!(log.contains("created nodeclaim"), "{log}");
+    // No --kubernetes-version: the version AMI aliases resolve for is the apiserver's.
+    assert!(
+        log.lines().any(
+            |l| l.contains("discovered the Kubernetes version from the apiserver")
+                && l.contains("1.20")
+        ),
+        "{log}"
+    );
     assert!(log.lines().all(|l| l.starts_with('{')), "JSON logs: {log}");
     // The Events follow the launches.
     let cluster_ref = &cluster;
@@ -145,6 +154,28 @@ async fn pending_pods_become_node_claims_once_even_across_a_restart() -> Result<
         || async move {
             let nominated = events_with_reason(cluster_ref, "Nominated").await?;
             Ok((!nominated.is_empty()).then_some(()))
+        },
+    )
+    .await?;
+    // Each pending pod's live status names the claim it waits for, as its Event does.
+    let pods: Api<Pod> = Api::namespaced(cluster.client()?, &namespace);
+    let pods_ref = &pods;
+    let claim_names = names(&claims);
+    let claim_names = &claim_names;
+    poll(
+        "every pod's kerf.sh/provisioning annotation to name its NodeClaim",
+        Duration::from_secs(30),
+        || async move {
+            let list = pods_ref.list(&Default::default()).await?;
+            let named = list.items.iter().all(|pod| {
+                pod.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get("kerf.sh/provisioning"))
+                    .and_then(|s| s.strip_prefix("Pod should schedule on: nodeclaim/"))
+                    .is_some_and(|claim| claim_names.contains(claim))
+            });
+            Ok((named && list.items.len() == 10).then_some(()))
         },
     )
     .await?;

@@ -1,18 +1,25 @@
 //! Termination on the real control plane and moto (issue 5, test 3): deleting a NodeClaim taints its Node,
 //! evicts its pods through the policy/v1beta1 eviction API, where a PodDisruptionBudget with maxUnavailable 0
 //! holds the drain until it is relaxed; then the instance is terminated, the Node deleted and the claim's
-//! finalizer removed. Deleting a kerf Node deletes its claim, which goes the same way.
+//! finalizer removed. Deleting a kerf Node deletes its claim, which goes the same way. A drained Node's
+//! VolumeAttachments hold its instance until they are gone or the claim's terminationGracePeriod ends; the
+//! claim's `Drained`, `VolumesDetached` and `InstanceTerminating` conditions tell each stage.
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kerf::api::nodeclaim::NodeClaim;
 use kerf::cloud::{CloudError, CloudProvider};
 use kerf_e2e::poll;
 use kerf_e2e::testbed::{apply_node_claim, apply_ok, tail, Testbed};
+use kerf_e2e::Cluster;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
 use serde_json::json;
 
 const APP: &str = "held-by-pdb";
@@ -152,6 +159,12 @@ async fn deleting_a_nodeclaim_drains_it_past_a_pdb_once_relaxed_and_terminates_i
         .iter()
         .any(|t| t.key == "karpenter.sh/disrupted" && t.effect == "NoSchedule");
     ensure!(tainted, "the Node has karpenter.sh/disrupted:NoSchedule");
+    let held = claims.get("drain-a").await?;
+    ensure!(
+        condition(&held, "Drained") == Some(("Unknown", "Draining")),
+        "the claim is Draining: {:?}",
+        held.status
+    );
 
     // Relaxed: the eviction goes through, the instance is terminated, the Node and the claim go.
     let pdbs = kube::Api::<kube::api::DynamicObject>::namespaced_with(
@@ -251,5 +264,229 @@ async fn deleting_a_kerf_node_deletes_its_claim_and_terminates_its_instance() ->
         "{}",
         tail(&bed.log(), 30)
     );
+    Ok(())
+}
+
+/// `(status, reason)` of the claim's condition `type_`.
+fn condition<'a>(claim: &'a NodeClaim, type_: &str) -> Option<(&'a str, &'a str)> {
+    let conditions = claim.status.as_ref()?.conditions.as_deref()?;
+    kerf::api::condition::get(conditions, type_).map(|c| (c.status.as_str(), c.reason.as_str()))
+}
+
+/// A VolumeAttachment of persistent volume `volume` to Node `node`, as the attach-detach controller makes one.
+async fn attach(cluster: &Cluster, name: &str, node: &str, volume: &str) -> Result<()> {
+    apply_ok(
+        cluster,
+        &json!({
+            "apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment",
+            "metadata": {"name": name},
+            "spec": {"attacher": "ebs.csi.aws.com", "nodeName": node,
+                     "source": {"persistentVolumeName": volume}},
+        }),
+    )
+    .await
+}
+
+/// A condition as a NodeClaim showed it: `(claim, type, status, reason)`.
+type Shown = (String, String, String, String);
+
+/// Every condition the NodeClaims showed while it runs, from a watch: a stage may last only until the next
+/// write (an instance moto terminates at once is gone on the next pass), too short for polling to see.
+struct Conditions {
+    shown: Arc<Mutex<HashSet<Shown>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Conditions {
+    fn watch(claims: Api<NodeClaim>) -> Self {
+        let shown: Arc<Mutex<HashSet<Shown>>> = Arc::default();
+        let record = shown.clone();
+        let task = tokio::spawn(async move {
+            let stream = kube::runtime::watcher(claims, kube::runtime::watcher::Config::default())
+                .default_backoff()
+                .applied_objects();
+            futures::pin_mut!(stream);
+            while let Some(Ok(claim)) = stream.next().await {
+                let name = claim.metadata.name.clone().unwrap_or_default();
+                let conditions = claim.status.and_then(|s| s.conditions).unwrap_or_default();
+                let mut shown = record.lock().unwrap_or_else(|p| p.into_inner());
+                for c in conditions {
+                    shown.insert((name.clone(), c.type_, c.status, c.reason));
+                }
+            }
+        });
+        Conditions { shown, task }
+    }
+
+    /// Whether claim `claim` showed `type_` with `status` and `reason`.
+    fn showed(&self, claim: &str, type_: &str, status: &str, reason: &str) -> bool {
+        let key = (claim.into(), type_.into(), status.into(), reason.into());
+        self.shown
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&key)
+    }
+
+    /// Waits until claim `claim` has shown each of `expected` (`(type, status, reason)`).
+    async fn wait(
+        &self,
+        bed: &Testbed,
+        claim: &str,
+        expected: &[(&str, &str, &str)],
+    ) -> Result<()> {
+        poll(
+            &format!("NodeClaim {claim} to show {expected:?}"),
+            Duration::from_secs(120),
+            || async move {
+                Ok(expected
+                    .iter()
+                    .all(|(t, s, r)| self.showed(claim, t, s, r))
+                    .then_some(()))
+            },
+        )
+        .await
+        .with_context(|| tail(&bed.log(), 40))
+    }
+}
+
+impl Drop for Conditions {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Karpenter's termination suite: "should wait for VolumeAttachments", "should only wait for VolumeAttachments
+/// until the nodeclaim's terminationGracePeriod has elapsed", and the conditions each stage sets.
+#[tokio::test]
+async fn a_drained_node_waits_for_its_volume_attachments_unless_its_grace_period_ends() -> Result<()>
+{
+    let Some(bed) =
+        Testbed::start_or_skip("a_drained_node_waits_for_its_volume_attachments").await?
+    else {
+        return Ok(());
+    };
+    let client = bed.cluster.client()?;
+    let claims: Api<NodeClaim> = Api::all(client.clone());
+    let shown = Conditions::watch(claims.clone());
+    let types = ["c5.large", "m5.large"];
+    apply_node_claim(&bed.cluster, "volumes-a", &types, &["on-demand"]).await?;
+    let mut graced = serde_json::to_value(kerf_e2e::aws::node_claim(
+        "volumes-b",
+        &types,
+        &["on-demand"],
+    )?)?;
+    graced["spec"]["terminationGracePeriod"] = json!("30s");
+    apply_ok(&bed.cluster, &graced).await?;
+    let mut launched = Vec::new();
+    for name in ["volumes-a", "volumes-b"] {
+        let claim = bed
+            .wait_for_conditions(name, &["Initialized"], Duration::from_secs(120))
+            .await?;
+        let status = claim.status.context("status")?;
+        let node = status.node_name.context("nodeName")?;
+        attach(
+            &bed.cluster,
+            &format!("{name}-va"),
+            &node,
+            &format!("pv-{name}"),
+        )
+        .await?;
+        launched.push((node, status.provider_id.context("providerID")?));
+    }
+    for name in ["volumes-a", "volumes-b"] {
+        claims.delete(name, &DeleteParams::default()).await?;
+    }
+
+    // The drain (Draining for at least 5 s), then the attachment holds the instance.
+    let awaiting = ("VolumesDetached", "Unknown", "AwaitingVolumeDetachment");
+    let drained = [
+        ("Drained", "Unknown", "Draining"),
+        ("Drained", "True", "Drained"),
+        awaiting,
+    ];
+    shown.wait(&bed, "volumes-a", &drained).await?;
+    let (node_a, instance_a) = &launched[0];
+    let events: Api<Event> = Api::all(client.clone());
+    let events = &events;
+    let note = poll(
+        "an AwaitingVolumeDetachment Event on the Node",
+        Duration::from_secs(60),
+        || async move {
+            let list = events.list(&ListParams::default()).await?;
+            Ok(list.items.into_iter().find_map(|e| {
+                let on_node =
+                    e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(node_a.as_str());
+                (on_node && e.reason.as_deref() == Some("AwaitingVolumeDetachment"))
+                    .then_some(e.note)
+            }))
+        },
+    )
+    .await?;
+    ensure!(
+        note.as_deref() == Some("Awaiting deletion of bound volumeattachments (volumes-a-va)"),
+        "{note:?}"
+    );
+
+    // volumes-b: its 30 s grace period ends, the attachment no longer holds it.
+    let elapsed = [
+        awaiting,
+        ("VolumesDetached", "False", "TerminationGracePeriodElapsed"),
+        ("InstanceTerminating", "True", "InstanceTerminating"),
+    ];
+    shown.wait(&bed, "volumes-b", &elapsed).await?;
+    let claims_ref = &claims;
+    poll(
+        "volumes-b to be gone",
+        Duration::from_secs(60),
+        || async move {
+            Ok(claims_ref
+                .get_opt("volumes-b")
+                .await?
+                .is_none()
+                .then_some(()))
+        },
+    )
+    .await?;
+    // Meanwhile volumes-a, without a grace period, still waits.
+    let held = claims.get("volumes-a").await?;
+    ensure!(
+        condition(&held, "VolumesDetached") == Some(("Unknown", "AwaitingVolumeDetachment"))
+            && condition(&held, "InstanceTerminating").is_none(),
+        "volumes-a still waits for its attachment: {:?}",
+        held.status
+    );
+    bed.cloud
+        .get(instance_a)
+        .await
+        .context("instance a still runs")?;
+
+    // volumes-a: its attachment goes, then its instance.
+    let attachments: Api<k8s_openapi::api::storage::v1::VolumeAttachment> = Api::all(client);
+    attachments
+        .delete("volumes-a-va", &DeleteParams::default())
+        .await?;
+    let detached = [
+        ("VolumesDetached", "True", "VolumesDetached"),
+        ("InstanceTerminating", "True", "InstanceTerminating"),
+    ];
+    shown.wait(&bed, "volumes-a", &detached).await?;
+    poll(
+        "volumes-a to be gone",
+        Duration::from_secs(60),
+        || async move {
+            Ok(claims_ref
+                .get_opt("volumes-a")
+                .await?
+                .is_none()
+                .then_some(()))
+        },
+    )
+    .await?;
+    for (_, instance) in &launched {
+        match bed.cloud.get(instance).await {
+            Err(CloudError::NotFound { .. }) => {}
+            other => anyhow::bail!("the instance should be terminated, got {other:?}"),
+        }
+    }
     Ok(())
 }

@@ -2,12 +2,17 @@
 //! types fit, and the cheapest, or why no pool can. Computed by the scheduling engine from in-memory state.
 
 use crate::api::requirements::RequirementTerm;
+use crate::scheduling::volumes::{self, VolumeIndex};
 use crate::scheduling::{Choice, PodInfo, Scheduler};
+use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// Compact JSON: the pod's effective requests and requirements, the pools that fit, those that do not.
 pub const REQUIREMENTS_ANNOTATION: &str = "kerf.sh/instance-requirements";
+/// Written by the controller, not the webhook: the last provisioning decision about a pending pod, as the text of
+/// its `Nominated` or `FailedScheduling` Event (see `controllers::provisioning::pod_status`).
+pub const PROVISIONING_ANNOTATION: &str = "kerf.sh/provisioning";
 /// One human line, e.g. `1 nodepool; default: 143 instance types, cheapest c6a.large spot us-east-1a $0.0312/h`.
 pub const SUMMARY_ANNOTATION: &str = "kerf.sh/instance-summary";
 
@@ -80,6 +85,35 @@ pub fn advise(scheduler: &Scheduler, pod: &PodInfo) -> Advice {
         node_pools,
         incompatible,
     }
+}
+
+/// Advises on `pod` (parsed as `info`) with the claims, volumes and StorageClasses of `volumes`: pools are tried
+/// with the topology its volumes need, and a pod its volumes keep out of the solve (a missing claim, an unknown
+/// StorageClass, ...) fits no pool, with Karpenter's reason, whatever its shape.
+pub fn advise_with_volumes(
+    scheduler: &Scheduler,
+    mut info: PodInfo,
+    pod: &Pod,
+    volumes: &VolumeIndex,
+) -> Advice {
+    let refused = match volumes.pending(pod) {
+        Ok(alternatives) => {
+            volumes::apply(&mut info, &alternatives);
+            None
+        }
+        Err(error) => Some(error.to_string()),
+    };
+    let mut advice = advise(scheduler, &info);
+    if let Some(reason) = refused {
+        let pools = std::mem::take(&mut advice.node_pools);
+        advice
+            .incompatible
+            .extend(pools.into_iter().map(|pool| Incompatible {
+                node_pool: pool.name,
+                reason: reason.clone(),
+            }));
+    }
+    advice
 }
 
 impl Advice {

@@ -2,10 +2,11 @@
 //! annotations (see [`super::advice`]). A pod that cannot be advised (no NodePools synced yet, a spec kerf cannot
 //! read) is admitted unchanged: advice must never block or fail a workload.
 
-use super::advice::{advise, Advice, Incompatible};
+use super::advice::{advise, advise_with_volumes, Advice, Incompatible};
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodepool::NodePool;
 use crate::catalog::Catalog;
+use crate::scheduling::volumes::{self, VolumeIndex};
 use crate::scheduling::{PodError, PodInfo, Scheduler};
 use arc_swap::ArcSwapOption;
 use k8s_openapi::api::core::v1::Pod;
@@ -14,6 +15,12 @@ use serde::Deserialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
+
+/// Where pod advice finds the claims, volumes and StorageClasses a pod's volumes refer to (the cluster's, through
+/// watches); `None` while they are not known yet.
+pub trait VolumeSource: Send + Sync {
+    fn index(&self) -> Option<VolumeIndex>;
+}
 
 /// At most this many pod shapes are remembered per advisor; the memo starts over when it is full.
 const MEMO_CAPACITY: usize = 4096;
@@ -68,11 +75,14 @@ impl PodAdvisor {
     }
 
     /// The advice annotations for `pod` (raw JSON) created in `namespace`, from the memo when a pod of the same
-    /// shape was advised before.
+    /// shape was advised before. A pod with PersistentVolumeClaims (or generic ephemeral volumes) is advised with
+    /// `volumes`' index, when there is one, and never memoised: its advice depends on those objects, not only on
+    /// its shape.
     pub fn annotations(
         &self,
         pod: &Value,
         namespace: Option<&str>,
+        volumes: Option<&dyn VolumeSource>,
     ) -> Result<Arc<BTreeMap<String, String>>, AdviceError> {
         let namespace = pod["metadata"]["namespace"].as_str().or(namespace);
         let shape = serde_json::to_string(&(namespace, &pod["metadata"]["labels"], &pod["spec"]))
@@ -88,6 +98,15 @@ impl PodAdvisor {
             typed.metadata.name = typed.metadata.generate_name.clone();
         }
         let info = PodInfo::from_pod(&typed)?;
+        if volumes::uses_claims(&typed) {
+            let advice = match volumes.and_then(VolumeSource::index) {
+                Some(index) => {
+                    self.finish(advise_with_volumes(&self.scheduler, info, &typed, &index))
+                }
+                None => self.advise(&info),
+            };
+            return Ok(Arc::new(advice.annotations().map_err(AdviceError::Encode)?));
+        }
         let annotations = Arc::new(
             self.advise(&info)
                 .annotations()
@@ -110,7 +129,11 @@ impl PodAdvisor {
     }
 
     pub fn advise(&self, pod: &PodInfo) -> Advice {
-        let mut advice = advise(&self.scheduler, pod);
+        self.finish(advise(&self.scheduler, pod))
+    }
+
+    /// `advice` with the pools that have no EC2NodeClass added as incompatible.
+    fn finish(&self, mut advice: Advice) -> Advice {
         advice
             .incompatible
             .extend(self.without_class.iter().cloned());
@@ -134,8 +157,9 @@ pub fn annotate(
     advisor: &PodAdvisor,
     pod: &Value,
     namespace: Option<&str>,
+    volumes: Option<&dyn VolumeSource>,
 ) -> Result<Value, AdviceError> {
-    let annotations = advisor.annotations(pod, namespace)?;
+    let annotations = advisor.annotations(pod, namespace, volumes)?;
     let mut annotated = pod.clone();
     let metadata = annotated.as_object_mut().map(|object| {
         object
@@ -161,6 +185,8 @@ pub fn annotate(
 /// The Pod hook: advice on CREATE from whatever [`PodAdvisor`] is current; `None` until the NodePools synced.
 pub struct PodHook {
     pub advisor: Arc<ArcSwapOption<PodAdvisor>>,
+    /// The cluster's claims, volumes and classes; `None` where kerf does not watch them.
+    pub volumes: Option<Arc<dyn VolumeSource>>,
 }
 
 impl AdmissionHook for PodHook {
@@ -177,7 +203,12 @@ impl AdmissionHook for PodHook {
         let (Some(pod), Some(advisor)) = (request.object.as_ref(), self.advisor.load_full()) else {
             return Ok(Mutated::default());
         };
-        match annotate(&advisor, pod, request.namespace.as_deref()) {
+        match annotate(
+            &advisor,
+            pod,
+            request.namespace.as_deref(),
+            self.volumes.as_deref(),
+        ) {
             Ok(annotated) => Ok(Mutated {
                 object: Some(annotated),
                 warnings: Vec::new(),
@@ -247,6 +278,7 @@ mod tests {
     fn hook(advisor: Option<PodAdvisor>) -> PodHook {
         PodHook {
             advisor: Arc::new(ArcSwapOption::new(advisor.map(Arc::new))),
+            volumes: None,
         }
     }
 
@@ -314,21 +346,25 @@ mod tests {
     fn pods_of_one_shape_share_the_advice_and_other_shapes_get_their_own() {
         let advisor = default_advisor();
         let first = advisor
-            .annotations(&pod(json!({})), Some("apps"))
+            .annotations(&pod(json!({})), Some("apps"), None)
             .expect("advice");
         let again = advisor
-            .annotations(&pod(json!({})), Some("apps"))
+            .annotations(&pod(json!({})), Some("apps"), None)
             .expect("advice");
         assert!(
             Arc::ptr_eq(&first, &again),
             "the second replica is served from the memo"
         );
         let arm = advisor
-            .annotations(&pod(json!({"kubernetes.io/arch": "arm64"})), Some("apps"))
+            .annotations(
+                &pod(json!({"kubernetes.io/arch": "arm64"})),
+                Some("apps"),
+                None,
+            )
             .expect("advice");
         assert_ne!(first, arm);
         let elsewhere = advisor
-            .annotations(&pod(json!({})), Some("other"))
+            .annotations(&pod(json!({})), Some("other"), None)
             .expect("advice");
         assert!(
             !Arc::ptr_eq(&first, &elsewhere),
@@ -382,5 +418,76 @@ mod tests {
             hook(advisor()).mutate(&request(Operation::Create, json!({"spec": "x"}))),
             unchanged
         );
+    }
+
+    /// A cluster with one claim `data` in namespace `apps`, bound to a volume in `zone`.
+    struct OneVolume {
+        zone: &'static str,
+    }
+
+    impl VolumeSource for OneVolume {
+        fn index(&self) -> Option<VolumeIndex> {
+            let claim = serde_json::from_value(json!({"metadata": {"name": "data", "namespace": "apps",
+                "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+                "spec": {"volumeName": "pv-1", "storageClassName": ""}, "status": {"phase": "Bound"}}))
+            .expect("claim");
+            let volume = serde_json::from_value(json!({"metadata": {"name": "pv-1"},
+                "spec": {"capacity": {"storage": "1Gi"}, "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-1"},
+                         "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                             {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [self.zone]}]}]}}}}))
+            .expect("volume");
+            Some(VolumeIndex::from_objects(
+                [Arc::new(claim)],
+                [Arc::new(volume)],
+                [],
+            ))
+        }
+    }
+
+    fn with_claim(claim: &str) -> Value {
+        let mut pod = pod(json!({}));
+        pod["spec"]["volumes"] =
+            json!([{"name": "v", "persistentVolumeClaim": {"claimName": claim}}]);
+        pod
+    }
+
+    #[test]
+    fn advice_follows_the_zone_of_a_pods_volume() {
+        // As the controller plans it (Karpenter's volume topology): the claim's volume pins the node's zone, a
+        // volume in a zone no offering has fits no pool, and a missing claim keeps the pod out with its reason.
+        let advisor = default_advisor();
+        let advise = |pod: &Value, zone| {
+            let source = OneVolume { zone };
+            let annotations = advisor
+                .annotations(pod, Some("apps"), Some(&source))
+                .expect("advice");
+            serde_json::from_str::<Value>(&annotations["kerf.sh/instance-requirements"])
+                .expect("json")
+        };
+        let in_b = advise(&with_claim("data"), "us-east-1b");
+        assert_eq!(
+            in_b["nodePools"][0]["cheapest"]["zone"], "us-east-1b",
+            "{in_b}"
+        );
+        let in_c = advise(&with_claim("data"), "us-east-1c");
+        assert_eq!(
+            in_c["nodePools"][0]["cheapest"]["zone"], "us-east-1c",
+            "{in_c}"
+        );
+        let nowhere = advise(&with_claim("data"), "mars-1a");
+        assert_eq!(nowhere["nodePools"], json!([]), "{nowhere}");
+        assert_eq!(nowhere["incompatible"][0]["nodePool"], "default");
+        let missing = advise(&with_claim("other"), "us-east-1b");
+        assert_eq!(missing["nodePools"], json!([]));
+        assert_eq!(
+            missing["incompatible"][0]["reason"],
+            "getting persistent volume claim, persistentvolumeclaims \"other\" not found",
+            "{missing}"
+        );
+        // Until the claims are known the pod gets the advice of its shape alone.
+        let unknown = advisor
+            .annotations(&with_claim("other"), Some("apps"), None)
+            .expect("advice");
+        assert!(unknown["kerf.sh/instance-summary"].starts_with("1 nodepool; default:"));
     }
 }

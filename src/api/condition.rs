@@ -38,7 +38,33 @@ pub fn set(
     now: &str,
     observed_generation: Option<i64>,
 ) -> bool {
-    let status = if status { "True" } else { "False" };
+    let status = if status { TRUE } else { FALSE };
+    set_status(
+        conditions,
+        type_,
+        status,
+        reason,
+        message,
+        now,
+        observed_generation,
+    )
+}
+
+pub const TRUE: &str = "True";
+pub const FALSE: &str = "False";
+pub const UNKNOWN: &str = "Unknown";
+
+/// [`set`] for any of the three statuses ([`TRUE`], [`FALSE`], [`UNKNOWN`]): conditions that are not known
+/// yet (a NodePool's registration health after a change, an EC2NodeClass validation waiting on resolution).
+pub fn set_status(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: &str,
+    observed_generation: Option<i64>,
+) -> bool {
     let next = |last_transition_time: String| Condition {
         type_: type_.to_owned(),
         status: status.to_owned(),
@@ -66,11 +92,14 @@ pub fn set(
     }
 }
 
+/// The condition `type_` in `conditions`, if set.
+pub fn get<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
 /// Whether `conditions` holds `type_` with status `True`.
 pub fn is_true(conditions: &[Condition], type_: &str) -> bool {
-    conditions
-        .iter()
-        .any(|c| c.type_ == type_ && c.status == "True")
+    get(conditions, type_).is_some_and(|c| c.status == TRUE)
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ use super::pricing::check_price;
 use super::quantity::{format_bytes, format_milli};
 use super::resources::{Resources, CPU, MEMORY, PODS};
 use super::well_known::identity_requirements;
+use crate::api::ec2nodeclass::CapacityReservationType;
 use crate::api::labels;
 use crate::api::requirements::Requirement;
 
@@ -85,6 +86,12 @@ struct FileOffering {
     reservation_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     reservation_capacity: Option<u32>,
+    /// A reserved offering's kind (`default` or `capacity-block`; `default` when left out) and whether EC2 may
+    /// interrupt it (`false` when left out), as its nodes' reservation labels say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reservation_type: Option<CapacityReservationType>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reservation_interruptible: Option<bool>,
 }
 
 /// A quantity as written: a string (`"1.5Gi"`) or a JSON number (`2`), kept as text until parsed.
@@ -235,23 +242,30 @@ fn instance_type(entry: FileInstanceType) -> Result<InstanceType, CatalogError> 
                     price,
                 )?;
             }
+            let kind = (
+                offering.reservation_type,
+                offering.reservation_interruptible,
+            );
             let reservation = match (
                 offering.capacity_type,
                 offering.reservation_id,
                 offering.reservation_capacity,
             ) {
-                (CapacityType::Reserved, Some(id), Some(capacity)) => {
-                    Some(Reservation { id, capacity })
-                }
+                (CapacityType::Reserved, Some(id), Some(capacity)) => Some(Reservation {
+                    id,
+                    capacity,
+                    reservation_type: kind.0.unwrap_or(CapacityReservationType::Default),
+                    interruptible: kind.1.unwrap_or(false),
+                }),
                 (CapacityType::Reserved, _, _) => {
                     return Err(invalid(format!(
                         "offerings[{index}]: a reserved offering needs reservationID and reservationCapacity"
                     )))
                 }
-                (_, None, None) => None,
+                (_, None, None) if kind == (None, None) => None,
                 (_, _, _) => {
                     return Err(invalid(format!(
-                        "offerings[{index}]: reservationID and reservationCapacity belong to reserved offerings only"
+                        "offerings[{index}]: reservationID, reservationCapacity, reservationType and reservationInterruptible belong to reserved offerings only"
                     )))
                 }
             };
@@ -334,6 +348,8 @@ fn file_entry(instance_type: &InstanceType) -> FileInstanceType {
                 available: offering.available,
                 reservation_id: offering.reservation.as_ref().map(|r| r.id.clone()),
                 reservation_capacity: offering.reservation.as_ref().map(|r| r.capacity),
+                reservation_type: offering.reservation.as_ref().map(|r| r.reservation_type),
+                reservation_interruptible: offering.reservation.as_ref().map(|r| r.interruptible),
             })
             .collect(),
     }

@@ -24,12 +24,16 @@ mod resources;
 mod settings;
 mod well_known;
 
+use crate::api::labels;
+use crate::api::requirements::Requirement;
+use std::collections::BTreeSet;
+
 pub use embedded::embedded_regions;
 pub use error::CatalogError;
 pub use info::{Accelerator, Gpu, InstanceTypeInfo, NeuronDevice};
 pub use instance_type::InstanceType;
 pub use name::{parse_name, NameParts};
-pub use offering::{CapacityType, Offering, Reservation};
+pub use offering::{CapacityType, Offering, OfferingFilter, Reservation};
 pub use pricing::{Pricing, RESERVED_PRICE_DIVISOR};
 pub use quantity::{format_bytes, format_milli, parse_quantity, parse_units, QuantityError};
 pub use resources::*;
@@ -50,8 +54,29 @@ impl Catalog {
     /// off.
     pub fn without_reserved_capacity(mut self) -> Catalog {
         for it in &mut self.instance_types {
+            let before = it.offerings.len();
             it.offerings
                 .retain(|o| o.capacity_type != CapacityType::Reserved);
+            if it.offerings.len() == before {
+                continue;
+            }
+            // The type's own requirements follow its offerings: no `reserved` capacity type and no reservation
+            // to select, so a pod that asks for one is told no type fits rather than planned onto nothing.
+            let left: BTreeSet<&str> = it
+                .offerings
+                .iter()
+                .map(|o| o.capacity_type.as_str())
+                .collect();
+            it.requirements
+                .add(Requirement::one_of(labels::CAPACITY_TYPE, left));
+            for key in [
+                CAPACITY_RESERVATION_ID,
+                CAPACITY_RESERVATION_TYPE,
+                CAPACITY_RESERVATION_INTERRUPTIBLE,
+            ] {
+                it.requirements
+                    .add(Requirement::one_of(key, std::iter::empty::<&str>()));
+            }
         }
         self
     }

@@ -6,7 +6,13 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::api::ec2nodeclass::CapacityReservationType;
 use crate::api::labels;
+use crate::api::requirements::{Requirement, Requirements};
+
+use super::well_known::{
+    CAPACITY_RESERVATION_ID, CAPACITY_RESERVATION_INTERRUPTIBLE, CAPACITY_RESERVATION_TYPE,
+};
 
 /// The purchase option, with the values of the `karpenter.sh/capacity-type` label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -68,11 +74,75 @@ pub struct Offering {
     pub reservation: Option<Reservation>,
 }
 
-/// A capacity reservation as an offering: which one, and how many more instances it takes.
+/// A capacity reservation as an offering: which one, of what kind, and how many more instances it takes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reservation {
     /// `cr-…`, the `karpenter.k8s.aws/capacity-reservation-id` label of nodes launched into it.
     pub id: String,
     /// The instances it can still take (EC2's `AvailableInstanceCount`).
     pub capacity: u32,
+    /// `karpenter.k8s.aws/capacity-reservation-type`: an on-demand reservation or a capacity block.
+    pub reservation_type: CapacityReservationType,
+    /// `karpenter.k8s.aws/capacity-reservation-interruptible`: whether EC2 may take the capacity back.
+    pub interruptible: bool,
+}
+
+/// Which offerings a set of requirements allows. An offering is a point in zone × capacity type, and a
+/// reserved one also carries its reservation's id, type and interruptibility (Karpenter's AWS provider puts
+/// the three reservation keys on reserved offerings and `DoesNotExist` on the others, so a pod asking for
+/// `capacity-reservation-type: capacity-block` rules out on-demand and spot). The requirements are looked up
+/// once for all the offerings of a type: pod advice walks every offering of every type of every pool.
+pub struct OfferingFilter<'r> {
+    zone: Option<&'r Requirement>,
+    capacity_type: Option<&'r Requirement>,
+    reservation: [Option<&'r Requirement>; 3],
+}
+
+impl<'r> OfferingFilter<'r> {
+    pub fn new(requirements: &'r Requirements) -> Self {
+        OfferingFilter {
+            zone: requirements.get(labels::ZONE),
+            capacity_type: requirements.get(labels::CAPACITY_TYPE),
+            reservation: [
+                CAPACITY_RESERVATION_ID,
+                CAPACITY_RESERVATION_TYPE,
+                CAPACITY_RESERVATION_INTERRUPTIBLE,
+            ]
+            .map(|key| requirements.get(key)),
+        }
+    }
+
+    /// Whether the requirements leave room for an offering without a reservation (on-demand, spot).
+    pub fn allows_unreserved(&self) -> bool {
+        self.reservation.iter().flatten().all(|r| r.allows_absent())
+    }
+
+    /// Whether the requirements allow buying `offering`: available, in an allowed zone and capacity type, and
+    /// with an allowed reservation (or none, where the requirements allow its keys to be absent).
+    pub fn allows(&self, offering: &Offering) -> bool {
+        offering.available
+            && self.zone.is_none_or(|zone| zone.has(&offering.zone))
+            && self
+                .capacity_type
+                .is_none_or(|ct| ct.has(offering.capacity_type.as_str()))
+            && match &offering.reservation {
+                None => self.allows_unreserved(),
+                Some(reservation) => {
+                    let interruptible = if reservation.interruptible {
+                        "true"
+                    } else {
+                        "false"
+                    };
+                    let values = [
+                        reservation.id.as_str(),
+                        reservation.reservation_type.as_str(),
+                        interruptible,
+                    ];
+                    self.reservation
+                        .iter()
+                        .zip(values)
+                        .all(|(r, value)| r.is_none_or(|r| r.has(value)))
+                }
+            }
+    }
 }

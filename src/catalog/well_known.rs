@@ -77,19 +77,31 @@ pub(super) fn identity_requirements<'a>(
     if !zone_ids.is_empty() {
         requirements.add(Requirement::one_of(labels::ZONE_ID, zone_ids));
     }
-    let reservations = reservation_ids(offerings);
-    if !reservations.is_empty() {
-        requirements.add(Requirement::one_of(CAPACITY_RESERVATION_ID, reservations));
+    if offerings.iter().any(|o| o.reservation.is_some()) {
+        requirements.extend(reservation_requirements(offerings));
     }
     requirements
 }
 
-/// The capacity reservations the `reserved` offerings launch into.
-fn reservation_ids(offerings: &[Offering]) -> Vec<&str> {
-    offerings
-        .iter()
-        .filter_map(|o| o.reservation.as_ref().map(|r| r.id.as_str()))
-        .collect()
+/// The reservation keys of a type, over the capacity reservations its `reserved` offerings launch into: their
+/// ids, kinds and interruptibility (`DoesNotExist` for a type without any), as Karpenter's AWS provider sets
+/// them on the instance type.
+fn reservation_requirements(offerings: &[Offering]) -> [Requirement; 3] {
+    let reservations = || offerings.iter().filter_map(|o| o.reservation.as_ref());
+    [
+        Requirement::one_of(
+            CAPACITY_RESERVATION_ID,
+            reservations().map(|r| r.id.as_str()),
+        ),
+        Requirement::one_of(
+            CAPACITY_RESERVATION_TYPE,
+            reservations().map(|r| r.reservation_type.as_str()),
+        ),
+        Requirement::one_of(
+            CAPACITY_RESERVATION_INTERRUPTIBLE,
+            reservations().map(|r| if r.interruptible { "true" } else { "false" }),
+        ),
+    ]
 }
 
 /// Every well-known label of an EC2 instance type in `region`, for nodes of the given AMI family.
@@ -168,9 +180,8 @@ pub(super) fn ec2_requirements(
             INSTANCE_ACCELERATOR_COUNT,
             accelerator.map(|a| number(a.count)),
         ),
-        Requirement::one_of(CAPACITY_RESERVATION_ID, reservation_ids(offerings)),
-        set(CAPACITY_RESERVATION_TYPE, None),
     ]);
+    requirements.extend(reservation_requirements(offerings));
     requirements
 }
 

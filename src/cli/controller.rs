@@ -2,6 +2,7 @@
 //! in the `kerf-cmd` crate, which builds the AWS cloud provider and hands it to [`crate::controllers::run`].
 
 use crate::cli::webhook::shutdown_signal;
+use crate::cloud::metered::Metered;
 use crate::cloud::CloudProvider;
 use crate::controllers::metrics::Metrics;
 use crate::controllers::provisioning::catalogs::Catalogs;
@@ -36,9 +37,10 @@ pub struct ControllerArgs {
     /// The cluster's service CIDR, for the nodes' user data.
     #[arg(long, env = "CLUSTER_CIDR")]
     pub cluster_cidr: Option<String>,
-    /// The Kubernetes minor version (`1.30`) AMI aliases resolve EKS-optimized AMIs for.
-    #[arg(long, env = "KUBERNETES_VERSION", default_value = "1.30")]
-    pub kubernetes_version: String,
+    /// The Kubernetes minor version (`1.30`) AMI aliases resolve EKS-optimized AMIs for; by default the
+    /// apiserver's, read at start as Karpenter reads it.
+    #[arg(long, env = "KUBERNETES_VERSION")]
+    pub kubernetes_version: Option<String>,
     /// AWS region; by default the standard chain's (`AWS_REGION`, profile, instance metadata).
     #[arg(long, env = "AWS_REGION")]
     pub aws_region: Option<String>,
@@ -93,6 +95,10 @@ pub struct ControllerArgs {
     /// whose instance is gone deleted.
     #[arg(long, env = "KERF_GC_INTERVAL", default_value = "2m", value_parser = humantime::parse_duration)]
     pub gc_interval: Duration,
+    /// How often NodeClaims in capacity reservations are checked against EC2: demoted to on-demand once their
+    /// reservation has ended, deleted once their capacity block is expiring (Karpenter checks every minute).
+    #[arg(long, env = "KERF_RESERVATION_SYNC_INTERVAL", default_value = "1m", value_parser = humantime::parse_duration)]
+    pub reservation_sync_interval: Duration,
     /// Namespace of the Lease (the chart passes the pod's).
     #[arg(long, env = "KERF_NAMESPACE", default_value = "kube-system")]
     pub namespace: String,
@@ -106,6 +112,7 @@ impl ControllerArgs {
             batch_idle: self.batch_idle_duration,
             batch_max: self.batch_max_duration,
             gc_interval: self.gc_interval,
+            reservation_sync_interval: self.reservation_sync_interval,
             policies: Policies {
                 preferences: self.preference_policy,
                 min_values: self.min_values_policy,
@@ -136,11 +143,13 @@ pub const LEASE_NAME: &str = "kerf-leader-election";
 /// leadership is lost or the process is told to stop:
 /// connects to the cluster (in-cluster configuration or `KUBECONFIG`), starts the reflectors and the health and
 /// metrics endpoints, waits for the leader Lease (with `--leader-elect`) and hands over to
-/// [`crate::controllers::run`]. Losing the Lease is an error, so the pod restarts with a clean state.
+/// [`crate::controllers::run`]. Losing the Lease is an error, so the pod restarts with a clean state. `metrics`
+/// come from the caller, so that the cloud provider built before may feed some of them (its batcher's).
 pub async fn run<C, Q>(
     args: &ControllerArgs,
     cloud: C,
     interruption_queue: Option<Q>,
+    metrics: Arc<Metrics>,
 ) -> anyhow::Result<()>
 where
     C: CloudProvider + 'static,
@@ -154,7 +163,6 @@ where
     // Services and the controllers that select pods are watched only for a default spread.
     let spread_sources = !settings.scheduler_config.default_constraints.is_empty();
     let state = ClusterState::start(&client, &mut background, spread_sources);
-    let metrics = Arc::new(Metrics::new());
     let readiness = ReadyFlag::new(false);
     let mut servers = JoinSet::new();
     servers.spawn(serve::serve(
@@ -175,7 +183,8 @@ where
     let ctx = Arc::new(Context {
         events: Events::new(client.clone(), "kerf", Some(identity.clone())),
         client: client.clone(),
-        cloud,
+        // kerf's controller runs on AWS: Karpenter's AWS provider names itself "aws" in the cloud metrics.
+        cloud: Metered::new(cloud, metrics.cloud.clone(), "aws"),
         settings,
         state,
         clock: Arc::new(SystemClock),
@@ -183,6 +192,7 @@ where
         backoff: Default::default(),
         created_here: Default::default(),
         nominations: Default::default(),
+        registration_health: Default::default(),
         catalogs: Catalogs::default(),
     });
     let shutdown = shutdown_signal();

@@ -46,5 +46,13 @@ pub enum Command {
     /// `kerf simulate`.
     Snapshot(snapshot::SnapshotArgs),
     /// Print the CustomResourceDefinitions.
-    Crds,
+    Crds(CrdsArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CrdsArgs {
+    /// With Karpenter's CEL validation rules (`x-kubernetes-validations`), for an apiserver that evaluates them
+    /// (1.25 and later). Without it, the CRDs the chart installs, which every supported apiserver accepts.
+    #[arg(long)]
+    pub cel_rules: bool,
 }

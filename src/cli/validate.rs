@@ -2,7 +2,7 @@
 
 use super::input::InputArgs;
 use crate::admission;
-use crate::admission::advice::{advise, Incompatible};
+use crate::admission::advice::advise_with_volumes;
 use crate::admission::spot::catalog_warnings;
 use crate::api::nodepool::NodePool;
 use crate::catalog::{Catalog, CatalogSettings, Pricing};
@@ -157,25 +157,8 @@ fn annotate_pods(objects: &mut [Value], catalog: &Catalog) -> Result<(), String>
     for object in objects.iter_mut().filter(|o| group_kind(o) == ("", "Pod")) {
         let pod: Pod = serde_json::from_value(object.clone())
             .map_err(|e| format!("a Pod does not parse: {e}"))?;
-        let mut info = PodInfo::from_pod(&pod).map_err(|e| e.to_string())?;
-        let refused = match volumes.pending(&pod) {
-            Ok(alternatives) => {
-                volumes::apply(&mut info, &alternatives);
-                None
-            }
-            Err(error) => Some(error.to_string()),
-        };
-        let mut advice = advise(&scheduler, &info);
-        // A pod its volumes keep out of the solve fits no pool, whatever its shape.
-        if let Some(reason) = refused {
-            let pools = std::mem::take(&mut advice.node_pools);
-            advice
-                .incompatible
-                .extend(pools.into_iter().map(|pool| Incompatible {
-                    node_pool: pool.name,
-                    reason: reason.clone(),
-                }));
-        }
+        let info = PodInfo::from_pod(&pod).map_err(|e| e.to_string())?;
+        let advice = advise_with_volumes(&scheduler, info, &pod, &volumes);
         let annotations = advice.annotations().map_err(|e| e.to_string())?;
         let metadata = object
             .as_object_mut()

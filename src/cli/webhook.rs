@@ -1,11 +1,12 @@
 //! `kerf webhook`: the admission webhook server for NodePools and EC2NodeClasses, and pod advice.
 
 use super::validate::CatalogArgs;
-use crate::admission::pods::{PodAdvisor, PodHook};
+use crate::admission::pods::{PodAdvisor, PodHook, VolumeSource};
 use crate::admission::{ObjectHook, EC2NODECLASS, NODEPOOL};
 use crate::catalog::Catalog;
 use crate::kube::ca_bundle::{self, WebhookConfigurations};
 use crate::kube::self_signed::{self, SecretSettings};
+use crate::kube::volumes::VolumeStores;
 use anyhow::Context;
 use arc_swap::ArcSwapOption;
 use kerf_certs::{ReloadingCertResolver, SelfSigned};
@@ -271,13 +272,21 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
     }
     if let Some(client) = client.filter(|_| pod_advice) {
         let advisor = Arc::new(ArcSwapOption::empty());
+        let volumes: Arc<dyn VolumeSource> = Arc::new(VolumeStores::watch(client.clone()));
         tokio::spawn(keep_advisor_current(
             client,
             catalog,
             advisor.clone(),
             ready.clone(),
         ));
-        webhooks = webhooks.hook("", "Pod", PodHook { advisor });
+        webhooks = webhooks.hook(
+            "",
+            "Pod",
+            PodHook {
+                advisor,
+                volumes: Some(volumes),
+            },
+        );
         tokio::spawn(ready_after(args.pod_advice_ready_grace, ready.clone()));
     }
     tracing::info!(bind = %args.bind, pod_advice, "serving admission webhooks");

@@ -14,7 +14,7 @@ use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::Taint;
 use crate::api::requirements::{Requirement, Requirements};
-use crate::catalog::{CapacityType, InstanceType, Offering, CAPACITY_RESERVATION_ID};
+use crate::catalog::{CapacityType, InstanceType, OfferingFilter};
 
 /// EC2 takes at most this many instance types in one CreateFleet call (Karpenter truncates to it).
 pub const MAX_INSTANCE_TYPES: usize = 60;
@@ -89,7 +89,8 @@ impl<'a> LaunchRequest<'a> {
             .iter()
             .filter(|it| it.meets(&requirements))
             .filter_map(|it| {
-                let offerings = it.offerings.iter().filter(|o| allows(&requirements, o));
+                let filter = OfferingFilter::new(&requirements);
+                let offerings = it.offerings.iter().filter(|o| filter.allows(o));
                 let cheapest = offerings.map(|o| o.price).min_by(|a, b| by_price(*a, *b))?;
                 Some((cheapest, it))
             })
@@ -169,12 +170,13 @@ pub fn plan(
     let mut pools: Vec<(CapacityType, LaunchOverride)> = Vec::new();
     // Per (type, zone): the rank of the reservation kept (room, then lowest ID) and its pool's index.
     let mut reserved: BTreeMap<(String, String), (ReservationRank, usize)> = BTreeMap::new();
+    let filter = OfferingFilter::new(&request.requirements);
     for it in &request.instance_types {
         let Some(ami) = architecture(it).and_then(|arch| class.ami_for(&arch)) else {
             continue;
         };
         for offering in &it.offerings {
-            if !allows(&request.requirements, offering) {
+            if !filter.allows(offering) {
                 continue;
             }
             let key = OfferingKey {
@@ -262,23 +264,6 @@ pub fn plan(
 
 /// How a reservation ranks among those of one type in one zone: the most room first, then the lowest ID.
 type ReservationRank = (u32, Reverse<String>);
-
-/// Whether `requirements` allow `offering`: available, in an allowed zone and capacity type, and for a reserved
-/// one an allowed reservation (a claim planned into reservations names them; other offerings carry none).
-fn allows(requirements: &Requirements, offering: &Offering) -> bool {
-    let admits = |key: &str, value: &str| requirements.get(key).is_none_or(|r| r.has(value));
-    let reservation =
-        requirements
-            .get(CAPACITY_RESERVATION_ID)
-            .is_none_or(|r| match &offering.reservation {
-                Some(reservation) => r.has(&reservation.id),
-                None => r.allows_absent(),
-            });
-    offering.available
-        && reservation
-        && admits(labels::ZONE, &offering.zone)
-        && admits(labels::CAPACITY_TYPE, offering.capacity_type.as_str())
-}
 
 /// Known prices first, cheapest first.
 fn by_price(a: Option<f64>, b: Option<f64>) -> Ordering {

@@ -8,6 +8,8 @@ mod error;
 mod ice;
 mod instance;
 mod launch;
+mod launch_check;
+pub mod metered;
 mod node_class;
 pub mod sim;
 
@@ -25,9 +27,10 @@ pub use launch::{
     plan, LaunchOverride, LaunchPlan, LaunchRequest, MAX_INSTANCE_TYPES, TAG_CLUSTER_PREFIX,
     TAG_EC2NODECLASS, TAG_EKS_CLUSTER_NAME, TAG_NODECLAIM, TAG_NODEPOOL, UNREGISTERED_TAINT_KEY,
 };
+pub use launch_check::{LaunchRefusal, RefusedCall};
 pub use node_class::{
     newest_per_architecture, NodeClass, ResolvedAmi, ResolvedNodeClass, ResolvedSubnet, NO_AMIS,
-    NO_SECURITY_GROUPS, NO_SUBNETS,
+    NO_INSTANCE_PROFILE, NO_ROLE, NO_SECURITY_GROUPS, NO_SUBNETS,
 };
 
 use crate::api::ec2nodeclass::EC2NodeClassSpec;
@@ -73,6 +76,17 @@ pub trait CloudProvider: Send + Sync {
     /// Keeps an offering out of launches for [`ICE_TTL`] from `now` (a spot interruption warning says its
     /// capacity is being reclaimed). No call is made.
     fn mark_unavailable(&self, key: OfferingKey, now: SystemTime);
+
+    /// Whether a launch of `request` would be allowed, asked without launching anything (Karpenter's
+    /// EC2NodeClass validation): the launch template one on-demand launch of its first instance type uses is
+    /// created, then the cloud is asked for dry runs of CreateFleet and of RunInstances with it. `Ok(None)`: allowed;
+    /// `Ok(Some(refusal))`: refused for a reason the user must fix; an error when the cloud could not tell
+    /// (throttled, unavailable), to ask again.
+    fn check_launch(
+        &self,
+        request: &LaunchRequest<'_>,
+        now: SystemTime,
+    ) -> impl Future<Output = Result<Option<LaunchRefusal>, CloudError>> + Send;
 
     /// Removes what the provider created for EC2NodeClass `name` (the instance profile it manages for
     /// `spec.role`) once the class is deleted and no NodeClaim uses it. Something already gone is done.

@@ -10,6 +10,11 @@ use crate::api::ec2nodeclass::{CapacityReservation, EC2NodeClassSpec, SecurityGr
 pub const NO_SUBNETS: &str = "no subnet matches subnetSelectorTerms";
 pub const NO_SECURITY_GROUPS: &str = "no security group matches securityGroupSelectorTerms";
 pub const NO_AMIS: &str = "no AMI matches amiSelectorTerms";
+/// The instance profile `spec.instanceProfile` names does not exist (the reason goes on with its name).
+pub const NO_INSTANCE_PROFILE: &str = "no instance profile is named by spec.instanceProfile";
+/// The IAM role `spec.role` names does not exist, so no instance profile can hold it (the reason goes on with
+/// its name).
+pub const NO_ROLE: &str = "no IAM role is named by spec.role";
 
 /// An EC2NodeClass ready to launch from.
 #[derive(Clone, Debug, PartialEq)]

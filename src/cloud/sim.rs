@@ -16,8 +16,8 @@ use super::launch::{plan, LaunchRequest, TAG_CLUSTER_PREFIX};
 use super::node_class::{
     newest_per_architecture, NodeClass, ResolvedAmi, ResolvedNodeClass, ResolvedSubnet,
 };
-use super::CloudProvider;
-use crate::api::ec2nodeclass::{CapacityReservationType, EC2NodeClassSpec, SecurityGroup, Subnet};
+use super::{CloudProvider, LaunchRefusal};
+use crate::api::ec2nodeclass::{EC2NodeClassSpec, SecurityGroup, Subnet};
 use crate::catalog::{CapacityType, InstanceType};
 
 /// The operations faults and latency can be injected into.
@@ -30,6 +30,7 @@ pub enum Operation {
     List,
     Delete,
     DeleteNodeClass,
+    CheckLaunch,
 }
 
 /// Offerings a launch finds without capacity; `None` matches anything.
@@ -299,6 +300,17 @@ impl CloudProvider for SimCloud {
         NodeClass::ready(name, spec, resolved)
     }
 
+    /// The in-memory cloud authorizes every launch; a fault on [`Operation::CheckLaunch`] makes it unable to
+    /// tell.
+    async fn check_launch(
+        &self,
+        _request: &LaunchRequest<'_>,
+        _now: SystemTime,
+    ) -> Result<Option<LaunchRefusal>, CloudError> {
+        self.enter(Operation::CheckLaunch).await?;
+        Ok(None)
+    }
+
     async fn delete_node_class(
         &self,
         name: &str,
@@ -375,11 +387,19 @@ impl CloudProvider for SimCloud {
                 subnet_id: Some(pool.subnet_id.clone()),
                 security_group_ids,
                 tags: request.tags(&self.cluster_name),
-                // The in-memory cloud knows reservations only as catalog offerings: an ODCR of the default kind.
-                reservation: pool.reservation_id.clone().map(|id| InstanceReservation {
-                    id,
-                    reservation_type: CapacityReservationType::Default,
-                    interruptible: false,
+                // The in-memory cloud knows reservations as the catalog's offerings say them.
+                reservation: pool.reservation_id.as_deref().map(|id| {
+                    let offered = request
+                        .instance_types
+                        .iter()
+                        .flat_map(|it| &it.offerings)
+                        .filter_map(|o| o.reservation.as_ref())
+                        .find(|r| r.id == id);
+                    InstanceReservation {
+                        id: id.to_owned(),
+                        reservation_type: offered.map(|r| r.reservation_type).unwrap_or_default(),
+                        interruptible: offered.is_some_and(|r| r.interruptible),
+                    }
                 }),
             };
             state.instances.insert(id, instance.clone());

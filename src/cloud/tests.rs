@@ -244,6 +244,8 @@ fn reserve(it: &mut InstanceType, zone: &str, id: &str, capacity: u32) {
     offering.reservation = Some(crate::catalog::Reservation {
         id: id.into(),
         capacity,
+        reservation_type: Default::default(),
+        interruptible: false,
     });
     it.offerings.push(offering);
 }

@@ -26,6 +26,14 @@ pub struct InterruptionMetrics {
     deleted: Counter,
     queue_duration: Histogram,
     disrupted: Family<Disrupted, Counter>,
+    /// `karpenter_interruption_instance_status_unhealthy_total{category}`: the AWS provider polls
+    /// DescribeInstanceStatus for it; kerf does not, so it is never counted (docs/metrics.md).
+    pub instance_status_unhealthy: Family<Category, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Category {
+    pub category: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -44,8 +52,9 @@ impl InterruptionMetrics {
         let metrics = InterruptionMetrics {
             received: Family::default(),
             deleted: Counter::default(),
-            queue_duration: super::metrics::duration_histogram(),
+            queue_duration: super::metrics::buckets::duration(),
             disrupted: Family::default(),
+            instance_status_unhealthy: Family::default(),
         };
         registry.register(
             "karpenter_interruption_received_messages",
@@ -63,6 +72,11 @@ impl InterruptionMetrics {
             metrics.queue_duration.clone(),
         );
         registry.register(
+            "karpenter_interruption_instance_status_unhealthy",
+            "Unhealthy instance status checks found, by category (kerf does not poll instance status)",
+            metrics.instance_status_unhealthy.clone(),
+        );
+        registry.register(
             "kerf_interruption_nodeclaims_deleted",
             "NodeClaims deleted because of an interruption message, by kind and NodePool",
             metrics.disrupted.clone(),
@@ -70,7 +84,7 @@ impl InterruptionMetrics {
         metrics
     }
 
-    fn observe(&self, report: &BatchReport) {
+    pub(crate) fn observe(&self, report: &BatchReport) {
         for (kind, count) in &report.received {
             self.received
                 .get_or_create(&MessageType {

@@ -25,10 +25,12 @@ pub mod nodeclass;
 pub mod nodepool;
 pub mod pod_events;
 pub mod provisioning;
+pub mod reservations;
 pub mod serve;
 pub mod state;
 pub mod termination;
 
+use crate::cloud::metered::within;
 use crate::cloud::{CloudError, CloudProvider};
 use crate::engine::Clock;
 use crate::interruption::MessageQueue;
@@ -55,6 +57,9 @@ pub struct Settings {
     pub leak_grace: Duration,
     /// How often instances and NodeClaims are reconciled against each other (garbage collection).
     pub gc_interval: Duration,
+    /// How often NodeClaims in capacity reservations are checked against EC2: demoted to on-demand when their
+    /// reservation ended, deleted when their capacity block is expiring.
+    pub reservation_sync_interval: Duration,
     /// How the solves treat preferences and `minValues` (`--preference-policy`, `--min-values-policy`).
     pub policies: crate::scheduling::Policies,
     /// `--scheduler-config`: the cluster's default topology spread, which provisioning and the disruption
@@ -84,6 +89,7 @@ impl Default for Settings {
             registration_ttl: Duration::from_secs(15 * 60),
             leak_grace: Duration::from_secs(30),
             gc_interval: Duration::from_secs(2 * 60),
+            reservation_sync_interval: Duration::from_secs(60),
             policies: crate::scheduling::Policies::default(),
             scheduler_config: crate::scheduling::SchedulerConfig::default(),
             feature_gates: crate::engine::FeatureGates::default(),
@@ -108,6 +114,9 @@ pub struct Context<C> {
     pub created_here: nodeclaim::created_here::CreatedHere,
     /// Nodes a scheduling pass or a disruption command counted on to take pods: disruption leaves them be.
     pub nominations: SharedNominations,
+    /// The recent registration outcomes of each NodePool: the lifecycle adds them, the NodePool status resets
+    /// them (`NodeRegistrationHealthy`).
+    pub registration_health: nodepool::registration_health::RegistrationHealth,
 }
 
 /// Nominations shared by provisioning (which makes them) and disruption (which reads and makes them).
@@ -171,18 +180,27 @@ where
         .map_err(|_| Error::StateNotSynced)?;
     tracing::info!("cluster state synced; starting the controllers");
     let mut controllers = JoinSet::new();
-    controllers.spawn(provisioning::run(ctx.clone()));
-    controllers.spawn(nodepool::run(ctx.clone()));
-    controllers.spawn(hashes::run(ctx.clone()));
-    controllers.spawn(nodeclaim::run(ctx.clone()));
-    controllers.spawn(termination::run(ctx.clone()));
-    controllers.spawn(nodeclass::run(ctx.clone()));
-    controllers.spawn(disruption::run(ctx.clone()));
-    controllers.spawn(pod_events::run(ctx.clone()));
+    // Each runs under Karpenter's name for its role: the `controller` label of its cloud calls.
+    controllers.spawn(within("provisioner", provisioning::run(ctx.clone())));
+    controllers.spawn(within("nodepool", nodepool::run(ctx.clone())));
+    controllers.spawn(within("nodepool.hash", hashes::run(ctx.clone())));
+    controllers.spawn(within("nodeclaim.lifecycle", nodeclaim::run(ctx.clone())));
+    controllers.spawn(within("node.termination", termination::run(ctx.clone())));
+    controllers.spawn(within("nodeclass", nodeclass::run(ctx.clone())));
+    controllers.spawn(within(
+        "capacityreservation",
+        reservations::run(ctx.clone()),
+    ));
+    controllers.spawn(within("disruption", disruption::run(ctx.clone())));
+    controllers.spawn(within("pod.events", pod_events::run(ctx.clone())));
     if let Some(queue) = interruption_queue {
-        controllers.spawn(interruption::run(ctx.clone(), queue));
+        controllers.spawn(within(
+            "interruption",
+            interruption::run(ctx.clone(), queue),
+        ));
     }
-    controllers.spawn(garbage::run(ctx));
+    controllers.spawn(within("metrics", metrics::observer::run(ctx.clone())));
+    controllers.spawn(within("nodeclaim.garbagecollection", garbage::run(ctx)));
     while let Some(stopped) = controllers.join_next().await {
         match stopped {
             Ok(Ok(())) => {}

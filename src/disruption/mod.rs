@@ -58,7 +58,9 @@ pub use lifetime::{
     consolidatable, expire_after, expires_at, is_expired, Consolidatable, LifetimeError,
     DEFAULT_CONSOLIDATE_AFTER, DEFAULT_EXPIRE_AFTER,
 };
-pub use methods::{decide, validate, MAX_CANDIDATES, SPOT_TO_SPOT_TYPES};
+pub use methods::{
+    decide, decide_observed, validate, PassObserver, MAX_CANDIDATES, SPOT_TO_SPOT_TYPES,
+};
 pub use pdb::{fully_blocked, is_evictable, pdb_block, PdbBlock, DISRUPTED_TAINT};
 pub use pods::{is_daemonset_pod, is_mirror_pod, is_reschedulable};
 pub use window::{Transition, Window};

@@ -1,5 +1,7 @@
-//! The status conditions of a NodeClaim's lifecycle, set purely: `Launched`, `Registered`, `Initialized`,
-//! and `Ready` (all three true). A condition's `lastTransitionTime` moves only when its status changes.
+//! The status conditions of a NodeClaim, set purely: its lifecycle's `Launched`, `Registered`, `Initialized`,
+//! and `Ready` (all three true); and its termination's `Drained`, `VolumesDetached` and `InstanceTerminating`,
+//! which `Ready` does not depend on (Karpenter's NodeClaim condition set). A condition's `lastTransitionTime`
+//! moves only when its status changes.
 
 use crate::api::condition::Condition;
 use crate::api::nodeclaim::NodeClaim;
@@ -9,6 +11,15 @@ pub const LAUNCHED: &str = "Launched";
 pub const REGISTERED: &str = "Registered";
 pub const INITIALIZED: &str = "Initialized";
 pub const READY: &str = "Ready";
+/// Termination: the Node has no pod left to evict (`Unknown` while it drains).
+pub const DRAINED: &str = "Drained";
+/// Termination: no VolumeAttachment holds the Node (`Unknown` while one does, `False` when the termination grace
+/// period ran out first).
+pub const VOLUMES_DETACHED: &str = "VolumesDetached";
+/// Termination: the instance's termination has been asked for.
+pub const INSTANCE_TERMINATING: &str = "InstanceTerminating";
+/// The conditions `Ready` sums up.
+const LIFECYCLE: [&str; 3] = [LAUNCHED, REGISTERED, INITIALIZED];
 
 /// Karpenter caps a condition's message at this many characters.
 const MAX_MESSAGE: usize = 300;
@@ -61,7 +72,7 @@ pub fn transitioned_at(claim: &NodeClaim, type_: &str) -> Option<Timestamp> {
 }
 
 /// Sets `type_` in `conditions`, keeping its transition time when the status is unchanged, then derives
-/// `Ready`. The message is cut to [`MAX_MESSAGE`] characters.
+/// `Ready` when `type_` is one of the lifecycle's. The message is cut to [`MAX_MESSAGE`] characters.
 pub fn set(
     conditions: &mut Vec<Condition>,
     type_: &str,
@@ -71,12 +82,12 @@ pub fn set(
     now: Timestamp,
 ) {
     upsert(conditions, type_, status, reason, message, now);
-    let all_true = [LAUNCHED, REGISTERED, INITIALIZED].iter().all(|t| {
-        conditions
-            .iter()
-            .any(|c| c.type_ == *t && c.status == "True")
-    });
-    if type_ != READY {
+    if LIFECYCLE.contains(&type_) {
+        let all_true = LIFECYCLE.iter().all(|t| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == *t && c.status == "True")
+        });
         let (status, reason) = if all_true {
             ("True", READY)
         } else {
@@ -161,5 +172,36 @@ mod tests {
         assert_eq!(conditions[0].reason, "Boom again");
         set(&mut conditions, LAUNCHED, "True", LAUNCHED, "", t1);
         assert_eq!(conditions[0].last_transition_time, t1.to_string());
+    }
+
+    /// Karpenter's NodeClaim condition set: `Ready` sums up the lifecycle only; the termination's conditions
+    /// leave it as it is.
+    #[test]
+    fn termination_conditions_do_not_touch_ready() {
+        let mut conditions = Vec::new();
+        let t0 = at("2026-11-23T00:00:00Z");
+        for type_ in [LAUNCHED, REGISTERED, INITIALIZED] {
+            set(&mut conditions, type_, "True", type_, "", t0);
+        }
+        let before = conditions.clone();
+        let t1 = at("2026-11-23T00:05:00Z");
+        set(
+            &mut conditions,
+            DRAINED,
+            "Unknown",
+            "Draining",
+            "Draining",
+            t1,
+        );
+        set(
+            &mut conditions,
+            INSTANCE_TERMINATING,
+            "True",
+            INSTANCE_TERMINATING,
+            "",
+            t1,
+        );
+        assert_eq!(conditions[..before.len()], before[..]);
+        assert_eq!(conditions.len(), before.len() + 2);
     }
 }

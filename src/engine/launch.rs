@@ -52,8 +52,12 @@ pub fn launched_labels(
                     .then_with(|| b.id.cmp(&a.id))
             })
             .map(|(_, r)| r);
-        if let Some(reservation) = reservation {
-            out.insert(CAPACITY_RESERVATION_ID.into(), reservation.id.clone());
+        if let Some(r) = reservation {
+            out.extend(reservation_labels(
+                &r.id,
+                r.reservation_type.as_str(),
+                r.interruptible,
+            ));
         }
     }
     out

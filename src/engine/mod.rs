@@ -13,6 +13,7 @@ pub mod marks;
 pub mod nominations;
 pub mod pod_events;
 pub mod provisioning;
+pub mod reservations;
 pub mod usage;
 
 pub use clock::{Clock, SystemClock};

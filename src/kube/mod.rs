@@ -9,7 +9,10 @@ pub mod eviction;
 pub mod kube_dns;
 pub mod leader;
 pub mod pools;
+pub mod reflect;
 pub mod self_signed;
+pub mod version;
+pub mod volumes;
 
 /// How long one apiserver call may take before it is abandoned and retried later.
 pub const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);

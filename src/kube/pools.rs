@@ -1,12 +1,11 @@
 //! NodePools and EC2NodeClasses, watched with kube-runtime reflectors.
 
+use super::reflect::{reflect_all, AbortOnDrop};
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodepool::NodePool;
 use ::kube::api::{ApiResource, DynamicObject};
-use ::kube::runtime::reflector::{self, store::Writer, Store};
-use ::kube::runtime::{watcher, WatchStreamExt};
+use ::kube::runtime::reflector::Store;
 use ::kube::{Api, Client, Resource};
-use futures::StreamExt;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 use tokio::sync::Notify;
@@ -55,47 +54,22 @@ where
         .collect()
 }
 
-/// A reflector over every `K`, driven by its own task (aborted when the returned guard drops); every event wakes
-/// `notify`.
+/// A reflector over every `K`, watched untyped (see [`watch_pools`]).
 fn reflect<K>(client: Client, notify: Arc<Notify>) -> (Store<DynamicObject>, AbortOnDrop)
 where
     K: Resource<DynamicType = ()>,
 {
     let resource = ApiResource::erase::<K>(&());
     let api: Api<DynamicObject> = Api::all_with(client, &resource);
-    let writer = Writer::new(resource);
-    let store = writer.as_reader();
-    let stream = reflector::reflector(
-        writer,
-        watcher(api, watcher::Config::default()).default_backoff(),
-    );
-    let task = tokio::spawn(async move {
-        futures::pin_mut!(stream);
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(_) => notify.notify_one(),
-                Err(error) => tracing::warn!(
-                    kind = %K::kind(&()),
-                    %error,
-                    "watch failed; retrying with backoff (pod advice uses the last known objects)"
-                ),
-            }
-        }
-    });
-    (store, AbortOnDrop(task))
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+    let kind = K::kind(&()).into_owned();
+    reflect_all(api, resource, kind, move || notify.notify_one())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ::kube::runtime::reflector::store::Writer;
+    use ::kube::runtime::watcher;
     use serde_json::json;
 
     #[test]

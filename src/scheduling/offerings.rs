@@ -1,46 +1,14 @@
 //! Which offerings of an instance type a set of requirements allows, and the cheapest of them.
 
 use crate::api::labels;
-use crate::api::requirements::{Requirement, Requirements};
-use crate::catalog::{CapacityType, Catalog, InstanceType, Offering, CAPACITY_RESERVATION_ID};
+use crate::api::requirements::Requirements;
+use crate::catalog::{CapacityType, Catalog, InstanceType, Offering, OfferingFilter};
 use std::collections::BTreeSet;
 
 /// Whether `requirements` allow buying `offering`: an available offering in an allowed zone and capacity type
 /// (and capacity reservation, for a reserved one).
 pub fn allows(requirements: &Requirements, offering: &Offering) -> bool {
     OfferingFilter::new(requirements).allows(offering)
-}
-
-/// The zone and capacity-type requirements, looked up once for all the offerings of a type (the lookups cost
-/// more than the checks: pod advice walks every offering of every type of every pool).
-struct OfferingFilter<'r> {
-    zone: Option<&'r Requirement>,
-    capacity_type: Option<&'r Requirement>,
-    reservation: Option<&'r Requirement>,
-}
-
-impl<'r> OfferingFilter<'r> {
-    fn new(requirements: &'r Requirements) -> Self {
-        OfferingFilter {
-            zone: requirements.get(labels::ZONE),
-            capacity_type: requirements.get(labels::CAPACITY_TYPE),
-            reservation: requirements.get(CAPACITY_RESERVATION_ID),
-        }
-    }
-
-    fn allows(&self, offering: &Offering) -> bool {
-        offering.available
-            && self.zone.is_none_or(|zone| zone.has(&offering.zone))
-            && self
-                .capacity_type
-                .is_none_or(|ct| ct.has(offering.capacity_type.as_str()))
-            && self
-                .reservation
-                .is_none_or(|r| match &offering.reservation {
-                    Some(reservation) => r.has(&reservation.id),
-                    None => r.allows_absent(),
-                })
-    }
 }
 
 /// The cheapest offering of `instance_type` that `requirements` allow; unknown prices rank last.
@@ -112,11 +80,9 @@ impl OfferingBits {
     pub fn allowed(&self, requirements: &Requirements) -> u64 {
         let zone_req = requirements.get(labels::ZONE);
         let ct_req = requirements.get(labels::CAPACITY_TYPE);
-        // Only reserved offerings carry a reservation id: a requirement that needs one rules the others out (which
-        // reservation is left to the exact check).
-        let unreserved = requirements
-            .get(CAPACITY_RESERVATION_ID)
-            .is_none_or(Requirement::allows_absent);
+        // Only reserved offerings carry reservation labels: a requirement that needs one rules the others out
+        // (which reservation is left to the exact check).
+        let unreserved = OfferingFilter::new(requirements).allows_unreserved();
         let mut bits = 0;
         for (z, zone) in self.zones.iter().enumerate() {
             if zone_req.is_some_and(|r| !r.has(zone)) {

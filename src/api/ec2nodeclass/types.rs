@@ -608,9 +608,10 @@ pub struct CapacityReservation {
 }
 
 /// The kind of a capacity reservation.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum CapacityReservationType {
+    #[default]
     Default,
     CapacityBlock,
 }

@@ -113,7 +113,11 @@ const SECURITY_GROUP_TERMS: TermList = TermList {
 
 const CAPACITY_RESERVATION_TERMS: TermList = TermList {
     field: "capacityReservationSelectorTerms",
-    empty: None,
+    // Upstream's `!self.all(…)` mutual-exclusion rule is vacuously true on an empty list, so the list is refused
+    // with that rule's message (`ec2nodeclass_validation_cel_test.go`).
+    empty: Some(
+        "'id' is mutually exclusive, cannot be set along with other fields in a capacity reservation selector term",
+    ),
     rules: &[
         PresenceRule {
             presence: Presence::AnyOf(&["tags", "id", "instanceMatchCriteria"]),

@@ -259,6 +259,10 @@ pub struct NodePoolStatus {
     /// Nodes the pool currently owns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<i64>,
+    /// The generation of the pool's NodeClass this status reflects: when the class changes, the
+    /// `NodeRegistrationHealthy` condition starts over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_class_observed_generation: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<crate::api::condition::Condition>>,
 }

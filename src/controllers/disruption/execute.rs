@@ -8,16 +8,17 @@ use super::super::nodeclaim::calls::{self, ReconcileError};
 use super::super::provisioning::create_claims;
 use super::super::termination::{disrupted_taint_patch, taints_patch};
 use super::super::Context;
-use super::metrics::DecisionLabels;
+use super::metrics::{method_labels, DecisionLabels, NodePoolDecisionLabels};
 use super::reason;
 use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
-use crate::disruption::{Command, Method, NodeInput, NodeState, DISRUPTED_TAINT};
+use crate::disruption::{Command, NodeInput, NodeState, DISRUPTED_TAINT};
 use crate::engine::provisioning::{claim, plan::NewClaim};
 use ::kube::Api;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 /// How long replacements may take to initialize before the command is abandoned (Karpenter's lower bound).
@@ -255,26 +256,42 @@ async fn delete<C>(
 }
 
 fn count_decision<C>(ctx: &Context<C>, command: &Command) {
-    let consolidation_type = match command.method {
-        Method::Emptiness => "empty",
-        Method::MultiNodeConsolidation => "multi",
-        Method::SingleNodeConsolidation => "single",
-        Method::Expiration | Method::Drift => "",
-    };
-    let decision = if command.is_delete() {
-        "delete"
-    } else {
-        "replace"
-    };
-    ctx.metrics
-        .disruption
+    let (reason, consolidation_type) = method_labels(command.method);
+    let decision = decision(command);
+    let metrics = &ctx.metrics.disruption;
+    metrics
         .decisions
         .get_or_create(&DecisionLabels {
             decision: decision.into(),
-            reason: command.reason.to_string().to_lowercase(),
+            reason: reason.clone(),
             consolidation_type: consolidation_type.into(),
         })
         .inc();
+    let pools: BTreeSet<&str> = command
+        .candidates
+        .iter()
+        .map(|t| t.nodepool.as_str())
+        .collect();
+    for nodepool in pools {
+        metrics
+            .decisions_by_nodepool
+            .get_or_create(&NodePoolDecisionLabels {
+                nodepool: nodepool.to_owned(),
+                decision: decision.into(),
+                reason: reason.clone(),
+                consolidation_type: consolidation_type.into(),
+            })
+            .inc();
+    }
+}
+
+/// `delete` or `replace`, as Karpenter's disruption metrics label a command.
+pub fn decision(command: &Command) -> &'static str {
+    if command.is_delete() {
+        "delete"
+    } else {
+        "replace"
+    }
 }
 
 /// Undoes a command: deletes the replacements created, takes the taint off the candidates' Nodes and their

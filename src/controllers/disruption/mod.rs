@@ -18,13 +18,13 @@ use crate::api::labels;
 use crate::api::nodepool::NodePool;
 use crate::cloud::CloudProvider;
 use crate::disruption::{
-    count_nodes, decide, validate, Binding, Budgets, Command, Decision, DisruptionInput,
-    Explanation, NodeState, PoolCounts, VALIDATION_DELAY,
+    count_nodes, decide, decide_observed, validate, Binding, Budgets, Command, Decision,
+    DisruptionInput, Explanation, NodeState, PoolCounts, VALIDATION_DELAY,
 };
 use crate::engine::disruption_events;
 use input::Snapshot;
 use k8s_openapi::jiff::Timestamp;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -75,10 +75,14 @@ impl Snapshot {
 
 /// One pass: snapshot, decide, report blocked pools, carry out the commands.
 async fn pass<C: CloudProvider>(ctx: &Context<C>, memory: &mut Memory) {
-    let Some((snapshot, decision, now)) = decide_now(ctx, memory).await else {
+    let Some((snapshot, decision, now)) = decide_now(ctx, memory, true).await else {
         return;
     };
-    report_blocked(ctx, &snapshot, now, &mut memory.blocked).await;
+    let counts = pool_counts(&snapshot);
+    ctx.metrics
+        .disruption
+        .publish_budgets(metrics::budget_samples(&snapshot.nodepools, &counts, now));
+    report_blocked(ctx, &snapshot, &counts, now, &mut memory.blocked).await;
     marks::write(
         ctx,
         crate::engine::marks::of_pass(&snapshot.nodes, &decision, now),
@@ -94,10 +98,12 @@ async fn pass<C: CloudProvider>(ctx: &Context<C>, memory: &mut Memory) {
     }
 }
 
-/// A snapshot and the engine's decision on it, at the clock's now; `None` (logged) when either fails.
+/// A snapshot and the engine's decision on it, at the clock's now; `None` (logged) when either fails. With
+/// `timed`, each method's duration and candidates go to the metrics (not for a re-check's decision).
 async fn decide_now<C: CloudProvider>(
     ctx: &Context<C>,
     memory: &mut Memory,
+    timed: bool,
 ) -> Option<(Snapshot, Decision, Timestamp)> {
     let snapshot = match input::snapshot(ctx, &mut memory.catalogs, &memory.replacements).await {
         Ok(snapshot) => snapshot,
@@ -113,8 +119,13 @@ async fn decide_now<C: CloudProvider>(
             return None;
         }
     };
+    let metrics = ctx.metrics.clone();
     let decided = tokio::task::spawn_blocking(move || {
-        let decision = decide(&snapshot.input(), now);
+        let decision = if timed {
+            decide_observed(&snapshot.input(), now, &mut metrics.disruption.observer())
+        } else {
+            decide(&snapshot.input(), now)
+        };
         (snapshot, decision)
     })
     .await;
@@ -138,7 +149,7 @@ async fn carry_out<C: CloudProvider>(
     let fresh;
     let (command, snapshot) = if needs_validation {
         tokio::time::sleep(VALIDATION_DELAY).await;
-        let Some((snapshot, _, now)) = decide_now(ctx, memory).await else {
+        let Some((snapshot, _, now)) = decide_now(ctx, memory, false).await else {
             return;
         };
         match validate(&snapshot.input(), &command, now) {
@@ -147,6 +158,14 @@ async fn carry_out<C: CloudProvider>(
                 (valid, &fresh)
             }
             Err(why) => {
+                let (_, consolidation_type) = metrics::method_labels(command.method);
+                ctx.metrics
+                    .disruption
+                    .failed_validations
+                    .get_or_create(&metrics::ConsolidationTypeLabels {
+                        consolidation_type: consolidation_type.to_owned(),
+                    })
+                    .inc_by(u64::try_from(command.candidates.len()).unwrap_or(u64::MAX));
                 tracing::info!(reason = %command.reason, nodes = %names(&command), %why, "disruption command no longer valid; dropped");
                 return;
             }
@@ -175,9 +194,28 @@ async fn carry_out<C: CloudProvider>(
             for name in replacements {
                 memory.replacements.insert(name, now);
             }
+            let (_, consolidation_type) = metrics::method_labels(command.method);
+            if !consolidation_type.is_empty() {
+                let decision = execute::decision(&command);
+                ctx.metrics
+                    .cost
+                    .consolidated(decision, consolidation_type, command.savings);
+            }
         }
         Err(error) => {
-            tracing::warn!(reason = %command.reason, nodes = %names(&command), %error, "disruption command abandoned")
+            tracing::warn!(reason = %command.reason, nodes = %names(&command), %error, "disruption command abandoned");
+            // Karpenter labels this counter's consolidation type with the decision (queue.go); kept for its
+            // dashboards.
+            let decision = execute::decision(&command);
+            ctx.metrics
+                .disruption
+                .queue_failures
+                .get_or_create(&metrics::DecisionLabels {
+                    decision: decision.to_owned(),
+                    reason: metrics::method_labels(command.method).0,
+                    consolidation_type: decision.to_owned(),
+                })
+                .inc();
         }
     }
 }
@@ -191,21 +229,26 @@ fn names(command: &Command) -> String {
     names.join(",")
 }
 
-/// Publishes `DisruptionBlocked` on every pool that has nodes and whose budgets allow no disruption now for a
-/// reason, at most once per [`BLOCKED_EVENT_EVERY`] per pool and message.
-async fn report_blocked<C>(
-    ctx: &Context<C>,
-    snapshot: &Snapshot,
-    now: Timestamp,
-    published: &mut HashMap<(String, String), Instant>,
-) {
-    let counts = count_nodes(snapshot.nodes.iter().filter_map(|n| {
+/// The budget counts of every pool of `snapshot`.
+fn pool_counts(snapshot: &Snapshot) -> BTreeMap<String, PoolCounts> {
+    count_nodes(snapshot.nodes.iter().filter_map(|n| {
         let pool = n.claim.metadata.labels.as_ref()?.get(labels::NODEPOOL)?;
         Some((
             pool.as_str(),
             NodeState::of(&n.claim, n.node.as_ref(), n.queued),
         ))
-    }));
+    }))
+}
+
+/// Publishes `DisruptionBlocked` on every pool that has nodes and whose budgets allow no disruption now for a
+/// reason, at most once per [`BLOCKED_EVENT_EVERY`] per pool and message.
+async fn report_blocked<C>(
+    ctx: &Context<C>,
+    snapshot: &Snapshot,
+    counts: &BTreeMap<String, PoolCounts>,
+    now: Timestamp,
+    published: &mut HashMap<(String, String), Instant>,
+) {
     published.retain(|_, at| at.elapsed() < BLOCKED_EVENT_EVERY);
     for pool in &snapshot.nodepools {
         let name = pool.metadata.name.clone().unwrap_or_default();

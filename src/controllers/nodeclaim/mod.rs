@@ -12,6 +12,7 @@ pub mod registration;
 
 use super::backoff::key_of;
 use super::metrics::{DisruptedLabels, LaunchFailureLabels, NodePoolLabels, NodePoolZoneLabels};
+use super::nodepool::registration_health::{self, Outcome};
 use super::termination::taints_patch;
 use super::{Context, Error};
 use crate::api::ec2nodeclass::EC2NodeClass;
@@ -124,6 +125,7 @@ async fn reconcile<C: CloudProvider>(
             tracing::info!(reason, "deleting nodeclaim: it did not come up in time");
             count_disrupted(&ctx, &claim, reason);
             calls::delete(&api, &calls::name(claim.as_ref())?).await?;
+            registration_health::record(&ctx, &claim, Outcome::TimedOut).await;
             return Ok(Action::await_change());
         }
         Liveness::Alive { recheck_in } => recheck_in.map_or(WAIT_RECHECK, |d| d.min(WAIT_RECHECK)),
@@ -400,6 +402,7 @@ async fn registration_step<C>(
     let condition = (REGISTERED, "True", REGISTERED, "");
     set_condition(api, claim, condition, json!({"nodeName": node_name}), now).await?;
     tracing::info!(node = %node_name, provider_id, "registered nodeclaim");
+    registration_health::record(ctx, claim, Outcome::Registered).await;
     let pool = node_pool(claim);
     let zone = node
         .metadata

@@ -1,11 +1,13 @@
 //! NodePool status: `status.resources` (the summed capacity of the pool's NodeClaims, `nodes` counted),
 //! `status.nodes`, and the `DisruptionAllowed` condition ([`budget_condition`]: which budget binds and when
-//! that changes), and the readiness conditions `ValidationSucceeded`, `NodeClassReady` and `Ready`
-//! ([`readiness`]), kept current from the cluster state and written only when they change. The limits check
-//! the provisioner applies at creation lives in [`usage`].
+//! that changes), the readiness conditions `ValidationSucceeded`, `NodeClassReady` and `Ready`
+//! ([`readiness`]), and the reset of `NodeRegistrationHealthy` with `status.nodeClassObservedGeneration` when the
+//! pool or its class changes ([`registration_health`]), kept current from the cluster state and written only when
+//! they change. The limits check the provisioner applies at creation lives in [`usage`].
 
 pub mod budget_condition;
 pub mod readiness;
+pub mod registration_health;
 
 use super::nodeclaim::calls;
 use super::nodeclass::rfc3339;
@@ -19,8 +21,9 @@ use ::kube::Api;
 use budget_condition::{budget_condition, BudgetCondition, DISRUPTION_ALLOWED};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
+use registration_health::Health;
 use serde_json::json;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -73,11 +76,16 @@ async fn write_statuses<C>(ctx: &Context<C>) -> Option<Timestamp> {
     let api: Api<NodePool> = Api::all(ctx.client.clone());
     let transition_time = rfc3339(clock);
     let mut next_change: Option<Timestamp> = None;
-    for pool in ctx.state.node_pools.state() {
+    let pools = ctx.state.node_pools.state();
+    let live: HashSet<&str> = pools
+        .iter()
+        .filter_map(|p| p.metadata.uid.as_deref())
+        .collect();
+    ctx.registration_health.retain(&live);
+    for pool in &pools {
         let name = pool.metadata.name.clone().unwrap_or_default();
         let pool_usage = usage.get(&name).cloned().unwrap_or_default();
-        let condition =
-            budget_condition(&pool, counts.get(&name).copied().unwrap_or_default(), now);
+        let condition = budget_condition(pool, counts.get(&name).copied().unwrap_or_default(), now);
         next_change = next_change.into_iter().chain(condition.until).min();
         let class = classes
             .iter()
@@ -86,10 +94,15 @@ async fn write_statuses<C>(ctx: &Context<C>) -> Option<Timestamp> {
                     == Some(pool.spec.template.spec.node_class_ref.name.as_str())
             })
             .map(|c| c.as_ref());
-        let readiness = readiness::verdicts(&pool, class);
-        let Some(patch) =
-            status_patch(&pool, &pool_usage, &condition, &readiness, &transition_time)
-        else {
+        let readiness = readiness::verdicts(pool, class);
+        let registration = registration_reset(ctx, pool, class);
+        let parts = StatusParts {
+            usage: &pool_usage,
+            budgets: &condition,
+            readiness: &readiness,
+            registration: registration.as_ref(),
+        };
+        let Some(patch) = status_patch(pool, &parts, &transition_time) else {
             continue;
         };
         let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
@@ -109,15 +122,42 @@ async fn write_statuses<C>(ctx: &Context<C>) -> Option<Timestamp> {
     next_change
 }
 
-/// The merge patch that brings `pool`'s status to `usage` and `budgets`, or `None` when it already shows
-/// them. `now` (RFC 3339) becomes the condition's `lastTransitionTime` when its status changes.
-fn status_patch(
+/// The registration-health part of `pool`'s pass, with its effect on the shared outcome buffer applied: rebuilt
+/// from the condition after a restart, emptied when the pool or its class changed.
+fn registration_reset<C>(
+    ctx: &Context<C>,
     pool: &NodePool,
-    usage: &Usage,
-    budgets: &BudgetCondition,
-    readiness: &[readiness::Verdict],
-    now: &str,
-) -> Option<serde_json::Value> {
+    class: Option<&crate::api::ec2nodeclass::EC2NodeClass>,
+) -> Option<registration_health::Reset> {
+    let uid = pool.metadata.uid.as_deref()?;
+    let health = &ctx.registration_health;
+    let reset = registration_health::reset(pool, class, health.health(uid))?;
+    if let Some(hydrate) = reset.hydrate {
+        health.set(uid, hydrate);
+    }
+    if reset.reset {
+        health.set(uid, Health::Unknown);
+    }
+    Some(reset)
+}
+
+/// What one pool's status should show.
+struct StatusParts<'a> {
+    usage: &'a Usage,
+    budgets: &'a BudgetCondition,
+    readiness: &'a [readiness::Verdict],
+    registration: Option<&'a registration_health::Reset>,
+}
+
+/// The merge patch that brings `pool`'s status to `parts`, or `None` when it already shows them. `now` (RFC
+/// 3339) becomes a condition's `lastTransitionTime` when its status changes.
+fn status_patch(pool: &NodePool, parts: &StatusParts<'_>, now: &str) -> Option<serde_json::Value> {
+    let StatusParts {
+        usage,
+        budgets,
+        readiness,
+        registration,
+    } = parts;
     let mut status = serde_json::Map::new();
     let mut patch = serde_json::Map::new();
     let current = pool.status.as_ref();
@@ -147,7 +187,7 @@ fn status_patch(
         now,
         pool.metadata.generation,
     );
-    for verdict in readiness {
+    for verdict in readiness.iter() {
         condition_changed |= condition::set(
             &mut conditions,
             verdict.type_,
@@ -157,6 +197,19 @@ fn status_patch(
             now,
             pool.metadata.generation,
         );
+    }
+    if let Some(registration) = registration {
+        if registration.reset {
+            condition_changed |=
+                registration_health::set_unknown(&mut conditions, now, pool.metadata.generation);
+        }
+        let observed = current.and_then(|s| s.node_class_observed_generation);
+        if observed != registration.class_generation {
+            status.insert(
+                "nodeClassObservedGeneration".into(),
+                json!(registration.class_generation),
+            );
+        }
     }
     if condition_changed {
         // A merge patch replaces a list whole, so the other conditions are written back as read. The
@@ -225,6 +278,21 @@ mod tests {
 
     const NOW: &str = "2026-11-23T10:00:00Z";
 
+    /// The patch of `pool` for `usage` and `budgets`, with no readiness verdicts nor registration health.
+    fn plain_patch(
+        pool: &NodePool,
+        usage: &Usage,
+        budgets: &BudgetCondition,
+    ) -> Option<serde_json::Value> {
+        let parts = StatusParts {
+            usage,
+            budgets,
+            readiness: &[],
+            registration: None,
+        };
+        status_patch(pool, &parts, NOW)
+    }
+
     /// The patch over a status that shows 2 CPUs on one node, Karpenter's Ready, and DisruptionAllowed True
     /// with the message `shown`.
     fn patch_over(
@@ -234,18 +302,12 @@ mod tests {
     ) -> Option<serde_json::Value> {
         let current = pool(json!({"resources": {"cpu": "2", "nodes": "1"}, "nodes": 1,
                                   "conditions": [ready(), allowed_condition(shown)]}));
-        status_patch(&current, &usage, &budgets, &[], NOW)
+        plain_patch(&current, &usage, &budgets)
     }
 
     #[test]
     fn a_pool_without_status_gets_usage_and_the_condition() {
-        let patch = status_patch(
-            &pool(json!({})),
-            &usage("2", 1),
-            &budgets(true, "m"),
-            &[],
-            NOW,
-        );
+        let patch = plain_patch(&pool(json!({})), &usage("2", 1), &budgets(true, "m"));
         assert_eq!(
             patch,
             Some(json!({
@@ -277,8 +339,7 @@ mod tests {
             json!({"resources": {"cpu": "2", "memory": "4Gi", "nodes": "1"}, "nodes": 1,
                                   "conditions": [allowed_condition("m")]}),
         );
-        let patch = status_patch(&current, &Usage::default(), &budgets(true, "m"), &[], NOW)
-            .expect("a patch");
+        let patch = plain_patch(&current, &Usage::default(), &budgets(true, "m")).expect("a patch");
         assert_eq!(
             patch,
             json!({"status": {"resources": {"cpu": null, "memory": null, "nodes": "0"}, "nodes": 0}})
@@ -303,5 +364,51 @@ mod tests {
                             {"type": "DisruptionAllowed", "status": "False", "reason": "BlockedByBudget",
                              "message": "blocked", "lastTransitionTime": NOW, "observedGeneration": 3}]}}))
         );
+    }
+
+    /// A pool whose class changed gets `NodeRegistrationHealthy` Unknown and the class generation it saw, in
+    /// one write tied to the version read; the same pass over the written status writes nothing.
+    #[test]
+    fn a_registration_reset_writes_unknown_and_the_class_generation() {
+        let current = pool(json!({"resources": {"cpu": "2", "nodes": "1"}, "nodes": 1,
+                                  "nodeClassObservedGeneration": 4,
+                                  "conditions": [allowed_condition("m")]}));
+        let reset = registration_health::Reset {
+            hydrate: None,
+            reset: true,
+            class_generation: Some(5),
+        };
+        let parts = StatusParts {
+            usage: &usage("2", 1),
+            budgets: &budgets(true, "m"),
+            readiness: &[],
+            registration: Some(&reset),
+        };
+        let patch = status_patch(&current, &parts, NOW).expect("a patch");
+        assert_eq!(
+            patch,
+            json!({"metadata": {"resourceVersion": "42"},
+                   "status": {"nodeClassObservedGeneration": 5, "conditions": [allowed_condition("m"),
+                       {"type": "NodeRegistrationHealthy", "status": "Unknown",
+                        "reason": "AwaitingReconciliation", "message": "object is awaiting reconciliation",
+                        "lastTransitionTime": NOW, "observedGeneration": 3}]}})
+        );
+        let written: NodePool = {
+            let mut p = current.clone();
+            let status = p.status.get_or_insert_with(Default::default);
+            status.node_class_observed_generation = Some(5);
+            status.conditions =
+                serde_json::from_value(patch["status"]["conditions"].clone()).expect("conditions");
+            p
+        };
+        let settled = registration_health::Reset {
+            reset: false,
+            ..reset
+        };
+        let parts = StatusParts {
+            registration: Some(&settled),
+            ..parts
+        };
+        assert_eq!(status_patch(&written, &parts, NOW), None);
     }
 }

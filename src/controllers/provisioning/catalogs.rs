@@ -56,6 +56,16 @@ impl Catalogs {
         self.0.lock().await.resolved(class, now)
     }
 
+    /// Every cached catalog, by EC2NodeClass name (the metrics report their offerings and price the fleet).
+    pub async fn all(&self) -> Vec<(String, Arc<Catalog>)> {
+        let cache = self.0.lock().await;
+        cache
+            .cached
+            .iter()
+            .map(|(name, cached)| (name.clone(), cached.catalog.clone()))
+            .collect()
+    }
+
     /// Forgets every class not in `names` (deleted classes).
     pub async fn retain(&self, names: &[&str]) {
         self.0.lock().await.retain(names);

@@ -5,6 +5,7 @@
 
 pub mod batcher;
 pub mod catalogs;
+pub mod pod_status;
 
 use super::metrics::{CreatedLabels, Provisioning};
 use super::{nodeclaim, Context, Error};
@@ -12,6 +13,7 @@ use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
 use crate::catalog::Catalog;
+use crate::cloud::metered::within;
 use crate::cloud::CloudProvider;
 use crate::engine::provisioning::leaving::Leaving;
 use crate::engine::provisioning::plan;
@@ -155,7 +157,9 @@ async fn provision<C: CloudProvider + 'static>(
     let metrics = &ctx.metrics.provisioning;
     let now = timestamp(ctx.clock.now());
     let mut kept = std::mem::take(preparations);
-    let solved = tokio::task::spawn_blocking(move || {
+    let solve = metrics.solve();
+    let queued = solve.queue.clone();
+    let solving = tokio::task::spawn_blocking(move || {
         let leaving = snapshot.leaving();
         let to_solve = ToSolve::of(
             snapshot.pods.iter().map(AsRef::as_ref),
@@ -164,6 +168,7 @@ async fn provision<C: CloudProvider + 'static>(
             now,
         );
         let pods: Vec<&Pod> = to_solve.all().collect();
+        queued.store(pods.len(), std::sync::atomic::Ordering::Relaxed);
         let batch = Batch {
             pods: pods.iter().map(|p| plan::pod_key(p)).collect(),
             reschedulable: to_solve
@@ -174,8 +179,8 @@ async fn provision<C: CloudProvider + 'static>(
         };
         let decisions = plan::decide(&snapshot, &pods, &class_catalogs, &mut kept);
         (snapshot, batch, decisions, kept)
-    })
-    .await;
+    });
+    let solved = metrics.track(&solve, solving).await;
     let (snapshot, batch, decisions) = match solved {
         Ok((snapshot, batch, Ok(decisions), kept)) => {
             *preparations = kept;
@@ -191,11 +196,7 @@ async fn provision<C: CloudProvider + 'static>(
             return;
         }
     };
-    let depth = i64::try_from(batch.pods.len()).unwrap_or(i64::MAX);
-    metrics
-        .queue_depth
-        .get_or_create(&Provisioning::provisioner())
-        .set(depth);
+    ctx.metrics.pods.times.acked(&batch.pods, now);
     metrics
         .scheduling_duration
         .get_or_create(&Provisioning::provisioner())
@@ -213,7 +214,7 @@ async fn provision<C: CloudProvider + 'static>(
         .get_or_create(&Provisioning::provisioner())
         .set(i64::try_from(unschedulable).unwrap_or(i64::MAX));
     tracing::debug!(
-        pods = depth,
+        pods = batch.pods.len(),
         of_deleting_nodes = batch.reschedulable.len(),
         claims = decisions.claims.len(),
         nominated = decisions.nominated.len(),
@@ -233,7 +234,10 @@ async fn provision<C: CloudProvider + 'static>(
     // Each claim's launch starts as soon as its create call returns; the Events wait for the launches.
     let launches = std::sync::Mutex::new(Vec::new());
     let launch = |claim: &NodeClaim| {
-        let launch = tokio::spawn(nodeclaim::launch_created(ctx.clone(), claim.clone()));
+        let launch = tokio::spawn(within(
+            "nodeclaim.lifecycle",
+            nodeclaim::launch_created(ctx.clone(), claim.clone()),
+        ));
         launches
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -449,6 +453,10 @@ async fn report<C: CloudProvider + 'static>(
                     .observe(waited.as_secs_f64());
             }
         }
+        ctx.metrics
+            .pods
+            .times
+            .decided(key, !warning, timestamp(ctx.clock.now()));
         reported.pods.insert(key.to_owned(), note.clone());
         if warning && reschedulable {
             tracing::warn!(pod = key, reason = %note, "no capacity for a pod of a node being deleted");
@@ -532,6 +540,10 @@ async fn write_pod_events<C: CloudProvider>(
         let _ = earlier.await;
     }
     let ctx = &ctx;
+    let notes = pod_events
+        .iter()
+        .map(|(pod, _, note)| (pod.clone(), note.clone()))
+        .collect();
     let publishes: Vec<_> = pod_events
         .into_iter()
         .map(|(pod, warning, note)| async move {
@@ -548,6 +560,7 @@ async fn write_pod_events<C: CloudProvider>(
         .buffer_unordered(PARALLEL_WRITES)
         .collect::<Vec<()>>()
         .await;
+    pod_status::write(&ctx.client, notes, PARALLEL_WRITES).await;
 }
 
 /// How long `pod` has been unschedulable at `now`: since its `PodScheduled` condition last changed.

@@ -36,7 +36,10 @@ impl DrainPass {
 
 /// The pass over the pods bound to a node, at `now`, with the claim's termination `deadline` if it has one.
 pub fn drain_pass(pods: &[Arc<Pod>], now: Timestamp, deadline: Option<Timestamp>) -> DrainPass {
-    let drainable: Vec<&Arc<Pod>> = pods.iter().filter(|p| is_drainable(p, now)).collect();
+    let drainable: Vec<&Arc<Pod>> = pods
+        .iter()
+        .filter(|p| is_waiting_eviction(p, now))
+        .collect();
     let mut pass = DrainPass {
         waiting: drainable.len(),
         ..DrainPass::default()
@@ -61,16 +64,23 @@ pub fn drain_pass(pods: &[Arc<Pod>], now: Timestamp, deadline: Option<Timestamp>
     pass
 }
 
-/// Whether the drain waits for `pod`.
-fn is_drainable(pod: &Pod, now: Timestamp) -> bool {
+/// Whether the drain waits for `pod` (Karpenter's `IsWaitingEviction`): a drainable pod that is not terminal.
+fn is_waiting_eviction(pod: &Pod, now: Timestamp) -> bool {
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     let terminal = matches!(phase, Some("Succeeded" | "Failed"));
+    !terminal && is_drainable(pod, now)
+}
+
+/// Whether a drain moves `pod` off its node (Karpenter's `IsDrainable`): it does not tolerate
+/// `karpenter.sh/disrupted`, is not stuck terminating and is not a mirror pod. Terminal pods count as drainable
+/// (the volumes they claim are detached before the instance goes), they are just not waited for.
+pub fn is_drainable(pod: &Pod, now: Timestamp) -> bool {
     let stuck = pod
         .metadata
         .deletion_timestamp
         .as_ref()
         .is_some_and(|t| now.duration_since(t.0) > STUCK_TERMINATING);
-    !terminal && !stuck && !is_mirror_pod(pod) && !tolerates_disrupted(pod)
+    !stuck && !is_mirror_pod(pod) && !tolerates_disrupted(pod)
 }
 
 /// A toleration that matches `karpenter.sh/disrupted:NoSchedule` (tolerate-everything included).

@@ -3,15 +3,20 @@
 //! terminated and waited for, the Node deleted, and only then its finalizer removed. A kerf Node deleted by
 //! someone else deletes its claim, which then goes the same way.
 //!
+//! Between the drain and the instance's termination, the VolumeAttachments of the Node are waited for
+//! ([`volumes`]); the claim's `Drained`, `VolumesDetached` and `InstanceTerminating` conditions tell how far it
+//! got ([`progress`]).
+//!
 //! Two kube-runtime `Controller`s: one over NodeClaims, one over Nodes. Both only act on objects being
-//! deleted that still carry `karpenter.sh/termination`.
+//! deleted that still carry `karpenter.sh/termination`. VolumeAttachments are watched by a reflector of their
+//! own (nothing else reads them).
 
 pub mod drain;
+pub mod progress;
+pub mod volumes;
 
 use super::backoff::key_of;
-use super::metrics::{
-    CodeLabels, NodePoolLabels, NodePoolZoneLabels, ReasonLabels, TerminatedLabels,
-};
+use super::metrics::{CodeLabels, NodePoolLabels, ReasonLabels};
 use super::nodeclaim::calls::{self, ReconcileError, TERMINATION_FINALIZER};
 use super::nodeclaim::registration::node_with_provider_id;
 use super::{Context, Error};
@@ -22,11 +27,14 @@ use crate::disruption::{parse_go_duration, DISRUPTED_TAINT};
 use crate::kube::eviction::{EvictionOutcome, Evictor};
 use ::kube::api::{Api, DeleteParams};
 use ::kube::runtime::controller::{Action, Controller};
-use ::kube::runtime::watcher;
+use ::kube::runtime::reflector::{self, ObjectRef, Store};
+use ::kube::runtime::{watcher, WatchStreamExt};
 use ::kube::Resource;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::storage::v1::VolumeAttachment;
 use k8s_openapi::jiff::Timestamp;
+use progress::{Next, Progress};
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -39,28 +47,31 @@ const INSTANCE_RECHECK: Duration = Duration::from_secs(5);
 /// At most this many evictions are in flight for one node.
 const EVICTION_CONCURRENCY: usize = 8;
 
-/// `FailedDraining` is published at most this often per Node (Karpenter dedupes Events for 2 minutes).
-const FAILED_DRAINING_EVERY: Duration = Duration::from_secs(120);
+/// `FailedDraining` and `AwaitingVolumeDetachment` are published at most this often per Node (Karpenter dedupes
+/// Events for 2 minutes).
+const NODE_EVENT_EVERY: Duration = Duration::from_secs(120);
 
 struct Termination<C> {
     ctx: Arc<Context<C>>,
     evictor: Evictor,
-    /// When each Node last got a `FailedDraining` Event.
-    failed_draining: Mutex<HashMap<String, SystemTime>>,
+    volume_attachments: Store<VolumeAttachment>,
+    /// When each Node last got an Event, by reason and Node name.
+    node_events: Mutex<HashMap<(&'static str, String), SystemTime>>,
 }
 
 impl<C> Termination<C> {
-    /// Whether `node` is due a `FailedDraining` Event at `now` (and notes that it gets one).
-    fn failed_draining_due(&self, node: &str, now: SystemTime) -> bool {
+    /// Whether `node` is due an Event for `reason` at `now` (and notes that it gets one).
+    fn node_event_due(&self, reason: &'static str, node: &str, now: SystemTime) -> bool {
         let mut last = self
-            .failed_draining
+            .node_events
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        last.retain(|_, at| now.duration_since(*at).unwrap_or_default() < FAILED_DRAINING_EVERY);
-        if last.contains_key(node) {
+        last.retain(|_, at| now.duration_since(*at).unwrap_or_default() < NODE_EVENT_EVERY);
+        let key = (reason, node.to_owned());
+        if last.contains_key(&key) {
             return false;
         }
-        last.insert(node.to_owned(), now);
+        last.insert(key, now);
         true
     }
 }
@@ -69,10 +80,25 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
     let evictor = Evictor::connect()
         .await
         .map_err(|e| Error::Invalid(format!("pod evictions: {e}")))?;
+    let (volume_attachments, writer) = reflector::store();
+    let attachments = reflector::reflector(
+        writer,
+        watcher(
+            Api::<VolumeAttachment>::all(ctx.client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff(),
+    )
+    .for_each(|event| async move {
+        if let Err(error) = event {
+            tracing::warn!(%error, "watching VolumeAttachments failed; retrying with backoff");
+        }
+    });
     let termination = Arc::new(Termination {
         ctx: ctx.clone(),
         evictor,
-        failed_draining: Mutex::new(HashMap::new()),
+        volume_attachments,
+        node_events: Mutex::new(HashMap::new()),
     });
     let claims = Controller::new(
         Api::<NodeClaim>::all(ctx.client.clone()),
@@ -106,7 +132,7 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
         termination,
     )
     .for_each(|_| async {});
-    futures::join!(claims, nodes);
+    futures::join!(claims, nodes, attachments);
     Ok(())
 }
 
@@ -198,6 +224,7 @@ async fn terminate_instance<C: CloudProvider>(
             Err(e) => Err(e.into()),
             Ok(()) => {
                 tracing::info!(provider_id, "terminating instance");
+                ctx.metrics.termination.instance_terminating(provider_id);
                 Ok(InstanceExit::Requested)
             }
         },
@@ -228,16 +255,89 @@ async fn terminate_claim<C: CloudProvider>(
         .and_then(|id| node_with_provider_id(&ctx.state.nodes.state(), id));
     let pool = label(claim.metadata.labels.as_ref(), labels::NODEPOOL);
 
+    let mut progress = Progress::of(&claim, now);
+    let stage = advance(
+        &t,
+        &claim,
+        node.as_deref(),
+        provider_id,
+        &pool,
+        &mut progress,
+        now,
+    )
+    .await;
+    // What the pass found is written even when a later step failed (as Karpenter patches before returning).
+    if let Some(conditions) = progress.changed() {
+        if !write_conditions(ctx, &claim, conditions).await? {
+            return Ok(Action::requeue(progress::RECHECK));
+        }
+        if let (true, Some(node)) = (progress.drained_now(), &node) {
+            tracing::info!(node = ?node.metadata.name, "drained node");
+            ctx.metrics
+                .termination
+                .nodes_drained
+                .get_or_create(&NodePoolLabels {
+                    nodepool: pool.clone(),
+                })
+                .inc();
+        }
+    }
+    let provider_ids = match stage? {
+        Stage::Wait(wait) => return Ok(Action::requeue(wait)),
+        Stage::InstancesGone(ids) => ids,
+    };
     if let Some(node) = &node {
-        if !drain_node(&t, &claim, node, now).await? {
-            return Ok(Action::requeue(DRAIN_RECHECK));
+        let nodes: Api<Node> = Api::all(ctx.client.clone());
+        let name = calls::name(node.as_ref())?;
+        if node.metadata.deletion_timestamp.is_none() {
+            calls::delete(&nodes, &name).await?;
+        }
+        calls::remove_finalizer(&nodes, node.as_ref(), TERMINATION_FINALIZER).await?;
+        tracing::info!(node = %name, "deleted node");
+        ctx.metrics.termination.node_terminated(node, &pool, now);
+    }
+    let claims: Api<NodeClaim> = Api::all(ctx.client.clone());
+    calls::remove_finalizer(&claims, claim.as_ref(), TERMINATION_FINALIZER).await?;
+    tracing::info!(provider_id = ?provider_ids.first(), "deleted nodeclaim");
+    ctx.metrics.termination.claim_terminated(&claim, now);
+    Ok(Action::await_change())
+}
+
+/// Where a termination pass stopped.
+enum Stage {
+    /// Come back after this long.
+    Wait(Duration),
+    /// Every instance of the claim is gone (these were asked to terminate): the Node and the claim may go.
+    InstancesGone(Vec<String>),
+}
+
+/// One termination pass up to where it has to wait: the Node (if any) drained and its volumes detached, then
+/// the claim's instances terminated. `progress` records how far it got.
+async fn advance<C: CloudProvider>(
+    t: &Termination<C>,
+    claim: &NodeClaim,
+    node: Option<&Node>,
+    provider_id: Option<String>,
+    pool: &str,
+    progress: &mut Progress,
+    now: Timestamp,
+) -> Result<Stage, ReconcileError> {
+    let ctx = &t.ctx;
+    if let Some(node) = node {
+        progress.draining();
+        let drained = drain_node(t, claim, node, now).await?;
+        if let Next::Wait(wait) = progress.after_drain(drained, DRAIN_RECHECK) {
+            return Ok(Stage::Wait(wait));
+        }
+        if let Next::Wait(wait) = await_volumes(t, claim, node, progress, now).await? {
+            return Ok(Stage::Wait(wait));
         }
     }
     // Launched instances: the one in the status, or (a crash before the status write) any tagged for it.
     let provider_ids = match provider_id {
         Some(id) => vec![id],
         None => {
-            let name = calls::name(claim.as_ref())?;
+            let name = calls::name(claim)?;
             ctx.cloud
                 .list()
                 .await?
@@ -250,52 +350,91 @@ async fn terminate_claim<C: CloudProvider>(
     let mut all_gone = true;
     for id in &provider_ids {
         all_gone &= terminate_instance(ctx, id).await? == InstanceExit::Gone;
+        progress.instance_terminating();
     }
     if !all_gone {
-        // Asked for just now, so this is the pass that found the node drained.
-        if let Some(node) = &node {
-            tracing::info!(node = ?node.metadata.name, "drained node");
-            ctx.metrics
-                .termination
-                .nodes_drained
-                .get_or_create(&NodePoolLabels {
-                    nodepool: pool.clone(),
-                })
-                .inc();
-        }
-        return Ok(Action::requeue(INSTANCE_RECHECK));
+        return Ok(Stage::Wait(INSTANCE_RECHECK));
     }
-    if let Some(node) = &node {
-        let nodes: Api<Node> = Api::all(ctx.client.clone());
-        let name = calls::name(node.as_ref())?;
-        if node.metadata.deletion_timestamp.is_none() {
-            calls::delete(&nodes, &name).await?;
-        }
-        calls::remove_finalizer(&nodes, node.as_ref(), TERMINATION_FINALIZER).await?;
-        tracing::info!(node = %name, "deleted node");
-        ctx.metrics
-            .termination
-            .nodes_terminated
-            .get_or_create(&NodePoolZoneLabels {
-                nodepool: pool.clone(),
-                zone: label(node.metadata.labels.as_ref(), labels::ZONE),
-            })
-            .inc();
+    for id in &provider_ids {
+        ctx.metrics.termination.instance_gone(id, pool);
     }
+    Ok(Stage::InstancesGone(provider_ids))
+}
+
+/// Waits while VolumeAttachments of volumes the drain moved hold `node` (until the claim's termination grace
+/// period runs out), publishing `AwaitingVolumeDetachment` on it.
+async fn await_volumes<C>(
+    t: &Termination<C>,
+    claim: &NodeClaim,
+    node: &Node,
+    progress: &mut Progress,
+    now: Timestamp,
+) -> Result<Next, ReconcileError> {
+    let ctx = &t.ctx;
+    // Until the attachments are listed, none can be ruled out.
+    if t.volume_attachments
+        .wait_until_ready()
+        .now_or_never()
+        .is_none()
+    {
+        tracing::debug!("waiting for the VolumeAttachments to be listed");
+        return Ok(Next::Wait(progress::RECHECK));
+    }
+    let node_name = calls::name(node)?;
+    let attachments = t.volume_attachments.state();
+    let pods = pods_on(ctx, &node_name);
+    let claims = &ctx.state.persistent_volume_claims;
+    let claim_of =
+        |namespace: &str, name: &str| claims.get(&ObjectRef::new(name).within(namespace));
+    let pending = volumes::pending(&node_name, &attachments, &pods, claim_of, now);
+    let Some(held) = progress.after_volumes(pending, deadline(claim)) else {
+        return Ok(Next::Continue);
+    };
+    let reason = "AwaitingVolumeDetachment";
+    if t.node_event_due(reason, &node_name, ctx.clock.now()) {
+        ctx.events
+            .normal(node, reason, volumes::awaiting_message(&held))
+            .await;
+    }
+    Ok(Next::Wait(progress::RECHECK))
+}
+
+/// The pods bound to Node `node`.
+fn pods_on<C>(ctx: &Context<C>, node: &str) -> Vec<Arc<Pod>> {
+    ctx.state
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+        .collect()
+}
+
+/// Writes the claim's `conditions`, tied to the version they were read from (the list is written whole, and
+/// other controllers write conditions of their own). False when the claim changed meanwhile: the next pass
+/// looks again.
+async fn write_conditions<C>(
+    ctx: &Context<C>,
+    claim: &NodeClaim,
+    conditions: &[crate::api::condition::Condition],
+) -> Result<bool, ReconcileError> {
     let claims: Api<NodeClaim> = Api::all(ctx.client.clone());
-    calls::remove_finalizer(&claims, claim.as_ref(), TERMINATION_FINALIZER).await?;
-    tracing::info!(provider_id = ?provider_ids.first(), "deleted nodeclaim");
-    let claim_labels = claim.metadata.labels.as_ref();
-    ctx.metrics
-        .termination
-        .nodeclaims_terminated
-        .get_or_create(&TerminatedLabels {
-            nodepool: pool,
-            capacity_type: label(claim_labels, labels::CAPACITY_TYPE),
-            zone: label(claim_labels, labels::ZONE),
-        })
-        .inc();
-    Ok(Action::await_change())
+    let patch = json!({
+        "metadata": {"resourceVersion": claim.metadata.resource_version},
+        "status": {"conditions": conditions},
+    });
+    let (name, params) = (calls::name(claim)?, ::kube::api::PatchParams::default());
+    let patch = ::kube::api::Patch::Merge(&patch);
+    match calls::timed(
+        "patching the status",
+        claims.patch_status(&name, &params, &patch),
+    )
+    .await
+    {
+        Ok(_) => Ok(true),
+        Err(ReconcileError::Kube(::kube::Error::Api(s))) if s.code == 409 => Ok(false),
+        Err(e) if e.is_not_found() => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// One drain pass over `node`: taint it, evict or delete what the pass says. True once drained.
@@ -318,15 +457,7 @@ async fn drain_node<C: CloudProvider>(
         // The next pass drains with the taint in place (no pod lands in between unnoticed).
         return Ok(false);
     }
-    let pods: Vec<Arc<Pod>> = ctx
-        .state
-        .pods
-        .state()
-        .into_iter()
-        .filter(|p| {
-            p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node_name.as_str())
-        })
-        .collect();
+    let pods = pods_on(ctx, &node_name);
     let pass = drain::drain_pass(&pods, now, deadline(claim));
     if pass.drained() {
         return Ok(true);
@@ -387,7 +518,7 @@ async fn drain_node<C: CloudProvider>(
             }
         }
     }
-    if !blocked.is_empty() && t.failed_draining_due(&node_name, ctx.clock.now()) {
+    if !blocked.is_empty() && t.node_event_due("FailedDraining", &node_name, ctx.clock.now()) {
         let note = format!("Failed to drain node, {}", blocked.join("; "));
         ctx.events.warning(node, "FailedDraining", note).await;
     }

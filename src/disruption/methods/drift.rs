@@ -4,14 +4,34 @@
 
 use super::super::command::{Command, Method, Why};
 use super::consolidation::destinations;
+use super::facts::Facts;
 use super::Pass;
 use crate::api::nodepool::DisruptionReason;
+
+/// Whether drift may take `f`, budgets aside.
+pub(crate) fn eligible(f: &Facts<'_>) -> bool {
+    is_drifted(f) && keeper(f).is_none()
+}
+
+fn is_drifted(f: &Facts<'_>) -> bool {
+    f.drift.is_some() && !f.expired
+}
+
+/// What keeps the drifted node `f`, budgets aside. Drift on a claim with terminationGracePeriod ignores
+/// pod-level blockers (§3.2).
+fn keeper(f: &Facts<'_>) -> Option<Why> {
+    f.ineligible.clone().or_else(|| {
+        (!f.has_grace_period())
+            .then(|| f.pod_blocker.clone().map(Why::Blocked))
+            .flatten()
+    })
+}
 
 pub(crate) fn commands(pass: &mut Pass<'_>) -> Vec<Command> {
     let method = Method::Drift;
     let budgets = pass.ledger.for_reason(DisruptionReason::Drifted);
     let mut drifted: Vec<usize> = (0..pass.facts.len())
-        .filter(|&i| pass.facts[i].drift.is_some() && !pass.facts[i].expired)
+        .filter(|&i| is_drifted(&pass.facts[i]))
         .collect();
     drifted.sort_by(|&a, &b| {
         let (a, b) = (&pass.facts[a], &pass.facts[b]);
@@ -19,12 +39,7 @@ pub(crate) fn commands(pass: &mut Pass<'_>) -> Vec<Command> {
     });
     for index in drifted {
         let f = &pass.facts[index];
-        let mut why = f.ineligible.clone();
-        // Drift on a claim with terminationGracePeriod ignores pod-level blockers (§3.2).
-        if why.is_none() && !f.has_grace_period() {
-            why = f.pod_blocker.clone().map(Why::Blocked);
-        }
-        if let Some(why) = why.or_else(|| budgets.check(&f.target.nodepool).err()) {
+        if let Some(why) = keeper(f).or_else(|| budgets.check(&f.target.nodepool).err()) {
             pass.skip(method, index, why);
             continue;
         }

@@ -25,12 +25,20 @@ pub(crate) fn commands(pass: &mut Pass<'_>) -> Vec<Command> {
 
 /// Takes one unit of the budget of the empty node `f`, unless something keeps it.
 pub(crate) fn take(f: &Facts<'_>, budgets: &mut Allowances) -> Result<(), Why> {
-    let why = f
-        .ineligible
+    keeper(f).map_or_else(|| budgets.take(&f.target.nodepool), Err)
+}
+
+/// Whether emptiness may take `f`, budgets aside.
+pub(crate) fn eligible(f: &Facts<'_>) -> bool {
+    f.empty && !f.expired && keeper(f).is_none()
+}
+
+/// What keeps the empty node `f`, budgets aside.
+fn keeper(f: &Facts<'_>) -> Option<Why> {
+    f.ineligible
         .clone()
         .or_else(|| f.pod_blocker.clone().map(Why::Blocked))
-        .or_else(|| f.not_consolidatable());
-    why.map_or_else(|| budgets.take(&f.target.nodepool), Err)
+        .or_else(|| f.not_consolidatable())
 }
 
 /// The delete command for the empty nodes `picked`, if any.

@@ -31,16 +31,39 @@ pub use validate::validate;
 /// One disruption pass over `input` at `now`: the expired claims to delete, and the commands of the first
 /// voluntary method that has any, with why every other node was left alone.
 pub fn decide(input: &DisruptionInput<'_>, now: Timestamp) -> Decision {
+    decide_observed(input, now, &mut ())
+}
+
+/// What a pass tells its caller as it runs each voluntary method (the controller times them for Karpenter's
+/// `karpenter_voluntary_disruption_*` metrics). The decision does not depend on it.
+pub trait PassObserver {
+    /// `method` starts.
+    fn started(&mut self, _method: Method) {}
+    /// `method` is done; `eligible` nodes were its candidates (before budgets), as Karpenter counts them.
+    fn finished(&mut self, _method: Method, _eligible: usize) {}
+}
+
+/// No observer.
+impl PassObserver for () {}
+
+/// [`decide`], telling `observer` about each voluntary method it runs.
+pub fn decide_observed(
+    input: &DisruptionInput<'_>,
+    now: Timestamp,
+    observer: &mut impl PassObserver,
+) -> Decision {
     let mut pass = Pass::new(*input, now);
     let mut commands = expiration::commands(&mut pass);
-    let methods: [fn(&mut Pass<'_>) -> Vec<Command>; 4] = [
-        emptiness::commands,
-        drift::commands,
-        multi::commands,
-        single::commands,
+    let methods: [(Method, MethodFn); 4] = [
+        (Method::Emptiness, emptiness::commands),
+        (Method::Drift, drift::commands),
+        (Method::MultiNodeConsolidation, multi::commands),
+        (Method::SingleNodeConsolidation, single::commands),
     ];
-    for method in methods {
-        let found = method(&mut pass);
+    for (method, commands_of) in methods {
+        observer.started(method);
+        let found = commands_of(&mut pass);
+        observer.finished(method, eligible(method, &pass.facts));
         if !found.is_empty() {
             commands.extend(found);
             break;
@@ -65,6 +88,24 @@ pub fn decide(input: &DisruptionInput<'_>, now: Timestamp) -> Decision {
         drifted,
         consolidatable,
     }
+}
+
+/// One voluntary method: the commands it finds in a pass.
+type MethodFn = fn(&mut Pass<'_>) -> Vec<Command>;
+
+/// How many nodes `method` may take before budgets: Karpenter's candidates that pass its `ShouldDisrupt`.
+fn eligible(method: Method, facts: &[Facts<'_>]) -> usize {
+    facts
+        .iter()
+        .filter(|f| match method {
+            Method::Expiration => f.expired,
+            Method::Emptiness => emptiness::eligible(f),
+            Method::Drift => drift::eligible(f),
+            Method::MultiNodeConsolidation | Method::SingleNodeConsolidation => {
+                consolidation::candidate(f) == Ok(true)
+            }
+        })
+        .count()
 }
 
 /// The state of one pass: the facts of every node (same indices as the input's nodes), the budgets, what was
