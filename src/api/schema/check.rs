@@ -151,7 +151,7 @@ impl CompiledSchema {
         let mut report = SchemaReport::default();
         // The root is checked field by field: `metadata` belongs to the apiserver, not to the CRD schema.
         if let Some(fields) = object.as_object() {
-            for (name, value) in fields {
+            for (name, value) in in_key_order(fields) {
                 match self.properties.get(name) {
                     _ if ["apiVersion", "kind", "metadata"].contains(&name.as_str()) => {}
                     Some(child) => child.check_at(value, &FieldPath::new(name), &mut report),
@@ -286,7 +286,7 @@ impl CompiledSchema {
                 .errors
                 .push(FieldError::too_many(path, fields.len(), max));
         }
-        for (name, value) in fields {
+        for (name, value) in in_key_order(fields) {
             if let Some(child) = self.properties.get(name) {
                 child.check_at(value, &path.child(name), report);
             } else if let Some(additional) = &self.additional {
@@ -358,6 +358,14 @@ pub fn prune_nulls(value: &mut Value) {
         Value::Array(items) => items.iter_mut().for_each(prune_nulls),
         _ => {}
     }
+}
+
+/// An object's fields in key order, as the apiserver reports them, whatever order `serde_json::Map` keeps: a
+/// dependency of the AWS SDK's test utilities turns on its `preserve_order` for every workspace test build.
+fn in_key_order(fields: &Map<String, Value>) -> Vec<(&String, &Value)> {
+    let mut sorted: Vec<(&String, &Value)> = fields.iter().collect();
+    sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    sorted
 }
 
 #[cfg(test)]
