@@ -5,7 +5,7 @@
 use super::metrics::Metrics;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use kerf_webhooks::ReadyFlag;
@@ -43,19 +43,5 @@ async fn readyz(State(ready): State<ReadyFlag>) -> (StatusCode, &'static str) {
 }
 
 async fn metrics_text(State(metrics): State<Arc<Metrics>>) -> Response {
-    match metrics.encode() {
-        Ok(text) => (
-            [(
-                axum::http::header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
-            text,
-        )
-            .into_response(),
-        Err(error) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("cannot encode metrics: {error}"),
-        )
-            .into_response(),
-    }
+    kerf_webhooks::openmetrics_response(metrics.encode())
 }

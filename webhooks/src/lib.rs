@@ -42,5 +42,5 @@ pub use hook::{AdmissionHook, Denial, Mutated};
 pub use kube_core::{admission::Operation, response::StatusCause, GroupVersionKind};
 pub use ready::ReadyFlag;
 pub use review::ReviewRequest;
-pub use router::{metrics_response, Webhooks, DEFAULT_TIMEOUT};
+pub use router::{metrics_response, openmetrics_response, Webhooks, DEFAULT_TIMEOUT};
 pub use serve::{serve, ServeError, Server};

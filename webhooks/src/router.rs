@@ -174,11 +174,19 @@ async fn metrics_text(State(state): State<Arc<AppState>>) -> Response {
     metrics_response(&state.registry)
 }
 
-/// `registry` as an OpenMetrics text response (the controller's `/metrics` serves its registry the same way).
+/// `registry` as an OpenMetrics text response.
 pub fn metrics_response(registry: &Registry) -> Response {
     let mut text = String::new();
-    match prometheus_client::encoding::text::encode(&mut text, registry) {
-        Ok(()) => (
+    openmetrics_response(
+        prometheus_client::encoding::text::encode(&mut text, registry).map(|()| text),
+    )
+}
+
+/// Encoded OpenMetrics text as a `/metrics` response, or a 500 naming the encoding error (the controller's
+/// `/metrics`, which appends summaries to its registry, answers the same way).
+pub fn openmetrics_response(encoded: Result<String, std::fmt::Error>) -> Response {
+    match encoded {
+        Ok(text) => (
             [(
                 header::CONTENT_TYPE,
                 "application/openmetrics-text; version=1.0.0; charset=utf-8",
