@@ -87,6 +87,17 @@ pub struct Reservation {
     pub interruptible: bool,
 }
 
+impl Reservation {
+    /// The `karpenter.k8s.aws/capacity-reservation-interruptible` value: `"true"` or `"false"`.
+    pub fn interruptible_label(&self) -> &'static str {
+        if self.interruptible {
+            "true"
+        } else {
+            "false"
+        }
+    }
+}
+
 /// Which offerings a set of requirements allows. An offering is a point in zone × capacity type, and a
 /// reserved one also carries its reservation's id, type and interruptibility (Karpenter's AWS provider puts
 /// the three reservation keys on reserved offerings and `DoesNotExist` on the others, so a pod asking for
@@ -128,15 +139,10 @@ impl<'r> OfferingFilter<'r> {
             && match &offering.reservation {
                 None => self.allows_unreserved(),
                 Some(reservation) => {
-                    let interruptible = if reservation.interruptible {
-                        "true"
-                    } else {
-                        "false"
-                    };
                     let values = [
                         reservation.id.as_str(),
                         reservation.reservation_type.as_str(),
-                        interruptible,
+                        reservation.interruptible_label(),
                     ];
                     self.reservation
                         .iter()

@@ -9,7 +9,7 @@
 use super::family::FamilyTraits;
 use super::info::InstanceTypeInfo;
 use super::name::parse_name;
-use super::offering::Offering;
+use super::offering::{Offering, Reservation};
 use crate::api::labels;
 use crate::api::requirements::{Requirement, Requirements};
 
@@ -99,7 +99,7 @@ fn reservation_requirements(offerings: &[Offering]) -> [Requirement; 3] {
         ),
         Requirement::one_of(
             CAPACITY_RESERVATION_INTERRUPTIBLE,
-            reservations().map(|r| if r.interruptible { "true" } else { "false" }),
+            reservations().map(Reservation::interruptible_label),
         ),
     ]
 }
