@@ -475,3 +475,16 @@ fn a_node_outside_its_pools_requirements_has_drifted() {
     assert_eq!(disrupted(&d), [["s-claim"]]);
     assert_eq!(d.commands[0].method, Method::Drift);
 }
+
+#[test]
+fn a_node_without_its_class_label_has_not_drifted() {
+    // Nodes from before kerf labelled them with their EC2NodeClass (an older kerf, Karpenter before v1.1) are
+    // hydrated, not replaced: requirement drift reads the pool's requirements, not kerf's own labels.
+    let w = three_light_nodes(json!({"budgets": [{"nodes": "100%"}]}));
+    let d = w.decide(NOW);
+    assert!(
+        d.commands.iter().all(|c| c.method != Method::Drift),
+        "{:?}",
+        d.commands
+    );
+}

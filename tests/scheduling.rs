@@ -39,6 +39,33 @@ fn packs_pods_onto_the_cheapest_types_that_fit() {
     );
 }
 
+/// Karpenter's claim template labels claims with their class (`nodeclaimtemplate.go`), so a pod may select it:
+/// the class's name fits, another class's does not.
+#[test]
+fn a_pod_may_select_its_pools_ec2nodeclass() {
+    let pools = [nodepool("default", json!({}))];
+    let class_of = |name: &str| {
+        pods(
+            1,
+            name,
+            json!({"nodeSelector": {"karpenter.k8s.aws/ec2nodeclass": name}}),
+        )
+    };
+    let fits = solve(&class_of("default"), &pools, &catalog());
+    assert!(fits.unschedulable.is_empty(), "{:?}", fits.unschedulable);
+    assert_eq!(
+        fits.claims[0]
+            .requirements
+            .labels()
+            .get("karpenter.k8s.aws/ec2nodeclass")
+            .map(String::as_str),
+        Some("default")
+    );
+    let other = solve(&class_of("gpu"), &pools, &catalog());
+    assert!(other.claims.is_empty());
+    assert_eq!(other.unschedulable.len(), 1);
+}
+
 #[test]
 fn an_arm64_pod_against_an_amd64_pool_is_refused_with_the_reason() {
     let arm = pods(

@@ -1,7 +1,8 @@
 //! The NodeClaim lifecycle on the real control plane and moto: `kerf controller` launches a NodeClaim's
 //! instance, the stand-in kubelet registers its Node, kerf registers and initializes it; an injected
 //! insufficient-capacity error steers the next launch to the next type (issue 5, test 4); killing the
-//! controller inside CreateFleet and starting it again launches exactly one instance (test 5). A NodePool's
+//! controller inside CreateFleet and starting it again launches exactly one instance (test 5), and the next
+//! controller labels a claim and Node that lack their class label. A NodePool's
 //! `NodeRegistrationHealthy` follows the registrations and timeouts of its claims, and starts over when the pool
 //! or its EC2NodeClass changes.
 //!
@@ -111,6 +112,10 @@ async fn a_nodeclaim_is_launched_registered_and_initialized() -> Result<()> {
         );
     }
     assert_eq!(node_labels.get("team").map(String::as_str), Some("e2e"));
+    assert!(
+        node_labels.contains_key("karpenter.k8s.aws/ec2nodeclass"),
+        "the Node names its class: {node_labels:?}"
+    );
     assert!(node
         .metadata
         .finalizers
@@ -300,6 +305,53 @@ async fn killing_the_controller_inside_create_fleet_launches_one_instance_and_le
         "{}",
         tail(&bed.log(), 30)
     );
+    class_labels_are_hydrated_after_a_restart(&mut bed, "crash-a").await
+}
+
+/// A claim and Node made before kerf labelled them with their class (an older kerf, or Karpenter before v1.1)
+/// get `karpenter.k8s.aws/ec2nodeclass` from the next controller, and nothing is launched again (Karpenter's
+/// nodeclaim and node hydration).
+async fn class_labels_are_hydrated_after_a_restart(bed: &mut Testbed, claim: &str) -> Result<()> {
+    const CLASS_LABEL: &str = "karpenter.k8s.aws/ec2nodeclass";
+    bed.controller = None;
+    let claims: Api<NodeClaim> = Api::all(bed.cluster.client()?);
+    let nodes: Api<Node> = Api::all(bed.cluster.client()?);
+    let node_name = claims
+        .get(claim)
+        .await?
+        .status
+        .and_then(|s| s.node_name)
+        .context("a registered claim names its node")?;
+    let strip = Patch::Merge(json!({"metadata": {"labels": {CLASS_LABEL: null}}}));
+    claims.patch(claim, &PatchParams::default(), &strip).await?;
+    nodes
+        .patch(&node_name, &PatchParams::default(), &strip)
+        .await?;
+
+    bed.restart_controller().await?;
+    let (claims, nodes, node_name) = (&claims, &nodes, node_name.as_str());
+    poll(
+        "the claim and its Node to carry their class label again",
+        Duration::from_secs(60),
+        || async move {
+            let claim_has = claims.get(claim).await?.metadata.labels.unwrap_or_default();
+            let node_has = nodes
+                .get(node_name)
+                .await?
+                .metadata
+                .labels
+                .unwrap_or_default();
+            Ok(
+                (claim_has.get(CLASS_LABEL).map(String::as_str) == Some("default")
+                    && node_has.get(CLASS_LABEL).map(String::as_str) == Some("default"))
+                .then_some(()),
+            )
+        },
+    )
+    .await
+    .with_context(|| tail(&bed.log(), 30))?;
+    let instances = bed.instances_of(claim).await?;
+    ensure!(instances.len() == 1, "still one instance: {instances:?}");
     Ok(())
 }
 

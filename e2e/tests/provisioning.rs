@@ -95,6 +95,13 @@ async fn pending_pods_become_node_claims_once_even_across_a_restart() -> Result<
             Some("general")
         );
         assert_eq!(labels.get("team").map(String::as_str), Some("e2e"));
+        // Karpenter's claim template names the class too (the operator metrics read it).
+        assert_eq!(
+            labels
+                .get("karpenter.k8s.aws/ec2nodeclass")
+                .map(String::as_str),
+            Some("default")
+        );
         assert_eq!(
             claim.metadata.finalizers.as_deref(),
             Some(&["karpenter.sh/termination".to_owned()][..])

@@ -56,6 +56,13 @@ const AWS_ALLOWED_NAMES: &[&str] = &[
     "ec2nodeclass",
 ];
 
+/// The label naming a node's class: `<group>/<lowercased kind>` of the NodePool's `nodeClassRef`
+/// (`karpenter.k8s.aws/ec2nodeclass` for an EC2NodeClass), as Karpenter's `NodeClassLabelKey` forms it. Every
+/// NodeClaim and Node a pool launches carries it with the class's name.
+pub fn node_class_label(group: &str, kind: &str) -> String {
+    format!("{group}/{}", kind.to_ascii_lowercase())
+}
+
 /// Labels that Karpenter (core + AWS) defines and understands, sorted: what a user may constrain on.
 pub fn well_known_labels() -> Vec<String> {
     let core = [
@@ -197,5 +204,13 @@ mod tests {
         assert!(labels.contains(&INSTANCE_TYPE.to_owned()));
         assert!(!labels.contains(&EC2NODECLASS.to_owned()));
         assert_eq!(normalize_key("beta.kubernetes.io/arch"), ARCH);
+    }
+
+    #[test]
+    fn the_class_label_is_the_refs_group_and_lowercased_kind() {
+        assert_eq!(
+            node_class_label("karpenter.k8s.aws", "EC2NodeClass"),
+            EC2NODECLASS
+        );
     }
 }

@@ -118,6 +118,15 @@ pub fn registered_metadata(
     (node_labels, annotations)
 }
 
+/// The class label a claim made before kerf set it lacks: `(key, class name)` when it is missing or wrong
+/// (Karpenter's `nodeclaim.hydration` and `node.hydration` add it to such claims and their Nodes on upgrade).
+pub fn missing_class_label(claim: &NodeClaim) -> Option<(String, String)> {
+    let class = &claim.spec.node_class_ref;
+    let key = labels::node_class_label(&class.group, &class.kind);
+    let current = claim.metadata.labels.as_ref().and_then(|l| l.get(&key));
+    (current != Some(&class.name)).then(|| (key, class.name.clone()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +191,29 @@ mod tests {
         let elsewhere =
             launched_labels(Some(&it), "m5.large", "us-east-1b", CapacityType::Reserved);
         assert!(!elsewhere.contains_key(CAPACITY_RESERVATION_ID));
+    }
+
+    /// Upstream: `nodeclaim/hydration/suite_test.go` "should hydrate missing metadata onto the NodeClaim" (and
+    /// `node/hydration` for its Node).
+    #[test]
+    fn a_claim_without_its_class_label_gets_it_once() {
+        let mut claim: NodeClaim = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "a", "labels": {"karpenter.sh/nodepool": "p"}},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                     "requirements": []}
+        }))
+        .expect("a claim");
+        let (key, value) = missing_class_label(&claim).expect("missing");
+        assert_eq!(
+            (key.as_str(), value.as_str()),
+            (labels::EC2NODECLASS, "default")
+        );
+        claim
+            .metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(key, value);
+        assert_eq!(missing_class_label(&claim), None);
     }
 
     #[test]

@@ -56,6 +56,13 @@ impl Template {
             requirements.add(Requirement::one_of(key.clone(), [value.clone()]));
         }
         requirements.add(Requirement::one_of(labels::NODEPOOL, [name.clone()]));
+        // Karpenter's claim template names the class as a label too, so claims, nodes and the pods that select
+        // it agree on it.
+        let class = &tspec.node_class_ref;
+        requirements.add(Requirement::one_of(
+            labels::node_class_label(&class.group, &class.kind),
+            [class.name.clone()],
+        ));
         let remaining = pool_limits(pool);
         let mut over_limits = Vec::new();
         let mut instance_types: Vec<(usize, f64)> = catalog

@@ -119,6 +119,7 @@ async fn reconcile<C: CloudProvider>(
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     // Before anything can launch: a crash after the launch must not leave an instance without it.
     calls::add_finalizer(&api, claim.as_ref(), TERMINATION_FINALIZER).await?;
+    hydrate_class_label(&ctx, &api, &claim).await?;
     let now = now(ctx.as_ref())?;
     let recheck = match liveness::liveness(&claim, now, ctx.settings.registration_ttl) {
         Liveness::Expired { reason } => {
@@ -426,6 +427,27 @@ async fn registration_step<C>(
         })
         .inc();
     Ok(Action::requeue(WAIT_RECHECK))
+}
+
+/// Claims (and their Nodes) made before kerf labelled them with their class get the label, as Karpenter's
+/// hydration controllers do on upgrade; a label patch only when one is missing.
+async fn hydrate_class_label<C>(
+    ctx: &Context<C>,
+    api: &Api<NodeClaim>,
+    claim: &NodeClaim,
+) -> Result<(), ReconcileError> {
+    let Some((key, class)) = crate::engine::launch::missing_class_label(claim) else {
+        return Ok(());
+    };
+    let patch = json!({"metadata": {"labels": {key.as_str(): class.as_str()}}});
+    calls::merge_patch(api, &calls::name(claim)?, patch.clone()).await?;
+    if let Some(node) = claim_node(ctx, claim) {
+        if node.metadata.labels.as_ref().and_then(|l| l.get(&key)) != Some(&class) {
+            let nodes: Api<Node> = Api::all(ctx.client.clone());
+            calls::merge_patch(&nodes, &calls::name(node.as_ref())?, patch).await?;
+        }
+    }
+    Ok(())
 }
 
 /// The claim's Node: by `status.nodeName`, else by provider ID.

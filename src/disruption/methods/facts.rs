@@ -69,9 +69,15 @@ impl<'a> Facts<'a> {
             .nodepools
             .iter()
             .filter_map(|p| {
-                let requirements = Template::new(p, input.catalog, &allocatable)
-                    .ok()
-                    .map(|t| t.requirements);
+                let requirements = Template::new(p, input.catalog, &allocatable).ok().map(|t| {
+                    let mut requirements = t.requirements;
+                    // The class label is kerf's own bookkeeping, as in Karpenter (whose requirement drift
+                    // reads only `spec.requirements`): a node from before it was set is hydrated, not
+                    // drifted.
+                    let class = &p.spec.template.spec.node_class_ref;
+                    requirements.remove(&labels::node_class_label(&class.group, &class.kind));
+                    requirements
+                });
                 Some((
                     p.metadata.name.as_deref()?,
                     Pool {
