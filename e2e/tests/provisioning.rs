@@ -570,3 +570,94 @@ async fn a_pod_gets_a_node_in_the_zone_of_its_volume() -> Result<()> {
     assert_eq!(zones, [zone], "{:?}", claim.spec.requirements);
     Ok(())
 }
+
+/// The annotations of pod `name` in `namespace`.
+async fn pod_annotations(
+    pods: &Api<Pod>,
+    name: &str,
+) -> Result<std::collections::BTreeMap<String, String>> {
+    Ok(pods
+        .get(name)
+        .await?
+        .metadata
+        .annotations
+        .unwrap_or_default())
+}
+
+/// Advice the webhook wrote from other NodePools is recomputed by the controller while the pod waits: a pod
+/// carrying stale advice (hand-written here, as a webhook of an earlier NodePool spec would have left it) gets
+/// the advice of the cluster's pools, and again when a pool's spec changes (a new fingerprint).
+#[tokio::test]
+async fn stale_pod_advice_is_recomputed_when_a_nodepool_changes() -> Result<()> {
+    const INPUTS: &str = "kerf.sh/advice-inputs";
+    const SUMMARY: &str = "kerf.sh/instance-summary";
+    let test = "stale_pod_advice_is_recomputed_when_a_nodepool_changes";
+    let Some((cluster, _emu, setup)) = setup(test, "advice").await? else {
+        return Ok(());
+    };
+    let (ok, stderr) = cluster.apply(&node_pool("advised", json!(null))).await?;
+    anyhow::ensure!(ok, "applying the NodePool: {stderr}");
+    let _controller = setup.start("kerf-advice", &[]).await?;
+    let namespace = cluster.create_namespace("advice").await?;
+    let pods: Api<Pod> = Api::namespaced(cluster.client()?, &namespace);
+    // An arm64 pod: the amd64 pool never fits it, so it stays pending whatever the pool's other requirements.
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "waiting", "annotations": {
+            "kerf.sh/instance-requirements": "{}",
+            SUMMARY: "stale",
+            INPUTS: "0000000000000000",
+        }},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/arch": "arm64"},
+            "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.9"}],
+        },
+    }))?;
+    pods.create(&Default::default(), &pod).await?;
+
+    let pods = &pods;
+    let first = poll(
+        "the controller to recompute the stale advice",
+        Duration::from_secs(60),
+        || async move {
+            let annotations = pod_annotations(pods, "waiting").await?;
+            let inputs = annotations.get(INPUTS).cloned().unwrap_or_default();
+            Ok((inputs != "0000000000000000").then_some(annotations))
+        },
+    )
+    .await?;
+    let summary = first.get(SUMMARY).map(String::as_str).unwrap_or_default();
+    assert!(
+        summary.starts_with(
+            "no nodepool fits: advised: incompatible requirements, key kubernetes.io/arch"
+        ),
+        "{summary}"
+    );
+    let requirements: Value = serde_json::from_str(
+        first
+            .get("kerf.sh/instance-requirements")
+            .map(String::as_str)
+            .unwrap_or("{}"),
+    )?;
+    assert_eq!(requirements["incompatible"][0]["nodePool"], "advised");
+
+    // A new pool spec (another generation) is another fingerprint: the advice is recomputed again.
+    let mut changed = node_pool("advised", json!(null));
+    changed["spec"]["template"]["spec"]["requirements"]
+        .as_array_mut()
+        .context("requirements")?
+        .push(json!({"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m"]}));
+    let (ok, stderr) = cluster.apply(&changed).await?;
+    anyhow::ensure!(ok, "changing the NodePool: {stderr}");
+    let before = first.get(INPUTS).cloned().unwrap_or_default();
+    let before = &before;
+    poll(
+        "the advice of the changed NodePool",
+        Duration::from_secs(60),
+        || async move {
+            let annotations = pod_annotations(pods, "waiting").await?;
+            Ok((annotations.get(INPUTS) != Some(before)).then_some(()))
+        },
+    )
+    .await?;
+    Ok(())
+}

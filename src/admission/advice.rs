@@ -1,6 +1,8 @@
 //! Pod advice: the annotations kerf puts on every pod, saying which NodePools can take it, how many instance
 //! types fit, and the cheapest, or why no pool can. Computed by the scheduling engine from in-memory state.
 
+use crate::api::ec2nodeclass::EC2NodeClass;
+use crate::api::nodepool::NodePool;
 use crate::api::requirements::RequirementTerm;
 use crate::scheduling::volumes::{self, VolumeIndex};
 use crate::scheduling::{Choice, PodInfo, Scheduler};
@@ -15,6 +17,40 @@ pub const REQUIREMENTS_ANNOTATION: &str = "kerf.sh/instance-requirements";
 pub const PROVISIONING_ANNOTATION: &str = "kerf.sh/provisioning";
 /// One human line, e.g. `1 nodepool; default: 143 instance types, cheapest c6a.large spot us-east-1a $0.0312/h`.
 pub const SUMMARY_ANNOTATION: &str = "kerf.sh/instance-summary";
+/// Which NodePools and EC2NodeClasses the advice was computed from ([`inputs_fingerprint`]): the controller
+/// recomputes the advice of a pending pod whose fingerprint is no longer the cluster's.
+pub const INPUTS_ANNOTATION: &str = "kerf.sh/advice-inputs";
+
+/// A fingerprint of what pod advice depends on besides the pod: each NodePool's and EC2NodeClass's name, UID and
+/// generation (the spec; status and labels do not change advice), in name order. 16 hex digits of FNV-1a, stable
+/// across builds, so the webhook and the controller compute the same one.
+pub fn inputs_fingerprint(pools: &[NodePool], classes: &[EC2NodeClass]) -> String {
+    let identity =
+        |kind: &str, meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            format!(
+                "{kind}/{}/{}/{}",
+                meta.name.as_deref().unwrap_or_default(),
+                meta.uid.as_deref().unwrap_or_default(),
+                meta.generation.unwrap_or_default()
+            )
+        };
+    let mut entries: Vec<String> = pools
+        .iter()
+        .map(|p| identity("NodePool", &p.metadata))
+        .chain(
+            classes
+                .iter()
+                .map(|c| identity("EC2NodeClass", &c.metadata)),
+        )
+        .collect();
+    entries.sort_unstable();
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in entries.iter().flat_map(|e| e.bytes().chain([0])) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -2,7 +2,9 @@
 //! annotations (see [`super::advice`]). A pod that cannot be advised (no NodePools synced yet, a spec kerf cannot
 //! read) is admitted unchanged: advice must never block or fail a workload.
 
-use super::advice::{advise, advise_with_volumes, Advice, Incompatible};
+use super::advice::{
+    advise, advise_with_volumes, inputs_fingerprint, Advice, Incompatible, INPUTS_ANNOTATION,
+};
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodepool::NodePool;
 use crate::catalog::Catalog;
@@ -35,6 +37,9 @@ pub struct PodAdvisor {
     /// share one shape, so only its first pod pays for the advice (about a millisecond against the whole catalog);
     /// the memo goes with the advisor when NodePools change.
     memo: Mutex<HashMap<String, Arc<BTreeMap<String, String>>>>,
+    /// The fingerprint of the NodePools and EC2NodeClasses this advisor was prepared from, written with every
+    /// advice ([`INPUTS_ANNOTATION`]).
+    inputs: String,
 }
 
 impl PodAdvisor {
@@ -71,6 +76,7 @@ impl PodAdvisor {
             scheduler: Scheduler::new(&usable, catalog),
             without_class,
             memo: Mutex::default(),
+            inputs: inputs_fingerprint(nodepools, nodeclasses),
         }
     }
 
@@ -105,18 +111,26 @@ impl PodAdvisor {
                 }
                 None => self.advise(&info),
             };
-            return Ok(Arc::new(advice.annotations().map_err(AdviceError::Encode)?));
+            return Ok(Arc::new(self.annotations_of(&advice)?));
         }
-        let annotations = Arc::new(
-            self.advise(&info)
-                .annotations()
-                .map_err(AdviceError::Encode)?,
-        );
+        let annotations = Arc::new(self.annotations_of(&self.advise(&info))?);
         let mut memo = self.memo();
         if memo.len() >= MEMO_CAPACITY {
             memo.clear();
         }
         memo.insert(shape, annotations.clone());
+        Ok(annotations)
+    }
+
+    /// The fingerprint of the NodePools and EC2NodeClasses this advisor was prepared from.
+    pub fn inputs(&self) -> &str {
+        &self.inputs
+    }
+
+    /// `advice` as the pod's annotations, with the fingerprint of the advisor's inputs.
+    fn annotations_of(&self, advice: &Advice) -> Result<BTreeMap<String, String>, AdviceError> {
+        let mut annotations = advice.annotations().map_err(AdviceError::Encode)?;
+        annotations.insert(INPUTS_ANNOTATION.to_owned(), self.inputs.clone());
         Ok(annotations)
     }
 
@@ -322,6 +336,37 @@ mod tests {
         expected["metadata"]["annotations"] =
             mutated.object.as_ref().expect("object")["metadata"]["annotations"].clone();
         assert_eq!(mutated.object, Some(expected));
+    }
+
+    /// The advice names what it was computed from; a changed NodePool spec (a new generation) or a new
+    /// EC2NodeClass gives another fingerprint, which is how the controller finds stale advice.
+    #[test]
+    fn advice_carries_the_fingerprint_of_its_pools_and_classes() {
+        let advisor = default_advisor();
+        let annotations = advisor
+            .annotations(&pod(json!({})), Some("apps"), None)
+            .expect("advice");
+        assert_eq!(
+            annotations.get(INPUTS_ANNOTATION).map(String::as_str),
+            Some(advisor.inputs())
+        );
+        let mut changed = nodepool("default", "default");
+        changed.metadata.generation = Some(2);
+        let other = PodAdvisor::new(&[changed], &[nodeclass("default")], catalog());
+        assert_ne!(other.inputs(), advisor.inputs());
+        let more = PodAdvisor::new(
+            &[nodepool("default", "default")],
+            &[nodeclass("default"), nodeclass("gpu")],
+            catalog(),
+        );
+        assert_ne!(more.inputs(), advisor.inputs());
+        // The same objects in another order are the same inputs.
+        let reordered = PodAdvisor::new(
+            &[nodepool("default", "default")],
+            &[nodeclass("gpu"), nodeclass("default")],
+            catalog(),
+        );
+        assert_eq!(reordered.inputs(), more.inputs());
     }
 
     #[test]

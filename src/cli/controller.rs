@@ -1,10 +1,12 @@
 //! `kerf controller`: its flags (Karpenter's setting names as environment fallbacks). The command itself runs
 //! in the `kerf-cmd` crate, which builds the AWS cloud provider and hands it to [`crate::controllers::run`].
 
+use crate::cli::validate::{CatalogArgs, DEFAULT_REGION};
 use crate::cli::webhook::shutdown_signal;
 use crate::cloud::metered::Metered;
 use crate::cloud::CloudProvider;
 use crate::controllers::metrics::Metrics;
+use crate::controllers::provisioning::advice_refresh::AdviceCatalog;
 use crate::controllers::provisioning::catalogs::Catalogs;
 use crate::controllers::serve;
 use crate::controllers::state::ClusterState;
@@ -194,6 +196,7 @@ where
         nominations: Default::default(),
         registration_health: Default::default(),
         catalogs: Catalogs::default(),
+        advice_catalog: advice_catalog(args),
     });
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
@@ -220,6 +223,20 @@ where
     };
     elector.release().await;
     outcome
+}
+
+/// The catalog pod advice is recomputed against: the one `kerf webhook` loads for the same region and pricing
+/// file (the region of the AWS chain's environment variable, else the webhook's default).
+fn advice_catalog(args: &ControllerArgs) -> AdviceCatalog {
+    let catalog = CatalogArgs {
+        region: args
+            .aws_region
+            .clone()
+            .unwrap_or_else(|| DEFAULT_REGION.to_owned()),
+        pricing_file: args.pricing_file.clone(),
+        instance_types: None,
+    };
+    AdviceCatalog::new(move || catalog.load())
 }
 
 /// This replica's name in the Lease: the pod name, else host and process id.

@@ -29,11 +29,15 @@ pub struct ValidateArgs {
     pub input: InputArgs,
 }
 
+/// The region of the embedded catalog when none is given (`kerf webhook`, `kerf validate`, and the controller's
+/// pod advice).
+pub const DEFAULT_REGION: &str = "us-east-1";
+
 /// Where the instance types and prices for pod advice come from.
 #[derive(clap::Args, Debug, Clone)]
 pub struct CatalogArgs {
     /// AWS region of the embedded instance-type catalog.
-    #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
+    #[arg(long, env = "AWS_REGION", default_value = DEFAULT_REGION)]
     pub region: String,
     /// Prices (USD per hour) for on-demand and spot offerings, over the on-demand snapshot kerf ships (which
     /// alone prices spot at on-demand); see docs/catalog.md.

@@ -117,6 +117,8 @@ pub struct Context<C> {
     /// The recent registration outcomes of each NodePool: the lifecycle adds them, the NodePool status resets
     /// them (`NodeRegistrationHealthy`).
     pub registration_health: nodepool::registration_health::RegistrationHealth,
+    /// The catalog the webhook advises pods from, for recomputing stale advice.
+    pub advice_catalog: provisioning::advice_refresh::AdviceCatalog,
 }
 
 /// Nominations shared by provisioning (which makes them) and disruption (which reads and makes them).
@@ -193,6 +195,10 @@ where
     ));
     controllers.spawn(within("disruption", disruption::run(ctx.clone())));
     controllers.spawn(within("pod.events", pod_events::run(ctx.clone())));
+    controllers.spawn(within(
+        "pod.advice",
+        provisioning::advice_refresh::run(ctx.clone()),
+    ));
     if let Some(queue) = interruption_queue {
         controllers.spawn(within(
             "interruption",

@@ -3,6 +3,7 @@
 //! counted ([`plan`], over the catalogs of [`catalogs`]), turned into NodeClaims ([`claim`]). This module is
 //! the loop and its writes: NodeClaims, Events, metrics.
 
+pub mod advice_refresh;
 pub mod batcher;
 pub mod catalogs;
 pub mod pod_status;

@@ -39,6 +39,16 @@ pub async fn write(client: &::kube::Client, notes: Vec<(Arc<Pod>, String)>, para
         .into_iter()
         .filter_map(|(pod, note)| Some((pod.clone(), patch(&pod, &note)?)))
         .collect();
+    write_patches(client, writes, parallel).await;
+}
+
+/// Merge-patches each pod with its patch, at most [`WRITES_PER_SECOND`] per second and `parallel` at once; a
+/// failed write is logged.
+pub async fn write_patches(
+    client: &::kube::Client,
+    writes: Vec<(Arc<Pod>, Value)>,
+    parallel: usize,
+) {
     let paced = writes.len() > WRITES_PER_SECOND;
     let mut writes = writes.into_iter().peekable();
     while writes.peek().is_some() {
@@ -67,7 +77,7 @@ async fn write_one(client: ::kube::Client, pod: Arc<Pod>, patch: Value) {
     };
     let api: Api<Pod> = Api::namespaced(client, namespace);
     if let Err(error) = calls::merge_patch(&api, name, patch).await {
-        tracing::debug!(pod = %format!("{namespace}/{name}"), %error, "pod status annotation not written");
+        tracing::debug!(pod = %format!("{namespace}/{name}"), %error, "pod annotations not written");
     }
 }
 
