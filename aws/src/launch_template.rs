@@ -1,5 +1,5 @@
 //! Launch templates: one per unique launch configuration (AMI, user data, security groups, instance
-//! profile, metadata options, block devices, primary network interface, monitoring, CPU options, tags, and the
+//! profile, metadata options, block devices, network interfaces, monitoring, CPU options, tags, and the
 //! capacity reservation targeted), named `karpenter.k8s.aws/<hash of the configuration>`, created the first time
 //! a launch needs it and reused after.
 
@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types as ec2;
 use base64::Engine;
-use kerf::api::ec2nodeclass::{AmiFamily, EC2NodeClassSpec, HttpTokens, Toggle};
+use kerf::api::ec2nodeclass::{AmiFamily, EC2NodeClassSpec, HttpTokens, InterfaceType, Toggle};
 
 use crate::capacity_reservations::ReservedMarket;
 
@@ -59,6 +59,9 @@ pub struct Launch {
     /// An IPv6 cluster ([`ipv6_cluster`]).
     pub ipv6: bool,
     pub targeting: Targeting,
+    /// EFA interfaces to give instances of a class that lists no `networkInterfaces` (a claim requesting EFA:
+    /// one per network card of its type); 0 for none.
+    pub efa_interfaces: i32,
 }
 
 /// Whether the cluster is IPv6, read from its service CIDR: Karpenter asks the family of the kube-dns
@@ -68,8 +71,9 @@ pub fn ipv6_cluster(service_cidr: Option<&str>) -> bool {
     service_cidr.is_some_and(|cidr| cidr.contains(':'))
 }
 
-/// The one network interface (device index 0) every launch template carries, as Karpenter's do when the
-/// class lists no `networkInterfaces`: the security groups go here, so the template has no top-level ones.
+/// The network interfaces of a launch template: the one primary interface (device index 0) when the class lists
+/// no `networkInterfaces`, else one per listed interface, as Karpenter sends them. The security groups go on the
+/// interfaces, so the template has no top-level ones.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NetworkInterface {
     /// `spec.associatePublicIPAddress`; unset follows the subnet.
@@ -80,6 +84,20 @@ pub struct NetworkInterface {
     pub ipv6: bool,
     /// `spec.connectionTracking`, `None` when it sets no timeout.
     pub connection_tracking: Option<ConnectionTracking>,
+    /// `spec.networkInterfaces` in the class's order; empty: the primary interface alone, or the EFA ones.
+    pub listed: Vec<ListedInterface>,
+    /// Without listed interfaces, this many EFA interfaces instead of the primary one (0: none).
+    pub efa_interfaces: i32,
+}
+
+/// One interface of `spec.networkInterfaces`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListedInterface {
+    pub network_card_index: i32,
+    pub device_index: i32,
+    /// An EFA-only interface has no IP addresses: EC2 refuses prefixes, a public address or connection tracking
+    /// on it, so none are sent.
+    pub efa_only: bool,
 }
 
 /// Connection tracking idle timeouts of the network interface, in seconds.
@@ -91,8 +109,9 @@ pub struct ConnectionTracking {
 }
 
 impl NetworkInterface {
-    /// The class's interface settings on a cluster of the given family.
-    pub fn of(spec: &EC2NodeClassSpec, ipv6: bool) -> Self {
+    /// The class's interface settings on a cluster of the given family, with `efa_interfaces` EFA interfaces
+    /// when the class lists none.
+    pub fn of(spec: &EC2NodeClassSpec, ipv6: bool, efa_interfaces: i32) -> Self {
         let connection_tracking = spec
             .connection_tracking
             .as_ref()
@@ -106,11 +125,23 @@ impl NetworkInterface {
                     || c.udp_stream_timeout.is_some()
                     || c.udp_timeout.is_some()
             });
+        let listed: Vec<ListedInterface> = spec
+            .network_interfaces
+            .iter()
+            .flatten()
+            .map(|ni| ListedInterface {
+                network_card_index: ni.network_card_index.unwrap_or(0),
+                device_index: ni.device_index.unwrap_or(0),
+                efa_only: ni.interface_type == Some(InterfaceType::EfaOnly),
+            })
+            .collect();
         NetworkInterface {
             associate_public_ip_address: spec.associate_public_ip_address,
             ip_prefix_count: spec.ip_prefix_count,
             ipv6,
             connection_tracking,
+            efa_interfaces: if listed.is_empty() { efa_interfaces } else { 0 },
+            listed,
         }
     }
 }
@@ -268,7 +299,7 @@ impl TemplateConfig {
             metadata: Metadata::of(spec),
             tags: launch.tags,
             block_devices: BlockDevice::of(spec),
-            network_interface: NetworkInterface::of(spec, launch.ipv6),
+            network_interface: NetworkInterface::of(spec, launch.ipv6, launch.efa_interfaces),
             detailed_monitoring: spec.detailed_monitoring.unwrap_or(false),
             nested_virtualization: nested_virtualization(spec),
             targeting: launch.targeting,
@@ -326,7 +357,7 @@ impl TemplateConfig {
         let mut data = ec2::RequestLaunchTemplateData::builder()
             .image_id(&self.image_id)
             .user_data(base64::engine::general_purpose::STANDARD.encode(&self.user_data))
-            .network_interfaces(self.network_interface_data())
+            .set_network_interfaces(Some(self.network_interfaces_data()))
             .monitoring(
                 ec2::LaunchTemplatesMonitoringRequest::builder()
                     .enabled(self.detailed_monitoring)
@@ -423,17 +454,59 @@ impl TemplateConfig {
         }
     }
 
-    /// The primary interface: device index 0 with the security groups, the public-address choice, the prefix
-    /// count of the cluster's family (and on IPv6 a primary IPv6 address) and the connection tracking timeouts.
-    fn network_interface_data(
+    /// The template's interfaces: without `networkInterfaces` the primary one (device index 0), or for a claim
+    /// requesting EFA one `efa` interface per network card; else each listed one on its card and device with its
+    /// type. Every interface carries the security groups; an interface with
+    /// addresses (all but EFA-only ones) also the public-address choice, the prefix count of the cluster's family
+    /// (and on IPv6 a primary IPv6 address) and the connection tracking timeouts.
+    fn network_interfaces_data(
         &self,
-    ) -> ec2::LaunchTemplateInstanceNetworkInterfaceSpecificationRequest {
+    ) -> Vec<ec2::LaunchTemplateInstanceNetworkInterfaceSpecificationRequest> {
+        let builder = || {
+            ec2::LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
+                .set_groups(Some(self.security_group_ids.clone()))
+        };
+        let ni = &self.network_interface;
+        if ni.listed.is_empty() && ni.efa_interfaces > 0 {
+            // One per network card; device index 0 on the first card only, so that it is the primary one.
+            return (0..ni.efa_interfaces)
+                .map(|card| {
+                    let interface = builder()
+                        .network_card_index(card)
+                        .device_index(if card == 0 { 0 } else { 1 })
+                        .interface_type("efa");
+                    self.addressed(interface).build()
+                })
+                .collect();
+        }
+        if ni.listed.is_empty() {
+            return vec![self.addressed(builder().device_index(0)).build()];
+        }
+        self.network_interface
+            .listed
+            .iter()
+            .map(|listed| {
+                let interface = builder()
+                    .network_card_index(listed.network_card_index)
+                    .device_index(listed.device_index);
+                if listed.efa_only {
+                    interface.interface_type("efa-only").build()
+                } else {
+                    self.addressed(interface.interface_type("interface"))
+                        .build()
+                }
+            })
+            .collect()
+    }
+
+    /// `interface` with the address settings of an interface that has addresses.
+    fn addressed(
+        &self,
+        interface: ec2::builders::LaunchTemplateInstanceNetworkInterfaceSpecificationRequestBuilder,
+    ) -> ec2::builders::LaunchTemplateInstanceNetworkInterfaceSpecificationRequestBuilder {
         let ni = &self.network_interface;
         let mut interface =
-            ec2::LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
-                .device_index(0)
-                .set_associate_public_ip_address(ni.associate_public_ip_address)
-                .set_groups(Some(self.security_group_ids.clone()));
+            interface.set_associate_public_ip_address(ni.associate_public_ip_address);
         interface = if ni.ipv6 {
             interface
                 .set_ipv6_prefix_count(ni.ip_prefix_count)
@@ -451,7 +524,7 @@ impl TemplateConfig {
                     .build(),
             );
         }
-        interface.build()
+        interface
     }
 }
 
@@ -466,6 +539,7 @@ mod tests {
             security_group_ids: vec!["sg-1".into(), "sg-2".into()],
             instance_profile: Some("profile".into()),
             tags: BTreeMap::new(),
+            efa_interfaces: 0,
             ipv6,
             targeting: Targeting::Open,
         }
@@ -542,6 +616,112 @@ mod tests {
         assert_eq!(
             data.iam_instance_profile().and_then(|p| p.name()),
             Some("profile")
+        );
+    }
+
+    /// Upstream: `cloudprovider/suite_test.go` (EFA) "should include vpc.amazonaws.com/efa on a nodeclaim if
+    /// nodeclass configured with EFA-only interfaces" and "... only interface (ENA) network interfaces", the launch
+    /// template half: each listed interface is sent on its card and device with its type; an EFA-only one
+    /// carries the security groups and nothing that needs an address.
+    #[test]
+    fn listed_network_interfaces_become_the_templates_interfaces() {
+        let mut spec = full_spec();
+        spec.network_interfaces = serde_json::from_value(serde_json::json!([
+            {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"},
+            {"networkCardIndex": 1, "deviceIndex": 1, "interfaceType": "efa-only"},
+        ]))
+        .expect("interfaces");
+        for ipv6 in [false, true] {
+            let data = TemplateConfig::new(&spec, launch(ipv6)).data();
+            let [primary, efa] = data.network_interfaces() else {
+                panic!("two interfaces: {data:?}")
+            };
+            assert_eq!(
+                (
+                    primary.network_card_index(),
+                    primary.device_index(),
+                    primary.interface_type()
+                ),
+                (Some(0), Some(0), Some("interface"))
+            );
+            assert_eq!(primary.groups(), ["sg-1", "sg-2"]);
+            assert_eq!(primary.associate_public_ip_address(), Some(true));
+            assert!(primary.connection_tracking_specification().is_some());
+            if ipv6 {
+                assert_eq!(primary.ipv6_prefix_count(), Some(2));
+                assert_eq!(primary.primary_ipv6(), Some(true));
+            } else {
+                assert_eq!(primary.ipv4_prefix_count(), Some(2));
+            }
+            assert_eq!(
+                (
+                    efa.network_card_index(),
+                    efa.device_index(),
+                    efa.interface_type()
+                ),
+                (Some(1), Some(1), Some("efa-only"))
+            );
+            assert_eq!(efa.groups(), ["sg-1", "sg-2"]);
+            assert_eq!(efa.associate_public_ip_address(), None);
+            assert_eq!(
+                (efa.ipv4_prefix_count(), efa.ipv6_prefix_count()),
+                (None, None)
+            );
+            assert_eq!((efa.primary_ipv6(), efa.ipv6_address_count()), (None, None));
+            assert!(efa.connection_tracking_specification().is_none());
+        }
+        // The interfaces are part of the configuration: another list, another template.
+        assert_ne!(
+            TemplateConfig::new(&spec, launch(false)).name(),
+            TemplateConfig::new(&full_spec(), launch(false)).name()
+        );
+    }
+
+    /// Upstream: `cloudprovider/suite_test.go` (EFA) "should include vpc.amazonaws.com/efa on a nodeclaim if it
+    /// requests it", the launch template half: a claim requesting EFA on a class listing no interfaces gets one
+    /// `efa` interface per network card (device index 0 on the first card only), each with the addresses; listed
+    /// interfaces win over that.
+    #[test]
+    fn a_claim_requesting_efa_gets_one_efa_interface_per_card() {
+        let efa_launch = || Launch {
+            efa_interfaces: 2,
+            ..launch(false)
+        };
+        let data = TemplateConfig::new(&full_spec(), efa_launch()).data();
+        let [first, second] = data.network_interfaces() else {
+            panic!("two interfaces: {data:?}")
+        };
+        assert_eq!(
+            (
+                first.network_card_index(),
+                first.device_index(),
+                first.interface_type()
+            ),
+            (Some(0), Some(0), Some("efa"))
+        );
+        assert_eq!(
+            (
+                second.network_card_index(),
+                second.device_index(),
+                second.interface_type()
+            ),
+            (Some(1), Some(1), Some("efa"))
+        );
+        for interface in [first, second] {
+            assert_eq!(interface.groups(), ["sg-1", "sg-2"]);
+            assert_eq!(interface.ipv4_prefix_count(), Some(2));
+            assert_eq!(interface.associate_public_ip_address(), Some(true));
+        }
+        let mut spec = full_spec();
+        spec.network_interfaces = serde_json::from_value(serde_json::json!([
+            {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"},
+        ]))
+        .expect("interfaces");
+        let data = TemplateConfig::new(&spec, efa_launch()).data();
+        assert_eq!(data.network_interfaces().len(), 1, "{data:?}");
+        assert_eq!(
+            data.network_interfaces()[0].interface_type(),
+            Some("interface")
         );
     }
 

@@ -13,7 +13,7 @@ use kerf::api::ec2nodeclass::{
 };
 use kerf::catalog::{
     CapacityType, CatalogSettings, InstanceType, InstanceTypeInfo, Offering, Pricing, Reservation,
-    RESERVED_PRICE_DIVISOR,
+    EFA, RESERVED_PRICE_DIVISOR,
 };
 use kerf::cloud::{
     newest_per_architecture, plan, provider_id, CloudError, CloudProvider, IceCache, Instance,
@@ -806,6 +806,7 @@ impl AwsCloud {
         request: &LaunchRequest<'_>,
         image_id: &str,
         targeting: Targeting,
+        efa_interfaces: i32,
     ) -> Result<TemplateConfig, CloudError> {
         let spec = &request.node_class.spec;
         let resolved = &request.node_class.resolved;
@@ -834,6 +835,7 @@ impl AwsCloud {
                 tags: template_tags(request.tags(&self.settings.cluster.name)),
                 ipv6: ipv6_cluster(self.settings.cluster.cidr.as_deref()),
                 targeting,
+                efa_interfaces,
             },
         ))
     }
@@ -846,17 +848,23 @@ impl AwsCloud {
     ) -> Result<aws_sdk_ec2::operation::create_fleet::CreateFleetOutput, CloudError> {
         // One template per image, and per reservation for a reserved launch: a template targets one reservation,
         // and its overrides are that reservation's pool only.
-        let mut by_template: BTreeMap<(&str, Option<&str>), Vec<&kerf::cloud::LaunchOverride>> =
+        // And per EFA interface count, for a claim requesting EFA: types differ in network cards.
+        type TemplateKey<'k> = (&'k str, Option<&'k str>, i32);
+        let mut by_template: BTreeMap<TemplateKey<'_>, Vec<&kerf::cloud::LaunchOverride>> =
             BTreeMap::new();
         for o in &plan.overrides {
             let reservation = o.reservation_id.as_deref();
             by_template
-                .entry((o.image_id.as_str(), reservation))
+                .entry((
+                    o.image_id.as_str(),
+                    reservation,
+                    efa_interfaces(request, &o.instance_type),
+                ))
                 .or_default()
                 .push(o);
         }
         let mut templates = Vec::new();
-        for ((image_id, reservation), overrides) in by_template {
+        for ((image_id, reservation, efa), overrides) in by_template {
             let targeting = match (reservation, market) {
                 (Some(id), Some(market)) => Targeting::Only {
                     id: id.to_owned(),
@@ -866,7 +874,7 @@ impl AwsCloud {
                 _ => Targeting::Open,
             };
             let template_name = self
-                .ensure_template(&self.template_config(request, image_id, targeting)?)
+                .ensure_template(&self.template_config(request, image_id, targeting, efa)?)
                 .await?;
             templates.push(TemplateOverrides {
                 template_name,
@@ -891,6 +899,28 @@ impl AwsCloud {
             })
             .await
     }
+}
+
+/// The EFA interfaces an instance of `instance_type` gets for `request`: one per network card of the type when
+/// the claim requests `vpc.amazonaws.com/efa` and its class lists no `networkInterfaces` (listed interfaces are
+/// sent as listed), as Karpenter's launch templates for EFA claims; else none.
+fn efa_interfaces(request: &LaunchRequest<'_>, instance_type: &str) -> i32 {
+    let listed = request
+        .node_class
+        .spec
+        .network_interfaces
+        .as_ref()
+        .is_some_and(|l| !l.is_empty());
+    if !request.efa_requested || listed {
+        return 0;
+    }
+    request
+        .instance_types
+        .iter()
+        .find(|it| it.name == instance_type)
+        .and_then(|it| it.capacity.extended.get(EFA))
+        .and_then(|n| i32::try_from(*n).ok())
+        .unwrap_or(0)
 }
 
 /// The tags of a launch template: the launch's, less the NodeClaim's name, so that claims with one
@@ -1305,7 +1335,12 @@ impl CloudProvider for AwsCloud {
         } else {
             Targeting::Open
         };
-        let config = self.template_config(request, &first.image_id, targeting)?;
+        let config = self.template_config(
+            request,
+            &first.image_id,
+            targeting,
+            efa_interfaces(request, &first.instance_type),
+        )?;
         let template_name = match launch_check::template(self.ensure_template(&config).await)? {
             Ok(name) => name,
             Err(refusal) => return Ok(Some(refusal)),

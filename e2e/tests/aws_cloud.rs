@@ -593,3 +593,109 @@ async fn a_class_s_ebs_network_and_monitoring_fields_reach_the_launch_template()
     );
     Ok(())
 }
+
+/// `spec.networkInterfaces` reaches the launch template as listed (issue 18): each interface on its network card and
+/// device with its type, the security groups on both, and the address settings (public address, prefix count)
+/// only on the interface that has addresses, not on the EFA-only one. Read back with DescribeLaunchTemplateVersions.
+#[tokio::test]
+async fn listed_network_interfaces_reach_the_launch_template() -> Result<()> {
+    let Some(emu) = AwsEmu::shared_or_skip("listed_network_interfaces_reach_the_launch_template")?
+    else {
+        return Ok(());
+    };
+    let mut launchable = emu.launchable("lt-nics").await?;
+    let mut spec = serde_json::to_value(&launchable.class.spec)?;
+    spec["networkInterfaces"] = serde_json::json!([
+        {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"},
+        {"networkCardIndex": 1, "deviceIndex": 1, "interfaceType": "efa-only"}
+    ]);
+    spec["associatePublicIPAddress"] = serde_json::json!(false);
+    spec["ipPrefixCount"] = serde_json::json!(1);
+    launchable.class.spec = serde_json::from_value(spec)?;
+    let (cluster, cloud, network) = (&launchable.cluster, &launchable.cloud, &launchable.network);
+    let request = launchable.request("nics-a", &["c5.large"], &["on-demand"])?;
+    cloud.create(&request, SystemTime::now()).await?;
+
+    let names = template_names(cloud, cluster).await?;
+    assert_eq!(names.len(), 1, "{names:?}");
+    let versions = cloud
+        .ec2()
+        .describe_launch_template_versions()
+        .launch_template_name(&names[0])
+        .versions("$Latest")
+        .send()
+        .await?;
+    let data = versions.launch_template_versions()[0]
+        .launch_template_data()
+        .context("template data")?;
+    let [primary, efa] = data.network_interfaces() else {
+        panic!("two network interfaces: {data:#?}")
+    };
+    let group = [network.security_group_id.as_str()];
+    assert_eq!(
+        (
+            primary.network_card_index(),
+            primary.device_index(),
+            primary.interface_type()
+        ),
+        (Some(0), Some(0), Some("interface"))
+    );
+    assert_eq!(primary.groups(), group);
+    assert_eq!(primary.associate_public_ip_address(), Some(false));
+    assert_eq!(primary.ipv4_prefix_count(), Some(1));
+    assert_eq!(
+        (
+            efa.network_card_index(),
+            efa.device_index(),
+            efa.interface_type()
+        ),
+        (Some(1), Some(1), Some("efa-only"))
+    );
+    assert_eq!(efa.groups(), group);
+    assert_eq!(efa.associate_public_ip_address(), None);
+    assert_eq!(efa.ipv4_prefix_count(), None);
+    Ok(())
+}
+
+/// A claim requesting `vpc.amazonaws.com/efa` on a class that lists no interfaces launches with one EFA interface
+/// per network card of its type (c6in.32xlarge has two), read back from the launch template.
+#[tokio::test]
+async fn a_claim_requesting_efa_launches_with_an_efa_interface_per_card() -> Result<()> {
+    let Some(emu) =
+        AwsEmu::shared_or_skip("a_claim_requesting_efa_launches_with_an_efa_interface_per_card")?
+    else {
+        return Ok(());
+    };
+    let launchable = emu.launchable("lt-efa").await?;
+    let (cluster, cloud) = (&launchable.cluster, &launchable.cloud);
+    let mut request = launchable.request("efa-a", &["c6in.32xlarge"], &["on-demand"])?;
+    request.efa_requested = true;
+    cloud.create(&request, SystemTime::now()).await?;
+
+    let names = template_names(cloud, cluster).await?;
+    assert_eq!(names.len(), 1, "{names:?}");
+    let versions = cloud
+        .ec2()
+        .describe_launch_template_versions()
+        .launch_template_name(&names[0])
+        .versions("$Latest")
+        .send()
+        .await?;
+    let data = versions.launch_template_versions()[0]
+        .launch_template_data()
+        .context("template data")?;
+    let interfaces: Vec<_> = data
+        .network_interfaces()
+        .iter()
+        .map(|i| (i.network_card_index(), i.device_index(), i.interface_type()))
+        .collect();
+    assert_eq!(
+        interfaces,
+        [
+            (Some(0), Some(0), Some("efa")),
+            (Some(1), Some(1), Some("efa"))
+        ],
+        "{data:#?}"
+    );
+    Ok(())
+}

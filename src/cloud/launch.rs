@@ -14,7 +14,7 @@ use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::Taint;
 use crate::api::requirements::{Requirement, Requirements};
-use crate::catalog::{CapacityType, InstanceType, OfferingFilter};
+use crate::catalog::{CapacityType, InstanceType, OfferingFilter, EFA};
 
 /// EC2 takes at most this many instance types in one CreateFleet call (Karpenter truncates to it).
 pub const MAX_INSTANCE_TYPES: usize = 60;
@@ -44,6 +44,9 @@ pub struct LaunchRequest<'a> {
     pub labels: BTreeMap<String, String>,
     /// The taints the node registers with: the claim's taints and startup taints.
     pub taints: Vec<Taint>,
+    /// The claim requests `vpc.amazonaws.com/efa`: where its class lists no network interfaces, the instance
+    /// gets one EFA interface per network card its type has, as Karpenter launches such claims.
+    pub efa_requested: bool,
 }
 
 impl<'a> LaunchRequest<'a> {
@@ -96,7 +99,14 @@ impl<'a> LaunchRequest<'a> {
             })
             .collect();
         compatible.sort_by(|(a, x), (b, y)| by_price(*a, *b).then_with(|| x.name.cmp(&y.name)));
+        let efa_requested = claim
+            .spec
+            .resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref())
+            .is_some_and(|r| r.contains_key(EFA));
         Ok(LaunchRequest {
+            efa_requested,
             node_claim: name,
             node_pool,
             node_class,

@@ -136,6 +136,7 @@ async fn request(cloud: &SimCloud, capacity_types: &[&str]) -> LaunchRequest<'st
         requirements: request.requirements,
         labels: request.labels,
         taints: request.taints,
+        efa_requested: request.efa_requested,
     }
 }
 

@@ -325,6 +325,7 @@ pub fn launch_request<'a>(
         requirements,
         labels: Default::default(),
         taints: Vec::new(),
+        efa_requested: false,
     }
 }
 
