@@ -198,6 +198,37 @@ async fn an_ec2nodeclass_reports_its_resolution_validation_and_readiness() -> Re
     patch_class(&bed, json!({"tags": {"karpenter.sh/nodepool": null}})).await?;
     wait_for(&bed, &[validated], pool_ready).await?;
 
+    // A placement group, which kerf cannot launch into yet: the class says so and is not ready (nothing launches
+    // outside the group); without the selector it is ready again.
+    patch_class(&bed, json!({"placementGroupSelector": {"name": "hpc"}})).await?;
+    wait_for(
+        &bed,
+        &[
+            (
+                "PlacementGroupReady",
+                "False",
+                "PlacementGroupNotSupported",
+                Some(
+                    "kerf does not launch into placement groups yet: remove spec.placementGroupSelector (\"hpc\") \
+                     to launch from this EC2NodeClass",
+                ),
+            ),
+            ("Ready", "False", "UnhealthyDependents", Some("PlacementGroupReady=False")),
+        ],
+        ("NodeClassReady", "False", "UnhealthyDependents", None),
+    )
+    .await?;
+    patch_class(&bed, json!({"placementGroupSelector": null})).await?;
+    wait_for(
+        &bed,
+        &[
+            ("PlacementGroupReady", "True", "PlacementGroupReady", None),
+            ("Ready", "True", "Ready", None),
+        ],
+        pool_ready,
+    )
+    .await?;
+
     // An instance profile that does not exist: kerf looks it up, and the validation waits on it.
     patch_class(
         &bed,

@@ -111,6 +111,13 @@ async fn reconcile<C: CloudProvider>(
     if let Ok(verdict) = &validated {
         conditions::set(&mut next, verdict.condition(), &now, generation);
     }
+    let (state, reason, message) = conditions::placement_group(&class.spec);
+    conditions::set(
+        &mut next,
+        (conditions::PLACEMENT_GROUP_READY, state, reason, &message),
+        &now,
+        generation,
+    );
     let gate = ctx.settings.feature_gates.reserved_capacity;
     conditions::set_ready(&mut next, &conditions::dependents(gate), &now, generation);
     if class.status.as_ref() != Some(&next) {

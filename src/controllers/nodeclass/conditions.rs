@@ -5,10 +5,12 @@
 //! (`ReconcilingDependents`), the message naming the unhealthy ones, latest change first. `kubectl get
 //! ec2nodeclasses` shows `Ready`, and a NodePool's `NodeClassReady` repeats its reason and message.
 //!
-//! `PlacementGroupReady` is not among them: kerf resolves no placement group (docs/cloud.md).
+//! `PlacementGroupReady` is one of them, as in Karpenter: `True` without `spec.placementGroupSelector`. kerf does
+//! not launch into placement groups yet, so a class that selects one has it `False` (`PlacementGroupNotSupported`,
+//! a reason Karpenter does not have) and is not `Ready`: nothing launches from it outside the group it asks for.
 
 use crate::api::condition::{self, Condition, FALSE, TRUE, UNKNOWN};
-use crate::api::ec2nodeclass::{Ami, EC2NodeClassStatus};
+use crate::api::ec2nodeclass::{Ami, EC2NodeClassSpec, EC2NodeClassStatus};
 use crate::cloud::{
     ResolvedNodeClass, NO_AMIS, NO_INSTANCE_PROFILE, NO_ROLE, NO_SECURITY_GROUPS, NO_SUBNETS,
 };
@@ -20,6 +22,7 @@ pub const SECURITY_GROUPS_READY: &str = "SecurityGroupsReady";
 pub const AMIS_READY: &str = "AMIsReady";
 pub const INSTANCE_PROFILE_READY: &str = "InstanceProfileReady";
 pub const CAPACITY_RESERVATIONS_READY: &str = "CapacityReservationsReady";
+pub const PLACEMENT_GROUP_READY: &str = "PlacementGroupReady";
 pub const VALIDATION_SUCCEEDED: &str = "ValidationSucceeded";
 pub const READY: &str = "Ready";
 
@@ -95,6 +98,7 @@ pub fn dependents(reserved_capacity: bool) -> Vec<&'static str> {
         SECURITY_GROUPS_READY,
         INSTANCE_PROFILE_READY,
         VALIDATION_SUCCEEDED,
+        PLACEMENT_GROUP_READY,
     ];
     if reserved_capacity {
         types.push(CAPACITY_RESERVATIONS_READY);
@@ -161,6 +165,27 @@ pub fn resolved(
     }
     next.conditions = Some(conditions);
     next
+}
+
+/// `PlacementGroupReady` for a class with `spec`: `(status, reason, message)`.
+pub fn placement_group(spec: &EC2NodeClassSpec) -> (&'static str, &'static str, String) {
+    match &spec.placement_group_selector {
+        None => (TRUE, PLACEMENT_GROUP_READY, String::new()),
+        Some(selector) => {
+            let named = selector
+                .name
+                .as_deref()
+                .or(selector.id.as_deref())
+                .unwrap_or_default();
+            (
+                FALSE,
+                "PlacementGroupNotSupported",
+                format!(
+                    "kerf does not launch into placement groups yet: remove spec.placementGroupSelector ({named:?}) to launch from this EC2NodeClass"
+                ),
+            )
+        }
+    }
 }
 
 /// Sets `type_` in `status`'s conditions.
@@ -307,6 +332,13 @@ mod tests {
             Err(_) => (VALIDATION_SUCCEEDED, FALSE, "DependenciesNotReady", "m"),
         };
         set(&mut status, validation, now, Some(generation));
+        let (state, reason, message) = placement_group(&EC2NodeClassSpec::default());
+        set(
+            &mut status,
+            (PLACEMENT_GROUP_READY, state, reason, &message),
+            now,
+            Some(generation),
+        );
         set_ready(&mut status, &dependents(false), now, Some(generation));
         status
     }
@@ -432,11 +464,45 @@ mod tests {
         assert_eq!(unknown.conditions, ready.conditions);
     }
 
+    /// Upstream `nodeclass/placementgroup_test.go`: without a selector `PlacementGroupReady` is True. kerf
+    /// resolves no placement group, so a class that selects one is not Ready and says why, where Karpenter would
+    /// launch into the group: nothing launches outside it.
+    #[test]
+    fn a_class_selecting_a_placement_group_is_not_ready_and_says_why() {
+        assert_eq!(
+            placement_group(&EC2NodeClassSpec::default()),
+            (TRUE, PLACEMENT_GROUP_READY, String::new())
+        );
+        let spec: EC2NodeClassSpec =
+            serde_json::from_value(serde_json::json!({"placementGroupSelector": {"name": "hpc"}}))
+                .expect("a spec");
+        let (state, reason, message) = placement_group(&spec);
+        assert_eq!((state, reason), (FALSE, "PlacementGroupNotSupported"));
+        assert!(
+            message.contains("spec.placementGroupSelector (\"hpc\")"),
+            "{message}"
+        );
+        let mut status = full(None, Ok(&resolution()), "t", 1);
+        set(
+            &mut status,
+            (PLACEMENT_GROUP_READY, state, reason, &message),
+            "t",
+            Some(1),
+        );
+        set_ready(&mut status, &dependents(false), "t", Some(1));
+        assert_eq!(
+            get(&status, READY),
+            (FALSE, "UnhealthyDependents", "PlacementGroupReady=False")
+        );
+    }
+
     /// operatorpkg's root condition: missing dependents are initialized Unknown; Unknown dependents make Ready
     /// Unknown (`ReconcilingDependents`); a dependent of an older generation is not healthy.
     #[test]
     fn ready_sums_up_its_dependents() {
         let mut fresh = resolved(None, Ok(&resolution()), "2026-11-23T00:00:00Z", Some(1));
+        let no_group = (PLACEMENT_GROUP_READY, TRUE, PLACEMENT_GROUP_READY, "");
+        set(&mut fresh, no_group, "2026-11-23T00:00:00Z", Some(1));
         set_ready(
             &mut fresh,
             &dependents(false),
