@@ -16,10 +16,10 @@ use kerf::catalog::{
     EFA, RESERVED_PRICE_DIVISOR,
 };
 use kerf::cloud::{
-    newest_per_architecture, plan, provider_id, CloudError, CloudProvider, IceCache, Instance,
-    InstanceReservation, InstanceState, LaunchRefusal, LaunchRequest, NodeClass, OfferingKey,
-    RefusedCall, ResolvedAmi, ResolvedNodeClass, ResolvedSubnet, NO_AMIS, NO_INSTANCE_PROFILE,
-    TAG_CLUSTER_PREFIX, TAG_NODECLAIM, TAG_NODEPOOL,
+    newest_per_architecture, plan, provider_id, AmiVariant, CloudError, CloudProvider, IceCache,
+    Instance, InstanceReservation, InstanceState, LaunchRefusal, LaunchRequest, NodeClass,
+    OfferingKey, RefusedCall, ResolvedAmi, ResolvedNodeClass, ResolvedSubnet, NO_AMIS,
+    NO_INSTANCE_PROFILE, TAG_CLUSTER_PREFIX, TAG_NODECLAIM, TAG_NODEPOOL,
 };
 
 use crate::capacity_reservations::{
@@ -605,25 +605,35 @@ impl AwsCloud {
 
     async fn amis(&self, spec: &EC2NodeClassSpec) -> Result<Vec<ResolvedAmi>, CloudError> {
         let mut images = Vec::new();
+        // The variants each alias image is published as (one image may be several: AL2's GPU image).
+        let mut variants: HashMap<String, Vec<AmiVariant>> = HashMap::new();
         for term in spec.ami_selector_terms.iter().flatten() {
             if let Some(alias) = &term.alias {
                 let mut ids = Vec::new();
-                for (_arch, parameter) in
-                    alias_parameters(alias, &self.settings.kubernetes_version)?
-                {
+                for parameter in alias_parameters(alias, &self.settings.kubernetes_version)? {
                     let out = self
                         .call(
                             "GetParameter",
-                            self.ssm.get_parameter().name(&parameter).send(),
+                            self.ssm.get_parameter().name(&parameter.name).send(),
                         )
                         .await;
                     match out {
-                        Ok(out) => ids.extend(out.parameter.and_then(|p| p.value)),
-                        // No AMI of this architecture (or version) is published: the others still serve.
+                        Ok(out) => {
+                            if let Some(id) = out.parameter.and_then(|p| p.value) {
+                                let known = variants.entry(id.clone()).or_default();
+                                known.extend(parameter.variants);
+                                known.sort_unstable();
+                                known.dedup();
+                                ids.push(id);
+                            }
+                        }
+                        // No AMI of this architecture, variant (or version) is published: the others still serve.
                         Err(e) if code_of(&e) == Some("ParameterNotFound") => {}
                         Err(e) => return Err(e),
                     }
                 }
+                ids.sort_unstable();
+                ids.dedup();
                 if !ids.is_empty() {
                     images.extend(self.describe_images(Some(ids), vec![], vec![]).await?);
                 }
@@ -657,8 +667,10 @@ impl AwsCloud {
             {
                 return None;
             }
+            let id = image.image_id?;
             Some(ResolvedAmi {
-                id: image.image_id?,
+                variants: variants.get(&id).cloned().unwrap_or_default(),
+                id,
                 name: image.name,
                 architecture: image.architecture?.as_str().to_owned(),
                 creation_date: image.creation_date,

@@ -4,10 +4,7 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types::Filter;
-use kerf::cloud::CloudError;
-
-/// The architectures kerf launches, as EC2 and SSM paths name them.
-pub const ARCHITECTURES: [&str; 2] = ["x86_64", "arm64"];
+use kerf::cloud::{AmiVariant, CloudError};
 
 /// EC2 filters for a selector term's tags: `tag:<key>` = value, or `tag-key` = key for the value `*`.
 pub fn tag_filters(tags: Option<&BTreeMap<String, String>>) -> Vec<Filter> {
@@ -26,12 +23,22 @@ pub fn tag_filters(tags: Option<&BTreeMap<String, String>>) -> Vec<Filter> {
         .collect()
 }
 
-/// The SSM parameter holding the AMI ID of `alias` for each architecture, for Kubernetes
-/// `kubernetes_version` (`1.30`).
+/// One SSM public parameter an alias reads: the architecture and variants of the image it holds, and its name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AliasParameter {
+    pub architecture: &'static str,
+    pub variants: Vec<AmiVariant>,
+    pub name: String,
+}
+
+/// The SSM parameters holding the AMI IDs of `alias` for Kubernetes `kubernetes_version` (`1.30`): one per
+/// architecture and variant that Karpenter v1.14 reads (its `DescribeImageQuery` per family), so that GPU and
+/// Neuron instance types boot the images with their drivers. A parameter that does not exist is skipped.
 pub fn alias_parameters(
     alias: &str,
     kubernetes_version: &str,
-) -> Result<Vec<(&'static str, String)>, CloudError> {
+) -> Result<Vec<AliasParameter>, CloudError> {
+    use AmiVariant::{Neuron, Nvidia, Standard};
     let invalid = |why: &str| CloudError::InvalidRequest(format!("AMI alias {alias:?}: {why}"));
     let (family, version) = alias
         .split_once('@')
@@ -41,33 +48,78 @@ pub fn alias_parameters(
     }
     let k8s = kubernetes_version;
     let latest = version == "latest";
-    ARCHITECTURES
-        .iter()
-        .map(|&arch| {
-            let path = match family {
-                "al2023" if latest => format!(
-                    "/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023/{arch}/standard/recommended/image_id"
-                ),
-                "al2023" => format!(
-                    "/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023/{arch}/standard/amazon-eks-node-al2023-{arch}-standard-{k8s}-{version}/image_id"
-                ),
-                "al2" => {
-                    let flavour = if arch == "arm64" { "amazon-linux-2-arm64" } else { "amazon-linux-2" };
-                    if latest {
-                        format!("/aws/service/eks/optimized-ami/{k8s}/{flavour}/recommended/image_id")
-                    } else {
-                        format!("/aws/service/eks/optimized-ami/{k8s}/{flavour}/amazon-eks-node-{k8s}-{version}/image_id")
-                    }
-                }
-                "bottlerocket" => {
-                    let version = version.strip_prefix('v').unwrap_or(version);
-                    format!("/aws/service/bottlerocket/aws-k8s-{k8s}/{arch}/{version}/image_id")
-                }
-                _ => return Err(invalid("the family must be al2023, al2 or bottlerocket")),
+    let parameter =
+        |architecture: &'static str, variants: &[AmiVariant], name: String| AliasParameter {
+            architecture,
+            variants: variants.to_vec(),
+            name,
+        };
+    Ok(match family {
+        "al2023" => {
+            let path = |arch: &'static str, variant: AmiVariant| {
+                let v = match variant {
+                    Standard => "standard",
+                    Nvidia => "nvidia",
+                    Neuron => "neuron",
+                };
+                let name = if latest {
+                    "recommended".to_owned()
+                } else {
+                    format!("amazon-eks-node-al2023-{arch}-{v}-{k8s}-{version}")
+                };
+                parameter(
+                    arch,
+                    &[variant],
+                    format!("/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023/{arch}/{v}/{name}/image_id"),
+                )
             };
-            Ok((arch, path))
-        })
-        .collect()
+            vec![
+                path("x86_64", Standard),
+                path("x86_64", Nvidia),
+                path("x86_64", Neuron),
+                path("arm64", Standard),
+                path("arm64", Nvidia),
+            ]
+        }
+        "al2" => {
+            let path = |flavour: &str, node: &str| {
+                let name = if latest {
+                    "recommended".to_owned()
+                } else {
+                    format!("amazon-eks-{node}-{k8s}-{version}")
+                };
+                format!("/aws/service/eks/optimized-ami/{k8s}/{flavour}/{name}/image_id")
+            };
+            vec![
+                parameter("x86_64", &[Standard], path("amazon-linux-2", "node")),
+                parameter(
+                    "arm64",
+                    &[Standard],
+                    path("amazon-linux-2-arm64", "arm64-node"),
+                ),
+                parameter(
+                    "x86_64",
+                    &[Nvidia, Neuron],
+                    path("amazon-linux-2-gpu", "gpu-node"),
+                ),
+            ]
+        }
+        "bottlerocket" => {
+            let version = version.strip_prefix('v').unwrap_or(version);
+            let path = |flavour: &str, arch: &str| {
+                format!(
+                    "/aws/service/bottlerocket/aws-k8s-{k8s}{flavour}/{arch}/{version}/image_id"
+                )
+            };
+            vec![
+                parameter("x86_64", &[Standard, Neuron], path("", "x86_64")),
+                parameter("arm64", &[Standard], path("", "arm64")),
+                parameter("x86_64", &[Nvidia], path("-nvidia", "x86_64")),
+                parameter("arm64", &[Nvidia], path("-nvidia", "arm64")),
+            ]
+        }
+        _ => return Err(invalid("the family must be al2023, al2 or bottlerocket")),
+    })
 }
 
 /// Whether `value` is an EC2 image id (`ami-` and lowercase hex, as the EC2NodeClass's `id` pattern has it): what
@@ -129,24 +181,104 @@ mod tests {
 
     #[test]
     fn aliases_name_the_eks_and_bottlerocket_parameters() {
+        use AmiVariant::{Neuron, Nvidia, Standard};
+        let named = |alias: &str| -> Vec<(&'static str, Vec<AmiVariant>, String)> {
+            alias_parameters(alias, "1.30")
+                .unwrap()
+                .into_iter()
+                .map(|p| (p.architecture, p.variants, p.name))
+                .collect()
+        };
+        let eks = "/aws/service/eks/optimized-ami/1.30";
+        // Karpenter's al2023.go: standard and NVIDIA on both architectures, Neuron on x86_64.
         assert_eq!(
-            alias_parameters("al2023@latest", "1.30").unwrap(),
+            named("al2023@latest"),
             [
-                ("x86_64", "/aws/service/eks/optimized-ami/1.30/amazon-linux-2023/x86_64/standard/recommended/image_id".to_string()),
-                ("arm64", "/aws/service/eks/optimized-ami/1.30/amazon-linux-2023/arm64/standard/recommended/image_id".to_string()),
+                (
+                    "x86_64",
+                    vec![Standard],
+                    format!("{eks}/amazon-linux-2023/x86_64/standard/recommended/image_id")
+                ),
+                (
+                    "x86_64",
+                    vec![Nvidia],
+                    format!("{eks}/amazon-linux-2023/x86_64/nvidia/recommended/image_id")
+                ),
+                (
+                    "x86_64",
+                    vec![Neuron],
+                    format!("{eks}/amazon-linux-2023/x86_64/neuron/recommended/image_id")
+                ),
+                (
+                    "arm64",
+                    vec![Standard],
+                    format!("{eks}/amazon-linux-2023/arm64/standard/recommended/image_id")
+                ),
+                (
+                    "arm64",
+                    vec![Nvidia],
+                    format!("{eks}/amazon-linux-2023/arm64/nvidia/recommended/image_id")
+                ),
             ]
         );
         assert_eq!(
-            alias_parameters("al2023@v20240807", "1.30").unwrap()[0].1,
-            "/aws/service/eks/optimized-ami/1.30/amazon-linux-2023/x86_64/standard/amazon-eks-node-al2023-x86_64-standard-1.30-v20240807/image_id"
+            named("al2023@v20240807")[1].2,
+            format!("{eks}/amazon-linux-2023/x86_64/nvidia/amazon-eks-node-al2023-x86_64-nvidia-1.30-v20240807/image_id")
+        );
+        // al2.go: one GPU image for NVIDIA and Neuron; the arm64 image's pinned name says arm64.
+        assert_eq!(
+            named("al2@v20240807"),
+            [
+                (
+                    "x86_64",
+                    vec![Standard],
+                    format!("{eks}/amazon-linux-2/amazon-eks-node-1.30-v20240807/image_id")
+                ),
+                (
+                    "arm64",
+                    vec![Standard],
+                    format!(
+                        "{eks}/amazon-linux-2-arm64/amazon-eks-arm64-node-1.30-v20240807/image_id"
+                    )
+                ),
+                (
+                    "x86_64",
+                    vec![Nvidia, Neuron],
+                    format!("{eks}/amazon-linux-2-gpu/amazon-eks-gpu-node-1.30-v20240807/image_id")
+                ),
+            ]
         );
         assert_eq!(
-            alias_parameters("al2@latest", "1.30").unwrap()[1].1,
-            "/aws/service/eks/optimized-ami/1.30/amazon-linux-2-arm64/recommended/image_id"
+            named("al2@latest")[1].2,
+            format!("{eks}/amazon-linux-2-arm64/recommended/image_id")
         );
+        // bottlerocket.go: the x86_64 image serves Neuron too; NVIDIA images have their own family.
         assert_eq!(
-            alias_parameters("bottlerocket@v1.20.0", "1.30").unwrap()[0].1,
-            "/aws/service/bottlerocket/aws-k8s-1.30/x86_64/1.20.0/image_id"
+            named("bottlerocket@v1.20.0"),
+            [
+                (
+                    "x86_64",
+                    vec![Standard, Neuron],
+                    "/aws/service/bottlerocket/aws-k8s-1.30/x86_64/1.20.0/image_id".to_owned()
+                ),
+                (
+                    "arm64",
+                    vec![Standard],
+                    "/aws/service/bottlerocket/aws-k8s-1.30/arm64/1.20.0/image_id".to_owned()
+                ),
+                (
+                    "x86_64",
+                    vec![Nvidia],
+                    "/aws/service/bottlerocket/aws-k8s-1.30-nvidia/x86_64/1.20.0/image_id"
+                        .to_owned()
+                ),
+                (
+                    "arm64",
+                    vec![Nvidia],
+                    "/aws/service/bottlerocket/aws-k8s-1.30-nvidia/arm64/1.20.0/image_id"
+                        .to_owned()
+                ),
+            ]
         );
     }
 

@@ -66,18 +66,20 @@ async fn a_node_class_resolves_to_its_subnets_security_group_and_newest_amis() -
         .map(|class| Ok(class?.resolved.instance_profile))
         .collect::<Result<std::collections::BTreeSet<_>>>()?;
     assert_eq!(profiles.len(), 1, "one profile for the class: {profiles:?}");
-    // The seeded SSM parameters of al2023@latest name these AMIs (e2e/scripts/aws-emu/).
+    // The seeded SSM parameters of al2023@latest name these AMIs (e2e/scripts/aws-emu/): the x86_64 image is
+    // published as standard and NVIDIA, so it boots GPU types too; no Neuron or arm64 NVIDIA image is seeded.
+    use kerf::cloud::AmiVariant::{Nvidia, Standard};
     let amis: Vec<_> = class
         .resolved
         .amis
         .iter()
-        .map(|a| (a.architecture.as_str(), a.id.as_str()))
+        .map(|a| (a.architecture.as_str(), a.id.as_str(), a.variants.clone()))
         .collect();
     assert_eq!(
         amis,
         [
-            ("arm64", "ami-0eks130arm00001"),
-            ("x86_64", "ami-0eks130x86000001")
+            ("arm64", "ami-0eks130arm00001", vec![Standard]),
+            ("x86_64", "ami-0eks130x86000001", vec![Standard, Nvidia])
         ]
     );
 

@@ -100,7 +100,8 @@ async fn the_class_status_is_written_and_leaks_and_orphans_are_collected() -> Re
         .collect();
     assert_eq!(listed, subnets);
     assert_eq!(status.security_groups.as_ref().map(Vec::len), Some(1));
-    assert_eq!(status.amis.as_ref().map(Vec::len), Some(2));
+    // One entry per image and variant: the emulator publishes the x86_64 image as standard and NVIDIA.
+    assert_eq!(status.amis.as_ref().map(Vec::len), Some(3));
     assert!(status
         .instance_profile
         .as_deref()
@@ -108,7 +109,13 @@ async fn the_class_status_is_written_and_leaks_and_orphans_are_collected() -> Re
 
     // A leak: an instance kerf launched for the cluster (its tags) that no NodeClaim names.
     let subnet = &class.resolved.subnets[0].subnet.id;
-    let ami = &class.resolved.ami_for("x86_64").context("an x86 AMI")?.id;
+    let ami = &class
+        .resolved
+        .amis
+        .iter()
+        .find(|a| a.architecture == "x86_64")
+        .context("an x86 AMI")?
+        .id;
     let tags = TagSpecification::builder()
         .resource_type(ResourceType::Instance)
         .tags(

@@ -182,7 +182,7 @@ pub fn plan(
     let mut reserved: BTreeMap<(String, String), (ReservationRank, usize)> = BTreeMap::new();
     let filter = OfferingFilter::new(&request.requirements);
     for it in &request.instance_types {
-        let Some(ami) = architecture(it).and_then(|arch| class.ami_for(&arch)) else {
+        let Some(ami) = class.ami_for(it) else {
             continue;
         };
         for offering in &it.offerings {
@@ -279,13 +279,4 @@ type ReservationRank = (u32, Reverse<String>);
 fn by_price(a: Option<f64>, b: Option<f64>) -> Ordering {
     a.unwrap_or(f64::INFINITY)
         .total_cmp(&b.unwrap_or(f64::INFINITY))
-}
-
-/// The type's architecture (`kubernetes.io/arch`, `amd64`/`arm64`) as EC2 names it (`x86_64`/`arm64`).
-fn architecture(instance_type: &InstanceType) -> Option<String> {
-    let arch = instance_type.requirements.get(labels::ARCH)?.any()?;
-    Some(match arch.as_ref() {
-        "amd64" => "x86_64".to_owned(),
-        other => other.to_owned(),
-    })
 }

@@ -5,6 +5,9 @@ use std::collections::HashMap;
 
 use super::error::CloudError;
 use crate::api::ec2nodeclass::{CapacityReservation, EC2NodeClassSpec, SecurityGroup, Subnet};
+use crate::api::labels;
+use crate::catalog::InstanceType;
+use crate::catalog::{INSTANCE_ACCELERATOR_COUNT, INSTANCE_GPU_COUNT};
 
 /// The reasons a class is not ready (the `reason` of [`CloudError::NodeClassNotReady`]).
 pub const NO_SUBNETS: &str = "no subnet matches subnetSelectorTerms";
@@ -68,7 +71,7 @@ pub struct ResolvedSubnet {
     pub available_ips: i64,
 }
 
-/// An AMI and the architecture it boots.
+/// An AMI, the architecture it boots and, for an alias's image, the kinds of instance type it is for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResolvedAmi {
     pub id: String,
@@ -77,14 +80,67 @@ pub struct ResolvedAmi {
     pub architecture: String,
     /// RFC 3339, as EC2 reports it; the newest wins among AMIs of one architecture.
     pub creation_date: Option<String>,
+    /// The alias variants the image is published as (the AL2 GPU image is both NVIDIA's and Neuron's); empty
+    /// for an image selected otherwise (ID, name, tags, SSM parameter), which fits every type of its
+    /// architecture.
+    pub variants: Vec<AmiVariant>,
+}
+
+/// The variants of the EKS-optimized and Bottlerocket images an alias names, told apart by the instance types
+/// they are for as Karpenter's `Variant.Requirements` does: standard images for types without GPUs or
+/// accelerators, NVIDIA images for types with GPUs, Neuron images for types with accelerators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AmiVariant {
+    Standard,
+    Nvidia,
+    Neuron,
+}
+
+impl AmiVariant {
+    /// What a type must meet for the variant: `(label, exists)`: the label exists, or does not.
+    pub fn requirements(self) -> &'static [(&'static str, bool)] {
+        match self {
+            AmiVariant::Standard => &[
+                (INSTANCE_ACCELERATOR_COUNT, false),
+                (INSTANCE_GPU_COUNT, false),
+            ],
+            AmiVariant::Nvidia => &[(INSTANCE_GPU_COUNT, true)],
+            AmiVariant::Neuron => &[(INSTANCE_ACCELERATOR_COUNT, true)],
+        }
+    }
+
+    /// Whether instances of `it` boot this variant: the type has the label (a GPU or accelerator count), or has
+    /// not. A type whose requirements leave a label out has none of it.
+    pub fn fits(self, it: &InstanceType) -> bool {
+        let has = |key: &str| it.requirements.get(key).is_some_and(|r| !r.allows_absent());
+        self.requirements()
+            .iter()
+            .all(|&(key, exists)| has(key) == exists)
+    }
+}
+
+impl ResolvedAmi {
+    /// Whether instances of `it` may boot this image: its architecture, and one of its variants if it has any.
+    pub fn fits(&self, it: &InstanceType) -> bool {
+        let arch = it.requirements.get(labels::ARCH).and_then(|r| r.any());
+        let architecture = match arch.as_deref() {
+            Some("amd64") => "x86_64",
+            Some(other) => other,
+            None => return false,
+        };
+        architecture == self.architecture
+            && (self.variants.is_empty() || self.variants.iter().any(|v| v.fits(it)))
+    }
 }
 
 impl ResolvedNodeClass {
-    /// The AMI for instances of `architecture`.
-    pub fn ami_for(&self, architecture: &str) -> Option<&ResolvedAmi> {
+    /// The AMI instances of `it` boot: the newest of those that fit it (its architecture, and for an alias's
+    /// images the variant for its GPUs or accelerators), as Karpenter maps AMIs to instance types.
+    pub fn ami_for(&self, it: &InstanceType) -> Option<&ResolvedAmi> {
         self.amis
             .iter()
-            .find(|ami| ami.architecture == architecture)
+            .filter(|ami| ami.fits(it))
+            .max_by(|a, b| (&a.creation_date, &a.id).cmp(&(&b.creation_date, &b.id)))
     }
 
     /// The subnet to launch into in `zone`: the one with the most free addresses (ties: the lowest ID).
@@ -131,16 +187,18 @@ impl ResolvedNodeClass {
     }
 }
 
-/// Keeps, per architecture, the newest AMI (by creation date, then ID for a stable choice), sorted by
-/// architecture.
+/// Keeps, per architecture and variants, the newest AMI (by creation date, then ID for a stable choice), sorted
+/// by architecture, then variants.
 pub fn newest_per_architecture(amis: impl IntoIterator<Item = ResolvedAmi>) -> Vec<ResolvedAmi> {
-    let mut newest: std::collections::BTreeMap<String, ResolvedAmi> = Default::default();
+    let mut newest: std::collections::BTreeMap<(String, Vec<AmiVariant>), ResolvedAmi> =
+        Default::default();
     for ami in amis {
+        let key = (ami.architecture.clone(), ami.variants.clone());
         let replace = newest
-            .get(&ami.architecture)
+            .get(&key)
             .is_none_or(|kept| (&ami.creation_date, &ami.id) > (&kept.creation_date, &kept.id));
         if replace {
-            newest.insert(ami.architecture.clone(), ami);
+            newest.insert(key, ami);
         }
     }
     newest.into_values().collect()
@@ -156,6 +214,7 @@ mod tests {
             name: None,
             architecture: architecture.into(),
             creation_date: Some(created.into()),
+            variants: Vec::new(),
         }
     }
 
@@ -168,6 +227,74 @@ mod tests {
             },
             available_ips,
         }
+    }
+
+    /// Upstream: amifamily's `Variant.Requirements` and `MapToInstanceTypes`: an alias's standard image boots
+    /// types without GPUs or accelerators, its NVIDIA image GPU types, its Neuron image accelerator types; an
+    /// image selected otherwise boots every type of its architecture; a type no image fits has none.
+    #[test]
+    fn alias_images_go_to_the_types_of_their_variant() {
+        let catalog = crate::catalog::Catalog::from_instance_types_json(
+            &serde_json::json!({"instanceTypes": [
+                {"name": "plain", "cpu": "2", "memory": "4Gi", "pods": 10, "offerings": [{"zone": "z", "capacityType": "on-demand"}]},
+                {"name": "gpu", "cpu": "8", "memory": "32Gi", "pods": 10, "offerings": [{"zone": "z", "capacityType": "on-demand"}],
+                 "labels": {INSTANCE_GPU_COUNT: "1"}},
+                {"name": "inf", "cpu": "8", "memory": "32Gi", "pods": 10, "offerings": [{"zone": "z", "capacityType": "on-demand"}],
+                 "labels": {INSTANCE_ACCELERATOR_COUNT: "2"}},
+                {"name": "arm", "cpu": "2", "memory": "4Gi", "pods": 10, "offerings": [{"zone": "z", "capacityType": "on-demand"}], "arch": "arm64"},
+            ]})
+            .to_string(),
+        )
+        .expect("a catalog");
+        let of = |name: &str| {
+            catalog
+                .instance_types
+                .iter()
+                .find(|it| it.name == name)
+                .expect("listed")
+        };
+        let with = |id: &str, created: &str, variants: &[AmiVariant]| ResolvedAmi {
+            variants: variants.to_vec(),
+            ..ami(id, "x86_64", created)
+        };
+        let class = |amis: Vec<ResolvedAmi>| ResolvedNodeClass {
+            amis,
+            ..ResolvedNodeClass::default()
+        };
+        let alias = class(vec![
+            with("ami-standard", "2026-01-01", &[AmiVariant::Standard]),
+            with("ami-nvidia", "2026-01-01", &[AmiVariant::Nvidia]),
+            with("ami-neuron", "2026-01-01", &[AmiVariant::Neuron]),
+        ]);
+        let booted =
+            |class: &ResolvedNodeClass, name: &str| class.ami_for(of(name)).map(|a| a.id.clone());
+        assert_eq!(booted(&alias, "plain").as_deref(), Some("ami-standard"));
+        assert_eq!(booted(&alias, "gpu").as_deref(), Some("ami-nvidia"));
+        assert_eq!(booted(&alias, "inf").as_deref(), Some("ami-neuron"));
+        assert_eq!(booted(&alias, "arm"), None);
+        // Without an NVIDIA image, GPU types have no image (they would boot without drivers).
+        let standard_only = class(vec![with(
+            "ami-standard",
+            "2026-01-01",
+            &[AmiVariant::Standard],
+        )]);
+        assert_eq!(booted(&standard_only, "gpu"), None);
+        // AL2's GPU image is NVIDIA's and Neuron's.
+        let al2 = class(vec![with(
+            "ami-gpu",
+            "2026-01-01",
+            &[AmiVariant::Nvidia, AmiVariant::Neuron],
+        )]);
+        assert_eq!(booted(&al2, "gpu").as_deref(), Some("ami-gpu"));
+        assert_eq!(booted(&al2, "inf").as_deref(), Some("ami-gpu"));
+        assert_eq!(booted(&al2, "plain"), None);
+        // An image by ID fits every type of its architecture; the newest fitting one wins.
+        let mixed = class(vec![
+            with("ami-old", "2025-01-01", &[]),
+            with("ami-standard", "2026-01-01", &[AmiVariant::Standard]),
+        ]);
+        assert_eq!(booted(&mixed, "plain").as_deref(), Some("ami-standard"));
+        assert_eq!(booted(&mixed, "gpu").as_deref(), Some("ami-old"));
     }
 
     #[test]

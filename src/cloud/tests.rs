@@ -83,6 +83,7 @@ fn sim() -> SimCloud {
                 name: None,
                 architecture: arch.into(),
                 creation_date: Some(created.into()),
+                variants: Vec::new(),
             },
             alias_family: Some("al2023".into()),
             tags: BTreeMap::new(),

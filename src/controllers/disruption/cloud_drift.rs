@@ -133,6 +133,7 @@ mod tests {
                 name: None,
                 architecture: "x86_64".into(),
                 creation_date: Some("2026-06-01T00:00:00Z".into()),
+                variants: Vec::new(),
             },
             alias_family: Some("al2023".into()),
             tags: BTreeMap::new(),

@@ -69,6 +69,7 @@ pub(crate) fn cloud() -> SimCloud {
             name: None,
             architecture: "x86_64".into(),
             creation_date: Some("2026-01-01T00:00:00Z".into()),
+            variants: Vec::new(),
         },
         alias_family: Some("al2023".into()),
         tags: BTreeMap::new(),

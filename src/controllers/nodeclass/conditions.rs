@@ -131,7 +131,7 @@ pub fn resolved(
         Ok(resolved) => {
             next.subnets = Some(resolved.subnets.iter().map(|s| s.subnet.clone()).collect());
             next.security_groups = Some(resolved.security_groups.clone());
-            next.amis = Some(resolved.amis.iter().map(ami).collect());
+            next.amis = Some(resolved.amis.iter().flat_map(amis).collect());
             next.instance_profile = resolved.instance_profile.clone();
             // Listed only with the `ReservedCapacity` gate on; otherwise what an earlier run wrote stays, as
             // Karpenter leaves the status of a reconciler it skips.
@@ -253,24 +253,40 @@ pub fn ready_reason(status: &EC2NodeClassStatus) -> Option<String> {
     }
 }
 
-/// An AMI as the status lists it: with the architecture requirement that picks it.
-fn ami(resolved: &crate::cloud::ResolvedAmi) -> Ami {
+/// An AMI as the status lists it, once per variant it is published as: the architecture requirement that picks
+/// it and the variant's (Karpenter's `status.amis`, e.g. `karpenter.k8s.aws/instance-gpu-count Exists` for an
+/// NVIDIA image).
+fn amis(resolved: &crate::cloud::ResolvedAmi) -> Vec<Ami> {
     let arch = match resolved.architecture.as_str() {
         "x86_64" => "amd64",
         other => other,
     };
-    Ami {
-        id: resolved.id.clone(),
-        deprecated: None,
-        name: resolved.name.clone(),
-        requirements: vec![NodeSelectorRequirement {
+    let entry = |variant: Option<crate::cloud::AmiVariant>| {
+        let mut requirements = vec![NodeSelectorRequirement {
             key: crate::api::labels::ARCH.to_owned(),
             operator: "In".to_owned(),
             values: Some(vec![arch.to_owned()]),
-        }],
-        root_device_name: None,
-        root_device_snapshot_id: None,
+        }];
+        for &(key, exists) in variant.map(|v| v.requirements()).unwrap_or_default() {
+            requirements.push(NodeSelectorRequirement {
+                key: key.to_owned(),
+                operator: if exists { "Exists" } else { "DoesNotExist" }.to_owned(),
+                values: None,
+            });
+        }
+        Ami {
+            id: resolved.id.clone(),
+            deprecated: None,
+            name: resolved.name.clone(),
+            requirements,
+            root_device_name: None,
+            root_device_snapshot_id: None,
+        }
+    };
+    if resolved.variants.is_empty() {
+        return vec![entry(None)];
     }
+    resolved.variants.iter().map(|&v| entry(Some(v))).collect()
 }
 
 #[cfg(test)]
@@ -298,6 +314,7 @@ mod tests {
                 name: Some("al2023".into()),
                 architecture: "x86_64".into(),
                 creation_date: None,
+                variants: Vec::new(),
             }],
             instance_profile: Some("profile".into()),
             capacity_reservations: Some(vec![]),

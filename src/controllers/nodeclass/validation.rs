@@ -280,18 +280,9 @@ fn on_demand(it: &InstanceType) -> bool {
         .any(|o| o.capacity_type == CapacityType::OnDemand)
 }
 
-/// Whether the class resolved an image for the type's architecture.
+/// Whether the class resolved an image the type boots.
 fn has_image(node_class: &NodeClass, it: &InstanceType) -> bool {
-    let arch = it
-        .requirements
-        .get(labels::ARCH)
-        .and_then(|r| r.any().map(Cow::into_owned));
-    let architecture = match arch.as_deref() {
-        Some("amd64") => "x86_64",
-        Some(other) => other,
-        None => return false,
-    };
-    node_class.resolved.ami_for(architecture).is_some()
+    node_class.resolved.ami_for(it).is_some()
 }
 
 /// GPUs, Neuron or other accelerators: such types may boot a bigger image than the class's volumes allow.
@@ -473,6 +464,7 @@ mod tests {
                         name: None,
                         architecture: (*a).to_owned(),
                         creation_date: None,
+                        variants: Vec::new(),
                     })
                     .collect(),
                 ..ResolvedNodeClass::default()

@@ -202,6 +202,7 @@ mod tests {
                 name: None,
                 architecture: "x86_64".into(),
                 creation_date: None,
+                variants: Vec::new(),
             },
             alias_family: Some("al2023".into()),
             tags: BTreeMap::new(),
