@@ -19,7 +19,7 @@ use kerf::cloud::{
     newest_per_architecture, plan, provider_id, AmiVariant, CloudError, CloudProvider, IceCache,
     Instance, InstanceReservation, InstanceState, LaunchRefusal, LaunchRequest, NodeClass,
     OfferingKey, RefusedCall, ResolvedAmi, ResolvedNodeClass, ResolvedSubnet, NO_AMIS,
-    NO_INSTANCE_PROFILE, TAG_CLUSTER_PREFIX, TAG_NODECLAIM, TAG_NODEPOOL,
+    NO_INSTANCE_PROFILE, TAG_CLUSTER_PREFIX, TAG_NODECLAIM, TAG_NODEPOOL, UNSUPPORTED_ALIAS,
 };
 
 use crate::capacity_reservations::{
@@ -38,7 +38,7 @@ use crate::pagination::collect_pages;
 use crate::prices::on_demand::{self, OnDemandPrices};
 use crate::prices::spot::{self, Row, SpotPrices};
 use crate::prices::Refreshing;
-use crate::resolve::{alias_parameters, is_image_id, tag_filters};
+use crate::resolve::{alias_parameters, is_image_id, tag_filters, unsupported_alias};
 use crate::user_data::{self, ClusterInfo, NodeSettings};
 
 /// How kerf talks to AWS and which cluster it launches for.
@@ -604,11 +604,19 @@ impl AwsCloud {
     }
 
     async fn amis(&self, spec: &EC2NodeClassSpec) -> Result<Vec<ResolvedAmi>, CloudError> {
+        // Images deprecated by now are kept last (ResolvedAmi::deprecated).
+        let now = SystemTime::now();
         let mut images = Vec::new();
         // The variants each alias image is published as (one image may be several: AL2's GPU image).
         let mut variants: HashMap<String, Vec<AmiVariant>> = HashMap::new();
         for term in spec.ami_selector_terms.iter().flatten() {
             if let Some(alias) = &term.alias {
+                if let Some(why) = unsupported_alias(alias, &self.settings.kubernetes_version) {
+                    return Err(CloudError::NodeClassNotReady {
+                        name: String::from("(amiSelectorTerms)"),
+                        reason: format!("{UNSUPPORTED_ALIAS}: {why}"),
+                    });
+                }
                 let mut ids = Vec::new();
                 for parameter in alias_parameters(alias, &self.settings.kubernetes_version)? {
                     let out = self
@@ -668,7 +676,19 @@ impl AwsCloud {
                 return None;
             }
             let id = image.image_id?;
+            let deprecated = image
+                .deprecation_time
+                .as_deref()
+                .and_then(|t| {
+                    aws_sdk_ec2::primitives::DateTime::from_str(
+                        t,
+                        aws_sdk_ec2::primitives::DateTimeFormat::DateTime,
+                    )
+                    .ok()
+                })
+                .is_some_and(|t| t <= aws_sdk_ec2::primitives::DateTime::from(now));
             Some(ResolvedAmi {
+                deprecated,
                 variants: variants.get(&id).cloned().unwrap_or_default(),
                 id,
                 name: image.name,
@@ -717,6 +737,8 @@ impl AwsCloud {
             let mut request = self
                 .ec2
                 .describe_images()
+                // Deprecated images still count (used where nothing current fits), as Karpenter asks.
+                .include_deprecated(true)
                 .set_filters(Some(filters.clone()))
                 .set_owners((!owners.is_empty()).then(|| owners.clone()))
                 .set_next_token(token);

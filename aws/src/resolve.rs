@@ -122,6 +122,19 @@ pub fn alias_parameters(
     })
 }
 
+/// Why `alias` cannot be used on Kubernetes `kubernetes_version`, if it cannot: AL2 images are not published for
+/// EKS 1.33 and later (Karpenter refuses the alias so, with this message).
+pub fn unsupported_alias(alias: &str, kubernetes_version: &str) -> Option<&'static str> {
+    let family = alias.split_once('@').map_or(alias, |(family, _)| family);
+    let minor = kubernetes_version
+        .split('.')
+        .nth(1)
+        .and_then(|m| m.trim_end_matches('+').parse::<u32>().ok());
+    (family == "al2" && minor.is_some_and(|m| m >= 33)).then_some(
+        "AL2 aliases are no longer supported on EKS 1.33+ (see https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions-standard.html#kubernetes-1-33)",
+    )
+}
+
 /// Whether `value` is an EC2 image id (`ami-` and lowercase hex, as the EC2NodeClass's `id` pattern has it): what
 /// an `ssmParameter` AMI term's parameter must hold.
 pub fn is_image_id(value: &str) -> bool {
@@ -177,6 +190,19 @@ mod tests {
             ]
         );
         assert!(tag_filters(None).is_empty());
+    }
+
+    #[test]
+    fn al2_aliases_stop_at_kubernetes_1_33() {
+        assert_eq!(unsupported_alias("al2@latest", "1.32"), None);
+        assert_eq!(unsupported_alias("al2023@latest", "1.33"), None);
+        for version in ["1.33", "1.34", "1.35+"] {
+            let why = unsupported_alias("al2@v20240807", version).expect("refused");
+            assert!(
+                why.starts_with("AL2 aliases are no longer supported on EKS 1.33+"),
+                "{why}"
+            );
+        }
     }
 
     #[test]

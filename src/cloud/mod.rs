@@ -30,7 +30,7 @@ pub use launch::{
 pub use launch_check::{LaunchRefusal, RefusedCall};
 pub use node_class::{
     newest_per_architecture, AmiVariant, NodeClass, ResolvedAmi, ResolvedNodeClass, ResolvedSubnet,
-    NO_AMIS, NO_INSTANCE_PROFILE, NO_ROLE, NO_SECURITY_GROUPS, NO_SUBNETS,
+    NO_AMIS, NO_INSTANCE_PROFILE, NO_ROLE, NO_SECURITY_GROUPS, NO_SUBNETS, UNSUPPORTED_ALIAS,
 };
 
 use crate::api::ec2nodeclass::EC2NodeClassSpec;

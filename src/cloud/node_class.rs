@@ -13,6 +13,8 @@ use crate::catalog::{INSTANCE_ACCELERATOR_COUNT, INSTANCE_GPU_COUNT};
 pub const NO_SUBNETS: &str = "no subnet matches subnetSelectorTerms";
 pub const NO_SECURITY_GROUPS: &str = "no security group matches securityGroupSelectorTerms";
 pub const NO_AMIS: &str = "no AMI matches amiSelectorTerms";
+/// An AMI alias the cluster's Kubernetes version does not support (the reason goes on with why).
+pub const UNSUPPORTED_ALIAS: &str = "the AMI alias is not supported";
 /// The instance profile `spec.instanceProfile` names does not exist (the reason goes on with its name).
 pub const NO_INSTANCE_PROFILE: &str = "no instance profile is named by spec.instanceProfile";
 /// The IAM role `spec.role` names does not exist, so no instance profile can hold it (the reason goes on with
@@ -84,6 +86,9 @@ pub struct ResolvedAmi {
     /// for an image selected otherwise (ID, name, tags, SSM parameter), which fits every type of its
     /// architecture.
     pub variants: Vec<AmiVariant>,
+    /// EC2 has deprecated the image (its deprecation time has passed): it is used only where no current image
+    /// fits, as Karpenter prefers non-deprecated images whatever their age.
+    pub deprecated: bool,
 }
 
 /// The variants of the EKS-optimized and Bottlerocket images an alias names, told apart by the instance types
@@ -120,6 +125,12 @@ impl AmiVariant {
 }
 
 impl ResolvedAmi {
+    /// The order images compete in, best last: current before deprecated, then newer, then the ID (Karpenter
+    /// breaks ties by name; an ID is unique, so the choice is stable).
+    fn rank(&self) -> (bool, &Option<String>, &String) {
+        (!self.deprecated, &self.creation_date, &self.id)
+    }
+
     /// Whether instances of `it` may boot this image: its architecture, and one of its variants if it has any.
     pub fn fits(&self, it: &InstanceType) -> bool {
         let arch = it.requirements.get(labels::ARCH).and_then(|r| r.any());
@@ -140,7 +151,7 @@ impl ResolvedNodeClass {
         self.amis
             .iter()
             .filter(|ami| ami.fits(it))
-            .max_by(|a, b| (&a.creation_date, &a.id).cmp(&(&b.creation_date, &b.id)))
+            .max_by(|a, b| a.rank().cmp(&b.rank()))
     }
 
     /// The subnet to launch into in `zone`: the one with the most free addresses (ties: the lowest ID).
@@ -187,16 +198,14 @@ impl ResolvedNodeClass {
     }
 }
 
-/// Keeps, per architecture and variants, the newest AMI (by creation date, then ID for a stable choice), sorted
-/// by architecture, then variants.
+/// Keeps, per architecture and variants, the best AMI (a current one before a deprecated one, then the newest by
+/// creation date, then ID for a stable choice), sorted by architecture, then variants.
 pub fn newest_per_architecture(amis: impl IntoIterator<Item = ResolvedAmi>) -> Vec<ResolvedAmi> {
     let mut newest: std::collections::BTreeMap<(String, Vec<AmiVariant>), ResolvedAmi> =
         Default::default();
     for ami in amis {
         let key = (ami.architecture.clone(), ami.variants.clone());
-        let replace = newest
-            .get(&key)
-            .is_none_or(|kept| (&ami.creation_date, &ami.id) > (&kept.creation_date, &kept.id));
+        let replace = newest.get(&key).is_none_or(|kept| ami.rank() > kept.rank());
         if replace {
             newest.insert(key, ami);
         }
@@ -215,6 +224,7 @@ mod tests {
             architecture: architecture.into(),
             creation_date: Some(created.into()),
             variants: Vec::new(),
+            deprecated: false,
         }
     }
 
@@ -227,6 +237,31 @@ mod tests {
             },
             available_ips,
         }
+    }
+
+    /// Upstream: amifamily `compareAMI` ("should prioritize the non-deprecated AMI over a newer deprecated
+    /// one"): a deprecated image loses to any current one of its kind, newer or not, and is used only when it is
+    /// all there is.
+    #[test]
+    fn a_current_image_wins_over_a_newer_deprecated_one() {
+        let deprecated = |id: &str, created: &str| ResolvedAmi {
+            deprecated: true,
+            ..ami(id, "x86_64", created)
+        };
+        let kept = newest_per_architecture([
+            deprecated("ami-new-deprecated", "2026-06-01"),
+            ami("ami-old-current", "x86_64", "2025-01-01"),
+        ]);
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].id, "ami-old-current");
+        let kept = newest_per_architecture([
+            deprecated("ami-a", "2025-01-01"),
+            deprecated("ami-b", "2026-01-01"),
+        ]);
+        assert_eq!(
+            kept[0].id, "ami-b",
+            "the newest deprecated one when all are"
+        );
     }
 
     /// Upstream: amifamily's `Variant.Requirements` and `MapToInstanceTypes`: an alias's standard image boots

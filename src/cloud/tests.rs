@@ -84,6 +84,7 @@ fn sim() -> SimCloud {
                 architecture: arch.into(),
                 creation_date: Some(created.into()),
                 variants: Vec::new(),
+                deprecated: false,
             },
             alias_family: Some("al2023".into()),
             tags: BTreeMap::new(),

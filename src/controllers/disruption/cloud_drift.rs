@@ -134,6 +134,7 @@ mod tests {
                 architecture: "x86_64".into(),
                 creation_date: Some("2026-06-01T00:00:00Z".into()),
                 variants: Vec::new(),
+                deprecated: false,
             },
             alias_family: Some("al2023".into()),
             tags: BTreeMap::new(),

@@ -70,6 +70,7 @@ pub(crate) fn cloud() -> SimCloud {
             architecture: "x86_64".into(),
             creation_date: Some("2026-01-01T00:00:00Z".into()),
             variants: Vec::new(),
+            deprecated: false,
         },
         alias_family: Some("al2023".into()),
         tags: BTreeMap::new(),

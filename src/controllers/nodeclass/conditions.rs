@@ -13,6 +13,7 @@ use crate::api::condition::{self, Condition, FALSE, TRUE, UNKNOWN};
 use crate::api::ec2nodeclass::{Ami, EC2NodeClassSpec, EC2NodeClassStatus};
 use crate::cloud::{
     ResolvedNodeClass, NO_AMIS, NO_INSTANCE_PROFILE, NO_ROLE, NO_SECURITY_GROUPS, NO_SUBNETS,
+    UNSUPPORTED_ALIAS,
 };
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 use k8s_openapi::jiff::Timestamp;
@@ -55,7 +56,11 @@ const RESOLVED: [(&str, &[NotFound]); 4] = [
     ),
     (
         AMIS_READY,
-        &[(NO_AMIS, "AMINotFound", "AMISelector did not match any AMIs")],
+        &[
+            (NO_AMIS, "AMINotFound", "AMISelector did not match any AMIs"),
+            // Karpenter's message is the cloud's own (an empty one here takes the detail alone).
+            (UNSUPPORTED_ALIAS, "UnsupportedAlias", ""),
+        ],
     ),
     // Karpenter never fails this one (it takes spec.instanceProfile as given, and a failure to make the profile
     // for spec.role is an error it retries); kerf looks both up, and says so here.
@@ -159,7 +164,12 @@ pub fn resolved(
                 }
                 // Karpenter's words, then kerf's detail when the cloud gave one.
                 let type_ = RESOLVED[failing].0;
-                set(type_, FALSE, not_found, &format!("{message}{detail}"));
+                let message = if message.is_empty() {
+                    detail.trim_start_matches(':').trim_start().to_owned()
+                } else {
+                    format!("{message}{detail}")
+                };
+                set(type_, FALSE, not_found, &message);
             }
         }
     }
@@ -276,7 +286,7 @@ fn amis(resolved: &crate::cloud::ResolvedAmi) -> Vec<Ami> {
         }
         Ami {
             id: resolved.id.clone(),
-            deprecated: None,
+            deprecated: resolved.deprecated.then_some(true),
             name: resolved.name.clone(),
             requirements,
             root_device_name: None,
@@ -315,6 +325,7 @@ mod tests {
                 architecture: "x86_64".into(),
                 creation_date: None,
                 variants: Vec::new(),
+                deprecated: false,
             }],
             instance_profile: Some("profile".into()),
             capacity_reservations: Some(vec![]),
@@ -474,6 +485,19 @@ mod tests {
                 FALSE,
                 "RoleNotFound",
                 "spec.role names an IAM role that does not exist: KarpenterNodeRole"
+            )
+        );
+        // Upstream nodeclass/ami.go: an alias the Kubernetes version does not support is `UnsupportedAlias`, its
+        // message the cloud's own.
+        let unsupported =
+            format!("{UNSUPPORTED_ALIAS}: AL2 aliases are no longer supported on EKS 1.33+");
+        let refused = full(None, Err(&unsupported), "t", 1);
+        assert_eq!(
+            get(&refused, AMIS_READY),
+            (
+                FALSE,
+                "UnsupportedAlias",
+                "AL2 aliases are no longer supported on EKS 1.33+"
             )
         );
         // A failure no condition covers leaves them as they were (the validation tells it).

@@ -465,6 +465,7 @@ mod tests {
                         architecture: (*a).to_owned(),
                         creation_date: None,
                         variants: Vec::new(),
+                        deprecated: false,
                     })
                     .collect(),
                 ..ResolvedNodeClass::default()

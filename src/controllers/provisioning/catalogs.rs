@@ -203,6 +203,7 @@ mod tests {
                 architecture: "x86_64".into(),
                 creation_date: None,
                 variants: Vec::new(),
+                deprecated: false,
             },
             alias_family: Some("al2023".into()),
             tags: BTreeMap::new(),
