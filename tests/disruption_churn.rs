@@ -6,7 +6,7 @@ mod disruption_support;
 
 use disruption_support::{at, World};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kerf::api::nodepool::NodePool;
+use kerf::api::nodepool::{ConsolidationPolicy, NodePool};
 use kerf::disruption::{Method, Why};
 use serde_json::json;
 
@@ -123,9 +123,31 @@ fn balanced_refuses_a_saving_too_small_for_its_evictions() {
         w.settings.replace_margin = 0.0;
         kerf::disruption::decide(&w.input(), at("2026-11-23T12:00:00Z"))
     };
-    assert_eq!(decide("WhenEmptyOrUnderutilized").commands.len(), 1);
+    let taken = decide("WhenEmptyOrUnderutilized");
+    assert_eq!(taken.commands.len(), 1);
     let d = decide("Balanced");
     assert!(d.commands.is_empty());
     let whys: Vec<&Why> = d.skipped.iter().map(|s| &s.why).collect();
     assert_eq!(whys, [&Why::Unbalanced]);
+
+    // Each judged move is reported per pool, as Karpenter counts karpenter_consolidation_moves_total and
+    // observes karpenter_consolidation_score: taken and unscored under another policy, refused with its score
+    // under Balanced (one node: the move saves ~1 % of the pool's cost for all of its disruption, far under 1/2).
+    let [counted] = &taken.consolidation_moves[..] else {
+        panic!("one move: {:?}", taken.consolidation_moves)
+    };
+    assert!(
+        counted.move_approved && counted.score.is_none(),
+        "{counted:?}"
+    );
+    assert_eq!(
+        counted.policy,
+        ConsolidationPolicy::WhenEmptyOrUnderutilized
+    );
+    let [refused] = &d.consolidation_moves[..] else {
+        panic!("one move: {:?}", d.consolidation_moves)
+    };
+    assert!(!refused.move_approved, "{refused:?}");
+    let (score, passed) = refused.score.expect("a Balanced pool is scored");
+    assert!(!passed && score < 0.5, "{refused:?}");
 }

@@ -119,6 +119,21 @@ pub struct Decision {
     /// Every claim whose `consolidateAfter` has elapsed, by name, with since when: the controller mirrors it in
     /// the claim's `Consolidatable` condition.
     pub consolidatable: BTreeMap<String, Timestamp>,
+    /// The consolidation moves the pass judged, per pool, as Karpenter counts them: every move single-node
+    /// consolidation found, and multi-node's chosen (or last refused) one.
+    pub consolidation_moves: Vec<ConsolidationMove>,
+}
+
+/// A consolidation move in one pool of its candidates: whether the move was taken and, in a `Balanced` pool,
+/// the pool's score and whether it passed (Karpenter's `karpenter_consolidation_moves_total` and
+/// `karpenter_consolidation_score`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConsolidationMove {
+    pub nodepool: String,
+    pub policy: crate::api::nodepool::ConsolidationPolicy,
+    pub move_approved: bool,
+    /// `(score, passed)`, for a `Balanced` pool.
+    pub score: Option<(f64, bool)>,
 }
 
 /// Something a method considered and left alone.

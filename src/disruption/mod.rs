@@ -34,7 +34,9 @@ pub use budgets::{
     count_nodes, Allowance, Allowed, Binding, BudgetError, Budgets, NodeState, PoolCounts, REASONS,
 };
 pub use candidate::{blocker, Blocker, NodeView};
-pub use command::{Command, Decision, Method, Reason, Skip, Target, Why, VALIDATION_DELAY};
+pub use command::{
+    Command, ConsolidationMove, Decision, Method, Reason, Skip, Target, Why, VALIDATION_DELAY,
+};
 pub use costs::{
     disruption_cost, eviction_cost, is_empty, lifetime_remaining, reschedule_cost,
     POD_DELETION_COST,

@@ -4,7 +4,7 @@
 
 use super::super::metrics::buckets;
 use super::super::metrics::gauge_set::{labels, GaugeSet, Samples};
-use crate::api::nodepool::NodePool;
+use crate::api::nodepool::{ConsolidationPolicy, NodePool};
 use crate::disruption::{Budgets, Method, PassObserver, PoolCounts, REASONS};
 use k8s_openapi::jiff::Timestamp;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -52,7 +52,7 @@ pub struct ConsolidationTypeLabels {
     pub consolidation_type: String,
 }
 
-/// Balanced consolidation's labels (a policy kerf does not have).
+/// The labels of the consolidation move metrics: the decision, the pool and its consolidation policy.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BalancedLabels {
     pub decision: String,
@@ -82,9 +82,9 @@ pub struct DisruptionMetrics {
     pub allowed: GaugeSet,
     /// `karpenter_nodepools_nodes_consuming_budgets{nodepool,reason}`.
     pub consuming: GaugeSet,
-    /// `karpenter_consolidation_score`: balanced consolidation, never observed.
+    /// `karpenter_consolidation_score`: the per-pool scores of moves in `Balanced` pools.
     pub score: HistogramFamily<BalancedLabels>,
-    /// `karpenter_consolidation_moves_total`: balanced consolidation, never counted.
+    /// `karpenter_consolidation_moves_total`: every consolidation move judged, per pool.
     pub moves: Family<BalancedLabels, Counter>,
 }
 
@@ -159,12 +159,12 @@ impl DisruptionMetrics {
         );
         registry.register(
             "karpenter_consolidation_score",
-            "Scores of balanced consolidation moves (kerf has no balanced consolidation: always empty)",
+            "Scores of consolidation moves in Balanced NodePools, per pool",
             metrics.score.clone(),
         );
         registry.register(
             "karpenter_consolidation_moves",
-            "Balanced consolidation moves (kerf has no balanced consolidation: always empty)",
+            "Consolidation moves judged, per NodePool, by decision and consolidation policy",
             metrics.moves.clone(),
         );
         metrics
@@ -175,6 +175,30 @@ impl DisruptionMetrics {
         MethodTimer {
             metrics: self,
             started: None,
+        }
+    }
+
+    /// Counts the consolidation moves a pass judged (`karpenter_consolidation_moves_total`) and observes the
+    /// scores of their `Balanced` pools (`karpenter_consolidation_score`), labelled as Karpenter labels them.
+    pub fn count_moves(&self, moves: &[crate::disruption::ConsolidationMove]) {
+        let decision = |approved: bool| if approved { "approved" } else { "rejected" };
+        for judged in moves {
+            let policy = match judged.policy {
+                ConsolidationPolicy::WhenEmpty => "WhenEmpty",
+                ConsolidationPolicy::WhenEmptyOrUnderutilized => "WhenEmptyOrUnderutilized",
+                ConsolidationPolicy::Balanced => "Balanced",
+            };
+            let labels = |approved: bool| BalancedLabels {
+                decision: decision(approved).to_owned(),
+                nodepool: judged.nodepool.clone(),
+                policy: policy.to_owned(),
+            };
+            self.moves
+                .get_or_create(&labels(judged.move_approved))
+                .inc();
+            if let Some((score, passed)) = judged.score {
+                self.score.get_or_create(&labels(passed)).observe(score);
+            }
         }
     }
 
@@ -310,5 +334,47 @@ mod tests {
         ] {
             assert!(text.contains(expected), "{expected} missing from\n{text}");
         }
+    }
+
+    /// Karpenter's `balancedEvaluator`: every judged move counts with the move's decision; a Balanced pool's
+    /// score is observed with the pool's own decision.
+    #[test]
+    fn judged_moves_are_counted_and_balanced_scores_observed() {
+        let mut registry = Registry::default();
+        let metrics = DisruptionMetrics::register(&mut registry);
+        let judged =
+            |nodepool: &str, policy, move_approved, score| crate::disruption::ConsolidationMove {
+                nodepool: nodepool.to_owned(),
+                policy,
+                move_approved,
+                score,
+            };
+        metrics.count_moves(&[
+            judged(
+                "general",
+                ConsolidationPolicy::WhenEmptyOrUnderutilized,
+                true,
+                None,
+            ),
+            judged(
+                "batch",
+                ConsolidationPolicy::Balanced,
+                false,
+                Some((0.2, false)),
+            ),
+        ]);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encodable");
+        for expected in [
+            r#"karpenter_consolidation_moves_total{decision="approved",nodepool="general",policy="WhenEmptyOrUnderutilized"} 1"#,
+            r#"karpenter_consolidation_moves_total{decision="rejected",nodepool="batch",policy="Balanced"} 1"#,
+            r#"karpenter_consolidation_score_count{decision="rejected",nodepool="batch",policy="Balanced"} 1"#,
+        ] {
+            assert!(text.contains(expected), "{expected} missing from\n{text}");
+        }
+        assert!(
+            !text.contains(r#"karpenter_consolidation_score_count{decision="approved""#),
+            "{text}"
+        );
     }
 }

@@ -126,6 +126,9 @@ async fn decide_now<C: CloudProvider>(
         } else {
             decide(&snapshot.input(), now)
         };
+        metrics
+            .disruption
+            .count_moves(&decision.consolidation_moves);
         (snapshot, decision)
     })
     .await;

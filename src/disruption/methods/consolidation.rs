@@ -204,32 +204,12 @@ fn replace(
     })
 }
 
-/// The `Balanced` policy's approval (v1.14): `(savings / pool cost) ÷ (move reschedule cost / pool
-/// reschedule cost) ≥ 1/2`, over the pools of the candidates; other policies approve every saving.
+/// The `Balanced` policy's approval ([`super::balanced`]); the move's report per pool is left in the pass for
+/// the method to keep or drop. Other policies approve every saving.
 fn balanced(pass: &Pass<'_>, facts: &[&Facts<'_>], savings: f64) -> Result<(), Why> {
-    if !facts
-        .iter()
-        .any(|f| f.policy() == ConsolidationPolicy::Balanced)
-    {
-        return Ok(());
-    }
-    let pools: Vec<&str> = facts.iter().map(|f| f.target.nodepool.as_str()).collect();
-    let in_pools = pass
-        .facts
-        .iter()
-        .filter(|f| f.ineligible.is_none() && pools.contains(&f.target.nodepool.as_str()));
-    let (pool_cost, pool_reschedule) = in_pools.fold((0.0, 0.0), |(c, r), f| {
-        (
-            c + f.offering.map_or(0.0, |o| o.price),
-            r + f.reschedule_cost,
-        )
-    });
-    let move_reschedule: f64 = facts.iter().map(|f| f.reschedule_cost).sum();
-    if pool_cost <= 0.0 || pool_reschedule <= 0.0 || move_reschedule <= 0.0 {
-        return Ok(());
-    }
-    let score = (savings / pool_cost) / (move_reschedule / pool_reschedule);
-    if score >= 0.5 {
+    let (approved, moves) = super::balanced::evaluate(pass, facts, savings);
+    *pass.last_moves.borrow_mut() = moves;
+    if approved {
         Ok(())
     } else {
         Err(Why::Unbalanced)

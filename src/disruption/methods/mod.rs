@@ -2,6 +2,7 @@
 //! Emptiness, Drift, multi-node and single-node consolidation (Karpenter v1.5+ order); the first of the four
 //! that yields a command ends the pass.
 
+mod balanced;
 mod consolidation;
 mod drift;
 mod emptiness;
@@ -13,7 +14,7 @@ mod simulation;
 mod single;
 mod validate;
 
-use super::command::{Command, Decision, Method, Skip, Target, Why};
+use super::command::{Command, ConsolidationMove, Decision, Method, Skip, Target, Why};
 use super::input::DisruptionInput;
 use super::lifetime::Consolidatable;
 use crate::catalog::InstanceType;
@@ -87,6 +88,7 @@ pub fn decide_observed(
         skipped: pass.skips,
         drifted,
         consolidatable,
+        consolidation_moves: pass.moves,
     }
 }
 
@@ -118,6 +120,12 @@ pub(crate) struct Pass<'a> {
     pub ledger: Ledger,
     pub skips: Vec<Skip>,
     simulator: Option<Simulator<'a>>,
+    /// The per-pool report of the last consolidation move judged (empty until one reaches the approval).
+    pub last_moves: std::cell::RefCell<Vec<ConsolidationMove>>,
+    /// The moves the methods report.
+    pub moves: Vec<ConsolidationMove>,
+    /// Each pool's totals for `Balanced`, computed on first use.
+    pool_totals: std::cell::OnceCell<HashMap<String, balanced::PoolTotals>>,
 }
 
 impl<'a> Pass<'a> {
@@ -138,7 +146,21 @@ impl<'a> Pass<'a> {
             ledger,
             skips: Vec::new(),
             simulator: None,
+            last_moves: Default::default(),
+            moves: Vec::new(),
+            pool_totals: Default::default(),
         }
+    }
+
+    /// Each pool's totals over all of its nodes (`Balanced` scoring).
+    pub fn pool_totals(&self) -> &HashMap<String, balanced::PoolTotals> {
+        self.pool_totals
+            .get_or_init(|| balanced::pool_totals(&self.facts))
+    }
+
+    /// The report of the last move judged, taken (empty if none reached the approval).
+    pub fn take_last_moves(&self) -> Vec<ConsolidationMove> {
+        std::mem::take(&mut *self.last_moves.borrow_mut())
     }
 
     pub fn simulator(&mut self) -> &mut Simulator<'a> {

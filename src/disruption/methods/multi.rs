@@ -2,7 +2,7 @@
 //! pool has an `Underutilized` budget (one each), at most [`MAX_CANDIDATES`]; a binary search finds the longest
 //! prefix of two or more that can be deleted or replaced by one cheaper node.
 
-use super::super::command::{Command, Method};
+use super::super::command::{Command, Method, Why};
 use super::consolidation::{candidate, consolidate, order, Move};
 use super::Pass;
 use crate::api::nodepool::DisruptionReason;
@@ -33,19 +33,32 @@ pub(crate) fn commands(pass: &mut Pass<'_>) -> Vec<Command> {
     }
     let (mut low, mut high) = (2, picked.len());
     let mut best: Option<(usize, Move)> = None;
+    // What is reported: the chosen move's pools, else the last move Balanced refused (Karpenter's multi-node
+    // events), not every prefix the search tried.
+    let (mut best_moves, mut refused_moves) = (Vec::new(), Vec::new());
     while low <= high {
         let mid = (low + high) / 2;
-        match consolidate(pass, &picked[..mid], false) {
+        let found = consolidate(pass, &picked[..mid], false);
+        let judged = pass.take_last_moves();
+        match found {
             Ok(found) => {
                 best = Some((mid, found));
+                best_moves = judged;
                 low = mid + 1;
             }
-            Err(_) => high = mid - 1,
+            Err(why) => {
+                if why == Why::Unbalanced {
+                    refused_moves = judged;
+                }
+                high = mid - 1;
+            }
         }
     }
     let Some((n, found)) = best else {
+        pass.moves.extend(refused_moves);
         return Vec::new();
     };
+    pass.moves.extend(best_moves);
     let mut command = pass.command(
         method,
         &picked[..n],

@@ -29,7 +29,11 @@ pub(crate) fn commands(pass: &mut Pass<'_>) -> Vec<Command> {
             pass.skip(method, index, why);
             continue;
         }
-        match consolidate(pass, &[index], true) {
+        let found = consolidate(pass, &[index], true);
+        // Every move single-node judged counts, taken or refused (Karpenter's ApproveCommand).
+        let judged = pass.take_last_moves();
+        pass.moves.extend(judged);
+        match found {
             Ok(found) => {
                 let mut command = pass.command(
                     method,
