@@ -276,6 +276,30 @@ async fn template_names(cloud: &kerf_aws::AwsCloud, cluster: &str) -> Result<Vec
         .collect())
 }
 
+/// The data of the one launch template the launches of `cluster` made (all shared one configuration), read back
+/// with DescribeLaunchTemplateVersions.
+async fn only_template(
+    cloud: &kerf_aws::AwsCloud,
+    cluster: &str,
+) -> Result<aws_sdk_ec2::types::ResponseLaunchTemplateData> {
+    let names = template_names(cloud, cluster).await?;
+    anyhow::ensure!(names.len() == 1, "one template: {names:?}");
+    anyhow::ensure!(names[0].starts_with("karpenter.k8s.aws/"), "{names:?}");
+    let versions = cloud
+        .ec2()
+        .describe_launch_template_versions()
+        .launch_template_name(&names[0])
+        .versions("$Latest")
+        .send()
+        .await?;
+    versions
+        .launch_template_versions()
+        .first()
+        .and_then(|v| v.launch_template_data())
+        .cloned()
+        .context("template data")
+}
+
 /// The test class of `cluster` with `spec.instanceProfile` instead of `spec.role`.
 fn class_with_profile(
     cluster: &str,
@@ -400,19 +424,8 @@ async fn a_launch_runs_the_cheapest_type_tagged_from_one_reused_launch_template(
     );
 
     // Both launches share one configuration, hence one template.
+    let data = only_template(cloud, cluster).await?;
     let names = template_names(cloud, cluster).await?;
-    assert_eq!(names.len(), 1, "{names:?}");
-    assert!(names.iter().all(|n| n.starts_with("karpenter.k8s.aws/")));
-    let versions = cloud
-        .ec2()
-        .describe_launch_template_versions()
-        .launch_template_name(&names[0])
-        .versions("$Latest")
-        .send()
-        .await?;
-    let data = versions.launch_template_versions()[0]
-        .launch_template_data()
-        .context("template data")?;
     let user_data = String::from_utf8(
         base64::engine::general_purpose::STANDARD.decode(data.user_data().context("user data")?)?,
     )?;
@@ -536,18 +549,7 @@ async fn a_class_s_ebs_network_and_monitoring_fields_reach_the_launch_template()
         cloud.create(&request, SystemTime::now()).await?;
     }
     // One configuration, one template, reused by the second launch.
-    let names = template_names(cloud, cluster).await?;
-    assert_eq!(names.len(), 1, "{names:?}");
-    let versions = cloud
-        .ec2()
-        .describe_launch_template_versions()
-        .launch_template_name(&names[0])
-        .versions("$Latest")
-        .send()
-        .await?;
-    let data = versions.launch_template_versions()[0]
-        .launch_template_data()
-        .context("template data")?;
+    let data = only_template(cloud, cluster).await?;
     let [mapping] = data.block_device_mappings() else {
         panic!("one block device: {data:#?}")
     };
@@ -618,18 +620,7 @@ async fn listed_network_interfaces_reach_the_launch_template() -> Result<()> {
     let request = launchable.request("nics-a", &["c5.large"], &["on-demand"])?;
     cloud.create(&request, SystemTime::now()).await?;
 
-    let names = template_names(cloud, cluster).await?;
-    assert_eq!(names.len(), 1, "{names:?}");
-    let versions = cloud
-        .ec2()
-        .describe_launch_template_versions()
-        .launch_template_name(&names[0])
-        .versions("$Latest")
-        .send()
-        .await?;
-    let data = versions.launch_template_versions()[0]
-        .launch_template_data()
-        .context("template data")?;
+    let data = only_template(cloud, cluster).await?;
     let [primary, efa] = data.network_interfaces() else {
         panic!("two network interfaces: {data:#?}")
     };
@@ -674,18 +665,7 @@ async fn a_claim_requesting_efa_launches_with_an_efa_interface_per_card() -> Res
     request.efa_requested = true;
     cloud.create(&request, SystemTime::now()).await?;
 
-    let names = template_names(cloud, cluster).await?;
-    assert_eq!(names.len(), 1, "{names:?}");
-    let versions = cloud
-        .ec2()
-        .describe_launch_template_versions()
-        .launch_template_name(&names[0])
-        .versions("$Latest")
-        .send()
-        .await?;
-    let data = versions.launch_template_versions()[0]
-        .launch_template_data()
-        .context("template data")?;
+    let data = only_template(cloud, cluster).await?;
     let interfaces: Vec<_> = data
         .network_interfaces()
         .iter()
