@@ -7,7 +7,7 @@ use super::error::CloudError;
 use crate::api::ec2nodeclass::{CapacityReservation, EC2NodeClassSpec, SecurityGroup, Subnet};
 use crate::api::labels;
 use crate::catalog::InstanceType;
-use crate::catalog::{INSTANCE_ACCELERATOR_COUNT, INSTANCE_GPU_COUNT};
+use crate::catalog::{kube_arch, INSTANCE_ACCELERATOR_COUNT, INSTANCE_GPU_COUNT};
 
 /// The reasons a class is not ready (the `reason` of [`CloudError::NodeClassNotReady`]).
 pub const NO_SUBNETS: &str = "no subnet matches subnetSelectorTerms";
@@ -134,12 +134,7 @@ impl ResolvedAmi {
     /// Whether instances of `it` may boot this image: its architecture, and one of its variants if it has any.
     pub fn fits(&self, it: &InstanceType) -> bool {
         let arch = it.requirements.get(labels::ARCH).and_then(|r| r.any());
-        let architecture = match arch.as_deref() {
-            Some("amd64") => "x86_64",
-            Some(other) => other,
-            None => return false,
-        };
-        architecture == self.architecture
+        arch.as_deref() == Some(kube_arch(&self.architecture))
             && (self.variants.is_empty() || self.variants.iter().any(|v| v.fits(it)))
     }
 }

@@ -267,10 +267,7 @@ pub fn ready_reason(status: &EC2NodeClassStatus) -> Option<String> {
 /// it and the variant's (Karpenter's `status.amis`, e.g. `karpenter.k8s.aws/instance-gpu-count Exists` for an
 /// NVIDIA image).
 fn amis(resolved: &crate::cloud::ResolvedAmi) -> Vec<Ami> {
-    let arch = match resolved.architecture.as_str() {
-        "x86_64" => "amd64",
-        other => other,
-    };
+    let arch = crate::catalog::kube_arch(&resolved.architecture);
     let entry = |variant: Option<crate::cloud::AmiVariant>| {
         let mut requirements = vec![NodeSelectorRequirement {
             key: crate::api::labels::ARCH.to_owned(),
