@@ -125,6 +125,10 @@ pub struct Outcome {
 }
 
 /// Reads a CreateFleet answer against the plan it carried out.
+/// What EC2 says (in an `InsufficientInstanceCapacity` error) once a spread placement group holds its seven
+/// instances in a zone.
+const SPREAD_LIMIT_MESSAGE: &str = "limit of instances in this spread placement group";
+
 pub fn outcome(
     plan: &LaunchPlan,
     instances: &[ec2::CreateFleetInstance],
@@ -166,6 +170,21 @@ pub fn outcome(
                 .launch_template_and_overrides()
                 .and_then(|l| l.overrides());
             if let Some(pool) = pool_of(overrides, None) {
+                // A spread group takes seven instances per zone, whatever their type: every type of the zone is out
+                // (Karpenter's `IsSpreadPlacementGroupLimitError`).
+                if error
+                    .error_message()
+                    .is_some_and(|m| m.contains(SPREAD_LIMIT_MESSAGE))
+                {
+                    no_capacity.extend(
+                        plan.overrides
+                            .iter()
+                            .filter(|p| {
+                                p.zone == pool.zone && p.instance_type != pool.instance_type
+                            })
+                            .map(|p| p.key(plan.capacity_type)),
+                    );
+                }
                 no_capacity.push(pool.key(plan.capacity_type));
                 full_reservations.extend(pool.reservation_id);
             }
@@ -336,6 +355,49 @@ mod tests {
             "on-demand:c5.large:us-west-2a"
         );
         assert_eq!(out.other_error, None);
+    }
+
+    /// Upstream instance provider suite ("should mark all instance types in the AZ as unavailable when the spread
+    /// placement group limit is reached"): the limit is per zone, so every type of the zone is out, not just the
+    /// one named; other zones are not.
+    #[test]
+    fn a_full_spread_group_puts_every_type_of_its_zone_out_of_capacity() {
+        let mut plan = plan();
+        plan.overrides.push(pool("m5.large", "us-west-2b"));
+        let full = ec2::CreateFleetError::builder()
+            .error_code("InsufficientInstanceCapacity")
+            .error_message(
+                "You've reached the limit of instances in this spread placement group. A spread placement group \
+                 can have up to seven instances per Availability Zone.",
+            )
+            .launch_template_and_overrides(answered("c5.large", "us-west-2a"))
+            .build();
+        let outcome = outcome(&plan, &[], &[full]);
+        let mut out: Vec<(String, String)> = outcome
+            .no_capacity
+            .iter()
+            .map(|k| (k.instance_type.clone(), k.zone.clone()))
+            .collect();
+        out.sort();
+        assert_eq!(
+            out,
+            [
+                ("c5.large".to_owned(), "us-west-2a".to_owned()),
+                ("m5.large".to_owned(), "us-west-2a".to_owned())
+            ]
+        );
+        let plain = outcome_of_ice(&plan);
+        assert_eq!(plain, 1, "an ordinary ICE marks the one type");
+    }
+
+    fn outcome_of_ice(plan: &LaunchPlan) -> usize {
+        outcome(
+            plan,
+            &[],
+            &[error("InsufficientInstanceCapacity", "c5.large")],
+        )
+        .no_capacity
+        .len()
     }
 
     #[test]

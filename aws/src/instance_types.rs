@@ -121,6 +121,12 @@ pub fn info_from_ec2(t: &ec2::InstanceTypeInfo) -> Option<InstanceTypeInfo> {
             })
             .collect(),
         capacity_types,
+        placement_group_strategies: t.placement_group_info().map(|p| {
+            p.supported_strategies()
+                .iter()
+                .map(|s| s.as_str().to_owned())
+                .collect()
+        }),
     })
 }
 

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use aws_sdk_ec2::types as ec2;
 use base64::Engine;
 use kerf::api::ec2nodeclass::{AmiFamily, EC2NodeClassSpec, HttpTokens, InterfaceType, Toggle};
+use kerf::cloud::InstancePlacement;
 
 use crate::capacity_reservations::ReservedMarket;
 
@@ -32,6 +33,8 @@ pub struct TemplateConfig {
     pub nested_virtualization: Option<bool>,
     /// Whether instances use capacity reservations, and which.
     pub targeting: Targeting,
+    /// The placement group (and partition) instances go into.
+    pub placement: Option<InstancePlacement>,
 }
 
 /// How a template's instances use capacity reservations (Karpenter's launch modes).
@@ -62,6 +65,10 @@ pub struct Launch {
     /// EFA interfaces to give instances of a class that lists no `networkInterfaces` (a claim requesting EFA:
     /// one per network card of its type); 0 for none.
     pub efa_interfaces: i32,
+    /// The class's placement group, with the partition the claim requires ([`LaunchRequest::placement`]).
+    ///
+    /// [`LaunchRequest::placement`]: kerf::cloud::LaunchRequest::placement
+    pub placement: Option<InstancePlacement>,
 }
 
 /// Whether the cluster is IPv6, read from its service CIDR: Karpenter asks the family of the kube-dns
@@ -303,6 +310,7 @@ impl TemplateConfig {
             detailed_monitoring: spec.detailed_monitoring.unwrap_or(false),
             nested_virtualization: nested_virtualization(spec),
             targeting: launch.targeting,
+            placement: launch.placement,
         }
     }
 
@@ -398,6 +406,14 @@ impl TemplateConfig {
             );
         }
         data = self.targeting_data(data);
+        if let Some(placement) = &self.placement {
+            data = data.placement(
+                ec2::LaunchTemplatePlacementRequest::builder()
+                    .group_id(&placement.group_id)
+                    .set_partition_number(placement.partition.and_then(|p| i32::try_from(p).ok()))
+                    .build(),
+            );
+        }
         if let Some(enabled) = self.nested_virtualization {
             data = data.cpu_options(
                 ec2::LaunchTemplateCpuOptionsRequest::builder()
@@ -542,6 +558,7 @@ mod tests {
             efa_interfaces: 0,
             ipv6,
             targeting: Targeting::Open,
+            placement: None,
         }
     }
 
@@ -922,6 +939,43 @@ mod tests {
         );
         assert_eq!(c.block_devices[0].size_gib, Some(20));
         assert_eq!(c.block_devices[0].volume_type.as_deref(), Some("gp3"));
+    }
+
+    /// Upstream launchtemplate suite ("should set the placement group ID in the launch template", "... and the
+    /// partition number"): the group goes into the template's placement, the partition only when the launch
+    /// names one, and each placement has a template of its own.
+    #[test]
+    fn a_placement_group_and_partition_reach_the_templates_placement() {
+        let placed = |placement: Option<InstancePlacement>| {
+            TemplateConfig::new(
+                &EC2NodeClassSpec::default(),
+                Launch {
+                    placement,
+                    ..launch(false)
+                },
+            )
+        };
+        assert!(placed(None).data().placement().is_none());
+        let group = |partition| {
+            placed(Some(InstancePlacement {
+                group_id: "pg-1".into(),
+                partition,
+            }))
+        };
+        let data = group(None).data();
+        let placement = data.placement().expect("placement");
+        assert_eq!(placement.group_id(), Some("pg-1"));
+        assert_eq!(placement.partition_number(), None);
+        let data = group(Some(2)).data();
+        assert_eq!(data.placement().and_then(|p| p.partition_number()), Some(2));
+        let names: std::collections::HashSet<String> = [
+            placed(None).name(),
+            group(None).name(),
+            group(Some(2)).name(),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(names.len(), 3);
     }
 
     #[test]

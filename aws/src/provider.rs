@@ -9,7 +9,7 @@ use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_ec2::types as ec2;
 use kerf::api::ec2nodeclass::{
     CapacityReservation, CapacityReservationType, EC2NodeClassSpec, InstanceStorePolicy,
-    SecurityGroup, Subnet,
+    PlacementGroupSelector, SecurityGroup, Subnet,
 };
 use kerf::catalog::{
     CapacityType, CatalogSettings, InstanceType, InstanceTypeInfo, Offering, Pricing, Reservation,
@@ -17,9 +17,10 @@ use kerf::catalog::{
 };
 use kerf::cloud::{
     newest_per_architecture, plan, provider_id, AmiVariant, CloudError, CloudProvider, IceCache,
-    Instance, InstanceReservation, InstanceState, LaunchRefusal, LaunchRequest, NodeClass,
-    OfferingKey, RefusedCall, ResolvedAmi, ResolvedNodeClass, ResolvedSubnet, NO_AMIS,
-    NO_INSTANCE_PROFILE, TAG_CLUSTER_PREFIX, TAG_NODECLAIM, TAG_NODEPOOL, UNSUPPORTED_ALIAS,
+    Instance, InstancePlacement, InstanceReservation, InstanceState, LaunchRefusal, LaunchRequest,
+    NodeClass, OfferingKey, PlacementGroup, PlacementStrategy, RefusedCall, ResolvedAmi,
+    ResolvedNodeClass, ResolvedSubnet, NO_AMIS, NO_INSTANCE_PROFILE, TAG_CLUSTER_PREFIX,
+    TAG_NODECLAIM, TAG_NODEPOOL, UNSUPPORTED_ALIAS,
 };
 
 use crate::capacity_reservations::{
@@ -379,6 +380,44 @@ impl AwsCloud {
         gone_is_done(self.call("DeleteInstanceProfile", delete.send()).await)?;
         tracing::info!(instance_profile = %name, ec2nodeclass = node_class, "deleted instance profile");
         Ok(())
+    }
+
+    /// The available placement group `selector` names (by ID, else by name), as Karpenter's provider asks
+    /// DescribePlacementGroups; `None` when EC2 knows no such group or it is not available.
+    async fn placement_group(
+        &self,
+        selector: &PlacementGroupSelector,
+    ) -> Result<Option<PlacementGroup>, CloudError> {
+        let mut request = self.ec2.describe_placement_groups().filters(
+            ec2::Filter::builder()
+                .name("state")
+                .values(ec2::PlacementGroupState::Available.as_str())
+                .build(),
+        );
+        request = match (&selector.id, &selector.name) {
+            (Some(id), _) => request.group_ids(id),
+            (None, Some(name)) => request.group_names(name),
+            (None, None) => return Ok(None),
+        };
+        let out = self.call("DescribePlacementGroups", request.send()).await;
+        // EC2 answers an unknown name or ID with an error rather than an empty list.
+        let out = match out {
+            Err(e) if code_of(&e).is_some_and(|c| c.starts_with("InvalidPlacementGroup")) => {
+                return Ok(None)
+            }
+            other => other?,
+        };
+        Ok(out.placement_groups().iter().find_map(|g| {
+            Some(PlacementGroup {
+                id: g.group_id()?.to_owned(),
+                name: g.group_name().unwrap_or_default().to_owned(),
+                strategy: PlacementStrategy::parse(g.strategy()?.as_str())?,
+                partition_count: g
+                    .partition_count()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .unwrap_or(0),
+            })
+        }))
     }
 
     async fn subnets(&self, spec: &EC2NodeClassSpec) -> Result<Vec<ResolvedSubnet>, CloudError> {
@@ -870,6 +909,7 @@ impl AwsCloud {
                 ipv6: ipv6_cluster(self.settings.cluster.cidr.as_deref()),
                 targeting,
                 efa_interfaces,
+                placement: request.placement(),
             },
         ))
     }
@@ -1037,6 +1077,12 @@ pub fn instance_from_ec2(i: &ec2::Instance) -> Option<Instance> {
             })
             .collect(),
         reservation,
+        placement: i.placement().and_then(|p| {
+            Some(InstancePlacement {
+                group_id: p.group_id().filter(|g| !g.is_empty())?.to_owned(),
+                partition: p.partition_number().and_then(|n| u32::try_from(n).ok()),
+            })
+        }),
     })
 }
 
@@ -1063,6 +1109,10 @@ impl CloudProvider for AwsCloud {
                 Some(Box::pin(self.capacity_reservations(name, spec, now)).await?)
             } else {
                 None
+            },
+            placement_group: match &spec.placement_group_selector {
+                Some(selector) => Box::pin(self.placement_group(selector)).await?,
+                None => None,
             },
         };
         NodeClass::ready(name, spec, resolved)
@@ -1153,8 +1203,18 @@ impl CloudProvider for AwsCloud {
                         }),
                     });
                 }
-                (!offerings.is_empty())
-                    .then(|| InstanceType::from_info(info, &self.region, offerings, &settings))
+                let group = node_class.resolved.placement_group.as_ref();
+                // A type that cannot join the group's strategy is not offered (Karpenter's compatibility check).
+                if offerings.is_empty()
+                    || group.is_some_and(|g| !g.admits(info.placement_group_strategies.as_deref()))
+                {
+                    return None;
+                }
+                let mut it = InstanceType::from_info(info, &self.region, offerings, &settings);
+                if let Some(group) = group {
+                    group.place(&mut it);
+                }
+                Some(it)
             })
             .collect();
         lock(&self.ice).apply(&mut types, now);
@@ -1228,6 +1288,8 @@ impl CloudProvider for AwsCloud {
                     .collect(),
                 tags: request.tags(&self.settings.cluster.name),
                 reservation,
+                // The partition EC2 chose when the launch named none is read back at registration.
+                placement: request.placement(),
             });
         }
         match outcome.other_error {

@@ -681,3 +681,187 @@ async fn a_claim_requesting_efa_launches_with_an_efa_interface_per_card() -> Res
     );
     Ok(())
 }
+
+/// Karpenter's placement group suites, against the emulator's placement groups (moto has none;
+/// e2e/scripts/aws-emu/moto_emu.py adds them): a class resolves the group it names (by name or ID) and is not ready
+/// for one that does not exist; its instance types carry the group's labels and exclude types that cannot join
+/// its strategy; a launch goes into the group (the template's placement), into the partition the claim requires,
+/// and EC2 reports the partition it chose for one that required none.
+#[tokio::test]
+async fn a_class_selecting_a_placement_group_launches_into_it() -> Result<()> {
+    let Some(emu) = AwsEmu::shared_or_skip("a_class_selecting_a_placement_group_launches_into_it")?
+    else {
+        return Ok(());
+    };
+    let mut launchable = emu.launchable("pg").await?;
+    let cluster = launchable.cluster.clone();
+    let ec2 = launchable.cloud.ec2().clone();
+    let create = |name: String, strategy: aws_sdk_ec2::types::PlacementStrategy| {
+        let request = ec2
+            .create_placement_group()
+            .group_name(name)
+            .strategy(strategy.clone());
+        let request = if strategy == aws_sdk_ec2::types::PlacementStrategy::Partition {
+            request.partition_count(3)
+        } else {
+            request
+        };
+        async move {
+            anyhow::Ok(
+                request
+                    .send()
+                    .await?
+                    .placement_group()
+                    .and_then(|g| g.group_id().map(str::to_owned))
+                    .context("group id")?,
+            )
+        }
+    };
+    let partitioned = create(
+        format!("{cluster}-hpc"),
+        aws_sdk_ec2::types::PlacementStrategy::Partition,
+    )
+    .await?;
+    let clustered = create(
+        format!("{cluster}-near"),
+        aws_sdk_ec2::types::PlacementStrategy::Cluster,
+    )
+    .await?;
+    let cloud = &launchable.cloud;
+    let selecting = |selector: serde_json::Value| -> Result<_> {
+        let mut spec = node_class_spec(&cluster)?;
+        spec.placement_group_selector = Some(serde_json::from_value(selector)?);
+        Ok(spec)
+    };
+
+    // Upstream "should fail when the placement group is not found": not ready, with Karpenter's message.
+    let missing = cloud
+        .resolve_node_class(
+            "default",
+            &selecting(serde_json::json!({"name": "no-such-group"}))?,
+        )
+        .await;
+    match missing {
+        Err(CloudError::NodeClassNotReady { reason, .. }) => assert!(
+            reason.ends_with("Placement group \"no-such-group\" not found"),
+            "{reason}"
+        ),
+        other => anyhow::bail!("expected not ready, got {other:?}"),
+    }
+
+    // A cluster group: types that cannot join one (burstable t3) are not offered.
+    let near = cloud
+        .resolve_node_class("default", &selecting(serde_json::json!({"id": clustered}))?)
+        .await?;
+    let group = near.resolved.placement_group.clone().context("resolved")?;
+    assert_eq!(
+        (group.id.as_str(), group.strategy),
+        (clustered.as_str(), kerf::cloud::PlacementStrategy::Cluster)
+    );
+    let types = cloud.instance_types(&near, SystemTime::now()).await?;
+    assert!(types.iter().any(|t| t.name == "m5.large"));
+    assert!(
+        !types.iter().any(|t| t.name == "t3.micro"),
+        "t3 supports no cluster groups"
+    );
+
+    // A partition group by name: every type carries the group and its three partitions.
+    let hpc = cloud
+        .resolve_node_class(
+            "default",
+            &selecting(serde_json::json!({"name": format!("{cluster}-hpc")}))?,
+        )
+        .await?;
+    let group = hpc.resolved.placement_group.clone().context("resolved")?;
+    assert_eq!(
+        (group.id.as_str(), group.partition_count),
+        (partitioned.as_str(), 3)
+    );
+    launchable.types = cloud.instance_types(&hpc, SystemTime::now()).await?;
+    launchable.class = hpc;
+    let m5 = launchable
+        .types
+        .iter()
+        .find(|t| t.name == "m5.large")
+        .context("m5.large")?;
+    let values = |key: &str| {
+        m5.requirements
+            .get(key)
+            .and_then(|r| r.values())
+            .map(|v| v.iter().cloned().collect::<Vec<_>>())
+    };
+    assert_eq!(
+        values("karpenter.k8s.aws/placement-group-id"),
+        Some(vec![partitioned.clone()])
+    );
+    assert_eq!(
+        values("karpenter.k8s.aws/placement-group-partition"),
+        Some(vec!["1".to_owned(), "2".to_owned(), "3".to_owned()])
+    );
+
+    // A claim requiring partitions 2 or 3 goes into the lowest; one requiring none lets EC2 choose.
+    let mut claim = kerf_e2e::aws::node_claim("pg-a", &["m5.large"], &["on-demand"])?;
+    claim.spec.requirements.push(serde_json::from_value(serde_json::json!({
+        "key": "karpenter.k8s.aws/placement-group-partition", "operator": "In", "values": ["3", "2"]
+    }))?);
+    let request = kerf::cloud::LaunchRequest::from_node_claim(
+        &claim,
+        launchable.class.clone(),
+        &launchable.types,
+    )?;
+    let pinned = cloud.create(&request, SystemTime::now()).await?;
+    let placement = pinned.placement.clone().context("placed")?;
+    assert_eq!(
+        (placement.group_id.as_str(), placement.partition),
+        (partitioned.as_str(), Some(2))
+    );
+    let free = cloud
+        .create(
+            &launchable.request("pg-b", &["m5.large"], &["on-demand"])?,
+            SystemTime::now(),
+        )
+        .await?;
+    assert_eq!(
+        free.placement.as_ref().map(|p| p.partition),
+        Some(None),
+        "EC2 chooses"
+    );
+
+    // Read back from EC2: the templates' placement, and the partition of each instance.
+    let mut placements = Vec::new();
+    for name in template_names(cloud, &cluster).await? {
+        let versions = ec2
+            .describe_launch_template_versions()
+            .launch_template_name(&name)
+            .versions("$Latest")
+            .send()
+            .await?;
+        let placement = versions
+            .launch_template_versions()
+            .first()
+            .and_then(|v| v.launch_template_data())
+            .and_then(|d| d.placement())
+            .map(|p| (p.group_id().map(str::to_owned), p.partition_number()));
+        placements.push(placement);
+    }
+    placements.sort();
+    assert_eq!(
+        placements,
+        [
+            Some((Some(partitioned.clone()), None)),
+            Some((Some(partitioned.clone()), Some(2)))
+        ]
+    );
+    let described = cloud.get(&free.provider_id).await?;
+    let chosen = described.placement.and_then(|p| p.partition);
+    assert!(matches!(chosen, Some(1..=3)), "{chosen:?}");
+    assert_eq!(
+        cloud
+            .get(&pinned.provider_id)
+            .await?
+            .placement
+            .and_then(|p| p.partition),
+        Some(2)
+    );
+    Ok(())
+}

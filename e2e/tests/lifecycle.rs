@@ -562,3 +562,73 @@ async fn a_pools_registration_health_follows_its_claims_and_starts_over_on_chang
     .await?;
     Ok(())
 }
+
+/// Karpenter's placement-group launch and registration hook, end to end: a class selecting a partition group
+/// launches its claims into the group; a claim that required no partition gets the one EC2 chose (read back with
+/// DescribeInstances before its Node is freed of the unregistered taint), and the claim and its Node carry both
+/// placement-group labels.
+#[tokio::test]
+async fn a_claim_of_a_class_selecting_a_partition_group_is_labelled_with_its_partition(
+) -> Result<()> {
+    let _turn = SERIAL.lock().await;
+    let Some(bed) = Testbed::start_or_skip(
+        "a_claim_of_a_class_selecting_a_partition_group_is_labelled_with_its_partition",
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    let name = format!("{}-hpc", bed.name);
+    let created = bed
+        .cloud
+        .ec2()
+        .create_placement_group()
+        .group_name(&name)
+        .strategy(aws_sdk_ec2::types::PlacementStrategy::Partition)
+        .partition_count(2)
+        .send()
+        .await?;
+    let group = created
+        .placement_group()
+        .and_then(|g| g.group_id())
+        .context("group id")?
+        .to_owned();
+    let classes: Api<EC2NodeClass> = Api::all(bed.cluster.client()?);
+    classes
+        .patch(
+            "default",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"placementGroupSelector": {"name": name}}})),
+        )
+        .await?;
+    apply_node_claim(&bed.cluster, "pg-a", &["m5.large"], &["on-demand"]).await?;
+    let claim = bed
+        .wait_for_conditions("pg-a", &LIFECYCLE, Duration::from_secs(120))
+        .await?;
+    let instances = bed.instances_of("pg-a").await?;
+    ensure!(instances.len() == 1, "one instance, got {instances:?}");
+    let placement = instances[0].placement.clone().context("in a group")?;
+    assert_eq!(placement.group_id, group);
+    let partition = placement
+        .partition
+        .context("EC2 chose a partition")?
+        .to_string();
+    let labels = claim.metadata.labels.clone().unwrap_or_default();
+    let node_name = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .context("status.nodeName")?;
+    let node = Api::<Node>::all(bed.cluster.client()?)
+        .get(&node_name)
+        .await?;
+    let node_labels = node.metadata.labels.unwrap_or_default();
+    for (key, value) in [
+        ("karpenter.k8s.aws/placement-group-id", &group),
+        ("karpenter.k8s.aws/placement-group-partition", &partition),
+    ] {
+        assert_eq!(labels.get(key), Some(value), "claim label {key}");
+        assert_eq!(node_labels.get(key), Some(value), "node label {key}");
+    }
+    Ok(())
+}

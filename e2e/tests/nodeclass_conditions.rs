@@ -198,24 +198,39 @@ async fn an_ec2nodeclass_reports_its_resolution_validation_and_readiness() -> Re
     patch_class(&bed, json!({"tags": {"karpenter.sh/nodepool": null}})).await?;
     wait_for(&bed, &[validated], pool_ready).await?;
 
-    // A placement group, which kerf cannot launch into yet: the class says so and is not ready (nothing launches
-    // outside the group); without the selector it is ready again.
-    patch_class(&bed, json!({"placementGroupSelector": {"name": "hpc"}})).await?;
+    // A placement group that does not exist: the class says so and is not ready (nothing launches outside the
+    // group it asks for); once EC2 has it, the class is ready; without the selector it stays so.
+    let group = format!("{}-hpc", bed.name);
+    patch_class(&bed, json!({"placementGroupSelector": {"name": group}})).await?;
+    let not_found = format!("Placement group {group:?} not found");
     wait_for(
         &bed,
         &[
             (
                 "PlacementGroupReady",
                 "False",
-                "PlacementGroupNotSupported",
-                Some(
-                    "kerf does not launch into placement groups yet: remove spec.placementGroupSelector (\"hpc\") \
-                     to launch from this EC2NodeClass",
-                ),
+                "PlacementGroupNotFound",
+                Some(not_found.as_str()),
             ),
-            ("Ready", "False", "UnhealthyDependents", Some("PlacementGroupReady=False")),
+            ("Ready", "False", "UnhealthyDependents", None),
         ],
         ("NodeClassReady", "False", "UnhealthyDependents", None),
+    )
+    .await?;
+    bed.cloud
+        .ec2()
+        .create_placement_group()
+        .group_name(&group)
+        .strategy(aws_sdk_ec2::types::PlacementStrategy::Spread)
+        .send()
+        .await?;
+    wait_for(
+        &bed,
+        &[
+            ("PlacementGroupReady", "True", "PlacementGroupReady", None),
+            ("Ready", "True", "Ready", None),
+        ],
+        pool_ready,
     )
     .await?;
     patch_class(&bed, json!({"placementGroupSelector": null})).await?;

@@ -55,6 +55,10 @@ pub struct InstanceTypeInfo {
     /// The purchase options EC2 sells it with; on-demand and spot unless listed.
     #[serde(default = "on_demand_and_spot")]
     pub capacity_types: Vec<CapacityType>,
+    /// The placement group strategies the type supports (EC2's `PlacementGroupInfo`: `cluster`, `partition`,
+    /// `spread`); `None` when unknown (the embedded snapshot), which does not rule the type out.
+    #[serde(default)]
+    pub placement_group_strategies: Option<Vec<String>>,
 }
 
 /// One kind of GPU in an instance type.

@@ -41,6 +41,10 @@ pub const CAPACITY_RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservatio
 pub const CAPACITY_RESERVATION_TYPE: &str = "karpenter.k8s.aws/capacity-reservation-type";
 pub const CAPACITY_RESERVATION_INTERRUPTIBLE: &str =
     "karpenter.k8s.aws/capacity-reservation-interruptible";
+/// The placement group a node was launched into, and its partition (only types of a class selecting a group
+/// have them).
+pub const PLACEMENT_GROUP_ID: &str = "karpenter.k8s.aws/placement-group-id";
+pub const PLACEMENT_GROUP_PARTITION: &str = "karpenter.k8s.aws/placement-group-partition";
 
 /// The Kubernetes architecture of an EC2 one (`x86_64` → `amd64`); unknown ones pass through unchanged.
 pub fn kube_arch(ec2_arch: &str) -> &str {

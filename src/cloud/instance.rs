@@ -26,6 +26,18 @@ pub struct Instance {
     pub tags: BTreeMap<String, String>,
     /// The capacity reservation a `reserved` instance runs in; `None` for the other capacity types.
     pub reservation: Option<InstanceReservation>,
+    /// The placement group it runs in, if any.
+    pub placement: Option<InstancePlacement>,
+}
+
+/// The placement group an instance runs in (EC2's `Placement.GroupId` and `PartitionNumber`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstancePlacement {
+    /// `pg-…`.
+    pub group_id: String,
+    /// The partition of a partition group, once known: EC2 picks one when the launch named none, and says which
+    /// only when the instance is described.
+    pub partition: Option<u32>,
 }
 
 /// The capacity reservation an instance was launched into: what its node's reservation labels say.

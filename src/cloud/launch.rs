@@ -9,12 +9,13 @@ use std::time::SystemTime;
 
 use super::error::CloudError;
 use super::ice::{IceCache, OfferingKey};
-use super::node_class::NodeClass;
+use super::instance::InstancePlacement;
+use super::node_class::{NodeClass, PlacementStrategy};
 use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::Taint;
 use crate::api::requirements::{Requirement, Requirements};
-use crate::catalog::{CapacityType, InstanceType, OfferingFilter, EFA};
+use crate::catalog::{CapacityType, InstanceType, OfferingFilter, EFA, PLACEMENT_GROUP_PARTITION};
 
 /// EC2 takes at most this many instance types in one CreateFleet call (Karpenter truncates to it).
 pub const MAX_INSTANCE_TYPES: usize = 60;
@@ -133,6 +134,21 @@ impl<'a> LaunchRequest<'a> {
         tags.insert(TAG_NODECLAIM.into(), self.node_claim.clone());
         tags.insert(TAG_EC2NODECLASS.into(), self.node_class.name.clone());
         tags
+    }
+
+    /// Where the instance goes: the class's placement group, and for a partition group the partition the claim
+    /// requires, the lowest where it allows several (EC2 takes one; Karpenter picks the lowest, and a partition
+    /// out of capacity is then left to the next claim). No partition when the claim names none: EC2 picks.
+    pub fn placement(&self) -> Option<InstancePlacement> {
+        let group = self.node_class.resolved.placement_group.as_ref()?;
+        let partition = (group.strategy == PlacementStrategy::Partition)
+            .then(|| self.requirements.get(PLACEMENT_GROUP_PARTITION)?.values())
+            .flatten()
+            .and_then(|values| values.iter().filter_map(|v| v.parse::<u32>().ok()).min());
+        Some(InstancePlacement {
+            group_id: group.id.clone(),
+            partition,
+        })
     }
 }
 

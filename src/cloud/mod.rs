@@ -22,15 +22,18 @@ use std::time::SystemTime;
 pub use drift::{drift, DriftReason};
 pub use error::CloudError;
 pub use ice::{IceCache, OfferingKey, ICE_TTL};
-pub use instance::{instance_id, provider_id, Instance, InstanceReservation, InstanceState};
+pub use instance::{
+    instance_id, provider_id, Instance, InstancePlacement, InstanceReservation, InstanceState,
+};
 pub use launch::{
     plan, LaunchOverride, LaunchPlan, LaunchRequest, MAX_INSTANCE_TYPES, TAG_CLUSTER_PREFIX,
     TAG_EC2NODECLASS, TAG_EKS_CLUSTER_NAME, TAG_NODECLAIM, TAG_NODEPOOL, UNREGISTERED_TAINT_KEY,
 };
 pub use launch_check::{LaunchRefusal, RefusedCall};
 pub use node_class::{
-    newest_per_architecture, AmiVariant, NodeClass, ResolvedAmi, ResolvedNodeClass, ResolvedSubnet,
-    NO_AMIS, NO_INSTANCE_PROFILE, NO_ROLE, NO_SECURITY_GROUPS, NO_SUBNETS, UNSUPPORTED_ALIAS,
+    newest_per_architecture, AmiVariant, NodeClass, PlacementGroup, PlacementStrategy, ResolvedAmi,
+    ResolvedNodeClass, ResolvedSubnet, NO_AMIS, NO_INSTANCE_PROFILE, NO_PLACEMENT_GROUP, NO_ROLE,
+    NO_SECURITY_GROUPS, NO_SUBNETS, UNSUPPORTED_ALIAS,
 };
 
 use crate::api::ec2nodeclass::EC2NodeClassSpec;

@@ -6,8 +6,10 @@ use std::collections::HashMap;
 use super::error::CloudError;
 use crate::api::ec2nodeclass::{CapacityReservation, EC2NodeClassSpec, SecurityGroup, Subnet};
 use crate::api::labels;
+use crate::api::requirements::Requirement;
 use crate::catalog::InstanceType;
 use crate::catalog::{kube_arch, INSTANCE_ACCELERATOR_COUNT, INSTANCE_GPU_COUNT};
+use crate::catalog::{PLACEMENT_GROUP_ID, PLACEMENT_GROUP_PARTITION};
 
 /// The reasons a class is not ready (the `reason` of [`CloudError::NodeClassNotReady`]).
 pub const NO_SUBNETS: &str = "no subnet matches subnetSelectorTerms";
@@ -20,6 +22,9 @@ pub const NO_INSTANCE_PROFILE: &str = "no instance profile is named by spec.inst
 /// The IAM role `spec.role` names does not exist, so no instance profile can hold it (the reason goes on with
 /// its name).
 pub const NO_ROLE: &str = "no IAM role is named by spec.role";
+/// No available placement group has the name or ID `spec.placementGroupSelector` gives (the reason goes on with
+/// Karpenter's message).
+pub const NO_PLACEMENT_GROUP: &str = "no placement group matches spec.placementGroupSelector";
 
 /// An EC2NodeClass ready to launch from.
 #[derive(Clone, Debug, PartialEq)]
@@ -43,6 +48,17 @@ impl NodeClass {
                 reason: reason.to_owned(),
             });
         }
+        if let (Some(selector), None) = (&spec.placement_group_selector, &resolved.placement_group)
+        {
+            let named = selector.name.as_deref().or(selector.id.as_deref());
+            return Err(CloudError::NodeClassNotReady {
+                name: name.to_owned(),
+                reason: format!(
+                    "{NO_PLACEMENT_GROUP}: Placement group {:?} not found",
+                    named.unwrap_or_default()
+                ),
+            });
+        }
         Ok(NodeClass {
             name: name.to_owned(),
             spec: spec.clone(),
@@ -64,6 +80,75 @@ pub struct ResolvedNodeClass {
     /// matching is fine: the class launches on-demand and spot). `None` when they were not looked up: the
     /// `ReservedCapacity` feature gate is off, or the provider has no such thing (the in-memory cloud).
     pub capacity_reservations: Option<Vec<CapacityReservation>>,
+    /// The available placement group `spec.placementGroupSelector` names; `None` without a selector (a class
+    /// whose selector matches no group is not ready).
+    pub placement_group: Option<PlacementGroup>,
+}
+
+/// A placement group instances of a class launch into (Karpenter's `placementgroup.PlacementGroup`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlacementGroup {
+    /// `pg-…`: the `karpenter.k8s.aws/placement-group-id` label of nodes launched into it.
+    pub id: String,
+    pub name: String,
+    pub strategy: PlacementStrategy,
+    /// The partitions of a `partition` group (EC2 allows up to 7); 0 for the other strategies.
+    pub partition_count: u32,
+}
+
+/// How EC2 places a group's instances; an instance type supports some of them (`PlacementGroupInfo`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlacementStrategy {
+    Cluster,
+    Partition,
+    Spread,
+}
+
+impl PlacementStrategy {
+    /// EC2's spelling: `cluster`, `partition`, `spread`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlacementStrategy::Cluster => "cluster",
+            PlacementStrategy::Partition => "partition",
+            PlacementStrategy::Spread => "spread",
+        }
+    }
+
+    /// The strategy EC2 spells `value`, if kerf knows it.
+    pub fn parse(value: &str) -> Option<Self> {
+        [Self::Cluster, Self::Partition, Self::Spread]
+            .into_iter()
+            .find(|s| s.as_str() == value)
+    }
+}
+
+impl PlacementGroup {
+    /// What instance types get from the group, so pods may select it and spread over its partitions (Karpenter's
+    /// `InjectOfferings`): `placement-group-id In [id]`, and for a partition group `placement-group-partition In
+    /// [1..=count]`.
+    pub fn requirements(&self) -> Vec<Requirement> {
+        let mut out = vec![Requirement::one_of(PLACEMENT_GROUP_ID, [self.id.as_str()])];
+        if self.strategy == PlacementStrategy::Partition && self.partition_count > 0 {
+            out.push(Requirement::one_of(
+                PLACEMENT_GROUP_PARTITION,
+                (1..=self.partition_count).map(|p| p.to_string()),
+            ));
+        }
+        out
+    }
+
+    /// Adds [`Self::requirements`] to `it`'s.
+    pub fn place(&self, it: &mut InstanceType) {
+        for requirement in self.requirements() {
+            it.requirements.add(requirement);
+        }
+    }
+
+    /// Whether instances of a type that supports `strategies` (EC2's `PlacementGroupInfo`; `None` when unknown)
+    /// may launch into the group (Karpenter's `placementGroupCompatibility`).
+    pub fn admits(&self, strategies: Option<&[String]>) -> bool {
+        strategies.is_none_or(|s| s.iter().any(|s| s == self.strategy.as_str()))
+    }
 }
 
 /// A subnet with the free addresses that decide between subnets of one zone.

@@ -14,7 +14,8 @@ use super::ice::{IceCache, OfferingKey};
 use super::instance::{instance_id, provider_id, Instance, InstanceReservation, InstanceState};
 use super::launch::{plan, LaunchRequest, TAG_CLUSTER_PREFIX};
 use super::node_class::{
-    newest_per_architecture, NodeClass, ResolvedAmi, ResolvedNodeClass, ResolvedSubnet,
+    newest_per_architecture, NodeClass, PlacementGroup, PlacementStrategy, ResolvedAmi,
+    ResolvedNodeClass, ResolvedSubnet,
 };
 use super::{CloudProvider, LaunchRefusal};
 use crate::api::ec2nodeclass::{EC2NodeClassSpec, SecurityGroup, Subnet};
@@ -88,6 +89,7 @@ struct State {
     subnets: Vec<SimSubnet>,
     security_groups: Vec<SimSecurityGroup>,
     amis: Vec<SimAmi>,
+    placement_groups: Vec<PlacementGroup>,
     instances: BTreeMap<String, Instance>,
     /// Instance profiles made for classes' roles.
     instance_profiles: BTreeSet<String>,
@@ -121,6 +123,11 @@ impl SimCloud {
 
     pub fn add_ami(&self, ami: SimAmi) {
         self.state().amis.push(ami);
+    }
+
+    /// An available placement group classes may select by name or ID.
+    pub fn add_placement_group(&self, group: PlacementGroup) {
+        self.state().placement_groups.push(group);
     }
 
     /// The instance profiles made for classes' roles and not yet deleted.
@@ -259,6 +266,17 @@ impl SimCloud {
                 .or_else(|| spec.role.as_ref().map(|_| self.managed_profile(name))),
             // Reserved capacity comes from the catalog's reserved offerings here, not from selector terms.
             capacity_reservations: None,
+            placement_group: spec.placement_group_selector.as_ref().and_then(|selector| {
+                state
+                    .placement_groups
+                    .iter()
+                    .find(|g| match (&selector.id, &selector.name) {
+                        (Some(id), _) => *id == g.id,
+                        (None, Some(name)) => *name == g.name,
+                        (None, None) => false,
+                    })
+                    .cloned()
+            }),
         }
     }
 }
@@ -346,6 +364,9 @@ impl CloudProvider for SimCloud {
             })
             .filter(|it| !it.offerings.is_empty())
             .collect();
+        if let Some(group) = &node_class.resolved.placement_group {
+            types.iter_mut().for_each(|it| group.place(it));
+        }
         state.ice.apply(&mut types, now);
         Ok(types)
     }
@@ -400,6 +421,20 @@ impl CloudProvider for SimCloud {
                         reservation_type: offered.map(|r| r.reservation_type).unwrap_or_default(),
                         interruptible: offered.is_some_and(|r| r.interruptible),
                     }
+                }),
+                // EC2 spreads instances that name no partition over the group's partitions.
+                placement: request.placement().map(|mut placement| {
+                    let count = request
+                        .node_class
+                        .resolved
+                        .placement_group
+                        .as_ref()
+                        .filter(|g| g.strategy == PlacementStrategy::Partition)
+                        .map_or(0, |g| u64::from(g.partition_count));
+                    if placement.partition.is_none() && count > 0 {
+                        placement.partition = u32::try_from(state.launched % count + 1).ok();
+                    }
+                    placement
                 }),
             };
             state.instances.insert(id, instance.clone());

@@ -231,6 +231,7 @@ mod tests {
             security_group_ids: vec![],
             tags,
             reservation: None,
+            placement: None,
         }
     }
 

@@ -105,19 +105,13 @@ async fn reconcile<C: CloudProvider>(
         &now,
         generation,
     );
+    conditions::without_placement_group(&mut next, &class.spec, &now, generation);
     // What resolution found is written even when the cloud could not answer the launch check (it is asked again).
     let resolved = resolution.as_ref().map_err(String::as_str);
     let validated = validate(&classes, &class, resolved, &next).await;
     if let Ok(verdict) = &validated {
         conditions::set(&mut next, verdict.condition(), &now, generation);
     }
-    let (state, reason, message) = conditions::placement_group(&class.spec);
-    conditions::set(
-        &mut next,
-        (conditions::PLACEMENT_GROUP_READY, state, reason, &message),
-        &now,
-        generation,
-    );
     let gate = ctx.settings.feature_gates.reserved_capacity;
     conditions::set_ready(&mut next, &conditions::dependents(gate), &now, generation);
     if class.status.as_ref() != Some(&next) {

@@ -82,6 +82,7 @@ pub enum CloudDrift {
     Ami,
     Subnet,
     SecurityGroup,
+    PlacementGroup,
 }
 
 impl CloudDrift {
@@ -92,6 +93,7 @@ impl CloudDrift {
             CloudDrift::Ami => "AMIDrift",
             CloudDrift::Subnet => "SubnetDrift",
             CloudDrift::SecurityGroup => "SecurityGroupDrift",
+            CloudDrift::PlacementGroup => "PlacementGroupDrift",
         }
     }
 }

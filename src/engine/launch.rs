@@ -7,8 +7,9 @@ use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
 use crate::catalog::{
     CapacityType, InstanceType, CAPACITY_RESERVATION_ID, CAPACITY_RESERVATION_INTERRUPTIBLE,
-    CAPACITY_RESERVATION_TYPE,
+    CAPACITY_RESERVATION_TYPE, PLACEMENT_GROUP_ID, PLACEMENT_GROUP_PARTITION,
 };
+use crate::cloud::InstancePlacement;
 use std::collections::BTreeMap;
 
 /// The reservation labels: a type with one reservation has a single-valued `capacity-reservation-id`, yet only
@@ -82,6 +83,33 @@ pub fn reservation_labels(
         ),
     ])
 }
+
+/// The placement-group labels of an instance in `placement`, of a type whose requirements say whether the group
+/// is partitioned (Karpenter's `instanceToNodeClaim`): the group, and for a partition group the partition, or ""
+/// while EC2 has not said which (registration waits for it, [`PARTITION_PENDING`]).
+pub fn placement_labels(
+    placement: Option<&InstancePlacement>,
+    instance_type: Option<&InstanceType>,
+) -> BTreeMap<String, String> {
+    let Some(placement) = placement else {
+        return BTreeMap::new();
+    };
+    let mut out = BTreeMap::from([(PLACEMENT_GROUP_ID.to_owned(), placement.group_id.clone())]);
+    let partitioned =
+        instance_type.is_some_and(|t| t.requirements.get(PLACEMENT_GROUP_PARTITION).is_some());
+    if partitioned || placement.partition.is_some() {
+        out.insert(
+            PLACEMENT_GROUP_PARTITION.to_owned(),
+            placement
+                .partition
+                .map_or_else(|| PARTITION_PENDING.to_owned(), |p| p.to_string()),
+        );
+    }
+    out
+}
+
+/// The partition label of a node in a partition group whose partition EC2 has not reported yet.
+pub const PARTITION_PENDING: &str = "";
 
 /// The labels a kubelet puts on the Node it registers, on an EC2 instance of `instance_type` in `zone`:
 /// hostname, type, zone, region, architecture and OS (Linux: kerf launches no Windows AMI families).

@@ -8,6 +8,7 @@
 use super::super::provisioning::catalogs::Catalogs;
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodeclaim::NodeClaim;
+use crate::catalog::PLACEMENT_GROUP_ID;
 use crate::cloud::{self, CloudProvider, DriftReason, Instance, NodeClass};
 use crate::disruption::{node_class_drift, CloudDrift, StaticDrift};
 use crate::engine::conditions::{is_true, LAUNCHED};
@@ -87,8 +88,28 @@ impl CloudFacts {
         if node_class_drift(class, claim) == StaticDrift::Drifted {
             return Some(CloudDrift::NodeClass);
         }
-        cloud::drift(instance, resolved).map(cloud_drift)
+        cloud::drift(instance, resolved)
+            .map(cloud_drift)
+            .or_else(|| placement_group_drift(claim, resolved))
     }
+}
+
+/// `PlacementGroupDrift` (Karpenter's `isPlacementGroupDrifted`): the group the claim was launched into (its label;
+/// none without) is not the one its class selects now (none without a selector).
+fn placement_group_drift(claim: &NodeClaim, class: &NodeClass) -> Option<CloudDrift> {
+    let launched_into = claim
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(PLACEMENT_GROUP_ID))
+        .map(String::as_str);
+    let selected = class
+        .resolved
+        .placement_group
+        .as_ref()
+        .map(|g| g.id.as_str());
+    (launched_into.unwrap_or_default() != selected.unwrap_or_default())
+        .then_some(CloudDrift::PlacementGroup)
 }
 
 /// The engine's name for a reason the cloud found.
@@ -104,7 +125,7 @@ fn cloud_drift(reason: DriftReason) -> CloudDrift {
 mod tests {
     use super::*;
     use crate::cloud::sim::{Operation, SimAmi, SimCloud};
-    use crate::cloud::{CloudError, ResolvedAmi};
+    use crate::cloud::{CloudError, PlacementGroup, PlacementStrategy, ResolvedAmi};
     use crate::controllers::hashes::class_annotations;
     use crate::controllers::nodeclaim::tests::{claim, cloud, launch, t0};
     use serde_json::json;
@@ -221,6 +242,75 @@ mod tests {
             Some(CloudDrift::NodeClass),
             "the spec's hash is judged before the AMI"
         );
+    }
+
+    /// Upstream cloudprovider drift suite ("should return drifted if the placement group changed" and "... was
+    /// removed", "should not return drifted if the placement group is unchanged"): a claim launched into the
+    /// class's group carries its labels and has not drifted; once the class selects no group, or another, it has.
+    #[tokio::test]
+    async fn a_claim_drifts_when_its_class_selects_another_placement_group_or_none() {
+        let cloud = cloud();
+        for (id, name) in [("pg-1", "hpc"), ("pg-2", "other")] {
+            cloud.add_placement_group(PlacementGroup {
+                id: id.into(),
+                name: name.into(),
+                strategy: PlacementStrategy::Partition,
+                partition_count: 3,
+            });
+        }
+        let catalogs = Catalogs::default();
+        let selecting = |generation, group: Option<&str>| {
+            let mut class = class(generation, "ami-1");
+            class.spec.placement_group_selector =
+                group.map(|name| serde_json::from_value(json!({"name": name})).expect("selector"));
+            class
+        };
+        let v1 = selecting(1, Some("hpc"));
+        catalogs.get(&cloud, &v1, t0()).await.expect("resolves");
+        let resolved = catalogs.resolved(&v1, t0()).await.expect("cached");
+        let mut claim = claim("a");
+        let types = cloud.instance_types(&resolved, t0()).await.expect("types");
+        let launched = crate::controllers::nodeclaim::launch::launch(
+            &cloud,
+            &claim,
+            (*resolved).clone(),
+            &types,
+            crate::controllers::nodeclaim::launch::Adoption::Skip,
+            t0(),
+        )
+        .await
+        .expect("launch");
+        let labels = crate::controllers::nodeclaim::launch::launched_labels(&launched);
+        assert_eq!(labels[PLACEMENT_GROUP_ID], "pg-1");
+        assert_eq!(labels[crate::catalog::PLACEMENT_GROUP_PARTITION], "2");
+        claim.metadata.labels = Some(labels);
+        claim.status = Some(
+            serde_json::from_value(json!({
+                "providerID": launched.instance.provider_id,
+                "conditions": [{"type": "Launched", "status": "True", "reason": "Launched", "message": "",
+                                "lastTransitionTime": "2026-11-23T00:00:00Z"}]
+            }))
+            .expect("status"),
+        );
+        let gather = |class: EC2NodeClass| {
+            let catalogs = &catalogs;
+            let cloud = &cloud;
+            async move {
+                CloudFacts::gather(cloud, catalogs, &[class], t0(), LIST_TIMEOUT)
+                    .await
+                    .expect("listed")
+            }
+        };
+        assert_eq!(gather(v1).await.drift(&claim), None, "in its class's group");
+        for (generation, group) in [(2, None), (3, Some("other"))] {
+            let class = selecting(generation, group);
+            catalogs.get(&cloud, &class, t0()).await.expect("resolves");
+            assert_eq!(
+                gather(class).await.drift(&claim),
+                Some(CloudDrift::PlacementGroup),
+                "{group:?}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -90,7 +90,7 @@ pub async fn launch<C: CloudProvider>(
 }
 
 /// The labels a launched claim gets (see [`crate::engine::launch::launched_labels`]), with the reservation of an
-/// instance launched into one as EC2 reports it.
+/// instance launched into one and the placement group of one launched into a group, as EC2 reports them.
 pub fn launched_labels(launched: &Launched) -> BTreeMap<String, String> {
     let instance = &launched.instance;
     let mut labels = crate::engine::launch::launched_labels(
@@ -106,6 +106,10 @@ pub fn launched_labels(launched: &Launched) -> BTreeMap<String, String> {
             r.interruptible,
         ));
     }
+    labels.extend(crate::engine::launch::placement_labels(
+        instance.placement.as_ref(),
+        launched.instance_type.as_ref(),
+    ));
     labels
 }
 

@@ -365,7 +365,45 @@ async fn record_launch<C>(
     Ok(())
 }
 
-async fn registration_step<C>(
+/// `claim` with its placement-group partition label filled in from EC2 when launch left it pending (EC2 chose
+/// the partition), written to the claim; `None` while EC2 does not say it yet.
+async fn with_partition<C: CloudProvider>(
+    ctx: &Context<C>,
+    api: &Api<NodeClaim>,
+    claim: &NodeClaim,
+    provider_id: &str,
+) -> Result<Option<NodeClaim>, ReconcileError> {
+    let pending = claim
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(crate::catalog::PLACEMENT_GROUP_PARTITION))
+        .is_some_and(|p| p == crate::engine::launch::PARTITION_PENDING);
+    if !pending {
+        return Ok(Some(claim.clone()));
+    }
+    let instance = ctx.cloud.get(provider_id).await?;
+    let Some(partition) = instance.placement.and_then(|p| p.partition) else {
+        tracing::debug!(
+            provider_id,
+            "waiting for EC2 to report the instance's partition"
+        );
+        return Ok(None);
+    };
+    let partition = partition.to_string();
+    let key = crate::catalog::PLACEMENT_GROUP_PARTITION;
+    let patch = json!({"metadata": {"labels": {key: partition}}});
+    calls::merge_patch(api, &calls::name(claim)?, patch).await?;
+    let mut claim = claim.clone();
+    claim
+        .metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(key.to_owned(), partition);
+    Ok(Some(claim))
+}
+
+async fn registration_step<C: CloudProvider>(
     ctx: &Context<C>,
     api: &Api<NodeClaim>,
     claim: &NodeClaim,
@@ -391,6 +429,12 @@ async fn registration_step<C>(
             )
             .await;
     }
+    // Karpenter's placement-group registration hook: the Node is not freed of its unregistered taint before its
+    // partition label is known, so a spread over partitions never counts it in the wrong one.
+    let Some(claim) = with_partition(ctx, api, claim, provider_id).await? else {
+        return Ok(Action::requeue(recheck));
+    };
+    let claim = &claim;
     let nodes: Api<Node> = Api::all(ctx.client.clone());
     let patch = registration::registration_patch(&node, claim);
     match calls::merge_patch(&nodes, &node_name, patch).await {

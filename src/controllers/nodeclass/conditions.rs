@@ -5,15 +5,15 @@
 //! (`ReconcilingDependents`), the message naming the unhealthy ones, latest change first. `kubectl get
 //! ec2nodeclasses` shows `Ready`, and a NodePool's `NodeClassReady` repeats its reason and message.
 //!
-//! `PlacementGroupReady` is one of them, as in Karpenter: `True` without `spec.placementGroupSelector`. kerf does
-//! not launch into placement groups yet, so a class that selects one has it `False` (`PlacementGroupNotSupported`,
-//! a reason Karpenter does not have) and is not `Ready`: nothing launches from it outside the group it asks for.
+//! `PlacementGroupReady` is one of them, as in Karpenter: `True` without `spec.placementGroupSelector` or when
+//! the group it names is available, else `False` (`PlacementGroupNotFound`), so nothing launches outside the group
+//! the class asks for.
 
 use crate::api::condition::{self, Condition, FALSE, TRUE, UNKNOWN};
 use crate::api::ec2nodeclass::{Ami, EC2NodeClassSpec, EC2NodeClassStatus};
 use crate::cloud::{
-    ResolvedNodeClass, NO_AMIS, NO_INSTANCE_PROFILE, NO_ROLE, NO_SECURITY_GROUPS, NO_SUBNETS,
-    UNSUPPORTED_ALIAS,
+    ResolvedNodeClass, NO_AMIS, NO_INSTANCE_PROFILE, NO_PLACEMENT_GROUP, NO_ROLE,
+    NO_SECURITY_GROUPS, NO_SUBNETS, UNSUPPORTED_ALIAS,
 };
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 use k8s_openapi::jiff::Timestamp;
@@ -37,7 +37,7 @@ const AWAITING_RECONCILIATION: (&str, &str) = (
 type NotFound = (&'static str, &'static str, &'static str);
 
 /// What resolution checks, in the order kerf resolves: the condition, and the failures that make it false.
-const RESOLVED: [(&str, &[NotFound]); 4] = [
+const RESOLVED: [(&str, &[NotFound]); 5] = [
     (
         SUBNETS_READY,
         &[(
@@ -78,6 +78,11 @@ const RESOLVED: [(&str, &[NotFound]); 4] = [
                 "spec.role names an IAM role that does not exist",
             ),
         ],
+    ),
+    // Karpenter's message is the cloud's (`Placement group "hpc" not found`).
+    (
+        PLACEMENT_GROUP_READY,
+        &[(NO_PLACEMENT_GROUP, "PlacementGroupNotFound", "")],
     ),
 ];
 
@@ -177,24 +182,17 @@ pub fn resolved(
     next
 }
 
-/// `PlacementGroupReady` for a class with `spec`: `(status, reason, message)`.
-pub fn placement_group(spec: &EC2NodeClassSpec) -> (&'static str, &'static str, String) {
-    match &spec.placement_group_selector {
-        None => (TRUE, PLACEMENT_GROUP_READY, String::new()),
-        Some(selector) => {
-            let named = selector
-                .name
-                .as_deref()
-                .or(selector.id.as_deref())
-                .unwrap_or_default();
-            (
-                FALSE,
-                "PlacementGroupNotSupported",
-                format!(
-                    "kerf does not launch into placement groups yet: remove spec.placementGroupSelector ({named:?}) to launch from this EC2NodeClass"
-                ),
-            )
-        }
+/// `PlacementGroupReady` of a class with no `spec.placementGroupSelector`: `True` whatever else failed, as
+/// Karpenter resolves the placement group on its own (a resolution failing earlier leaves the other rows be).
+pub fn without_placement_group(
+    status: &mut EC2NodeClassStatus,
+    spec: &EC2NodeClassSpec,
+    now: &str,
+    generation: Option<i64>,
+) {
+    if spec.placement_group_selector.is_none() {
+        let ready = PLACEMENT_GROUP_READY;
+        set(status, (ready, TRUE, ready, ""), now, generation);
     }
 }
 
@@ -326,6 +324,7 @@ mod tests {
             }],
             instance_profile: Some("profile".into()),
             capacity_reservations: Some(vec![]),
+            placement_group: None,
         }
     }
 
@@ -352,18 +351,17 @@ mod tests {
         generation: i64,
     ) -> EC2NodeClassStatus {
         let mut status = resolved(previous, resolution, now, Some(generation));
+        without_placement_group(
+            &mut status,
+            &EC2NodeClassSpec::default(),
+            now,
+            Some(generation),
+        );
         let validation = match resolution {
             Ok(_) => (VALIDATION_SUCCEEDED, TRUE, VALIDATION_SUCCEEDED, ""),
             Err(_) => (VALIDATION_SUCCEEDED, FALSE, "DependenciesNotReady", "m"),
         };
         set(&mut status, validation, now, Some(generation));
-        let (state, reason, message) = placement_group(&EC2NodeClassSpec::default());
-        set(
-            &mut status,
-            (PLACEMENT_GROUP_READY, state, reason, &message),
-            now,
-            Some(generation),
-        );
         set_ready(&mut status, &dependents(false), now, Some(generation));
         status
     }
@@ -502,36 +500,37 @@ mod tests {
         assert_eq!(unknown.conditions, ready.conditions);
     }
 
-    /// Upstream `nodeclass/placementgroup_test.go`: without a selector `PlacementGroupReady` is True. kerf
-    /// resolves no placement group, so a class that selects one is not Ready and says why, where Karpenter would
-    /// launch into the group: nothing launches outside it.
+    /// Upstream `nodeclass/placementgroup_test.go` ("should set PlacementGroupReady to true when no placement
+    /// group selector is specified", "... to false when the placement group is not found"): a resolved class has
+    /// it True; a selector naming no available group makes it False with Karpenter's reason and message, what
+    /// resolved before it stays True, and the class is not Ready.
     #[test]
-    fn a_class_selecting_a_placement_group_is_not_ready_and_says_why() {
+    fn a_class_selecting_a_missing_placement_group_is_not_ready_and_says_why() {
+        let ready = full(None, Ok(&resolution()), "t", 1);
         assert_eq!(
-            placement_group(&EC2NodeClassSpec::default()),
-            (TRUE, PLACEMENT_GROUP_READY, String::new())
+            get(&ready, PLACEMENT_GROUP_READY),
+            (TRUE, PLACEMENT_GROUP_READY, "")
         );
-        let spec: EC2NodeClassSpec =
-            serde_json::from_value(serde_json::json!({"placementGroupSelector": {"name": "hpc"}}))
-                .expect("a spec");
-        let (state, reason, message) = placement_group(&spec);
-        assert_eq!((state, reason), (FALSE, "PlacementGroupNotSupported"));
-        assert!(
-            message.contains("spec.placementGroupSelector (\"hpc\")"),
-            "{message}"
-        );
-        let mut status = full(None, Ok(&resolution()), "t", 1);
-        set(
-            &mut status,
-            (PLACEMENT_GROUP_READY, state, reason, &message),
-            "t",
-            Some(1),
-        );
+        let missing = format!("{NO_PLACEMENT_GROUP}: Placement group \"hpc\" not found");
+        let mut status = resolved(None, Err(&missing), "t", Some(1));
         set_ready(&mut status, &dependents(false), "t", Some(1));
         assert_eq!(
-            get(&status, READY),
-            (FALSE, "UnhealthyDependents", "PlacementGroupReady=False")
+            get(&status, PLACEMENT_GROUP_READY),
+            (
+                FALSE,
+                "PlacementGroupNotFound",
+                "Placement group \"hpc\" not found"
+            )
         );
+        for type_ in [
+            SUBNETS_READY,
+            SECURITY_GROUPS_READY,
+            AMIS_READY,
+            INSTANCE_PROFILE_READY,
+        ] {
+            assert_eq!(get(&status, type_).0, TRUE, "{type_}");
+        }
+        assert_eq!(get(&status, READY).0, FALSE);
     }
 
     /// operatorpkg's root condition: missing dependents are initialized Unknown; Unknown dependents make Ready
@@ -539,8 +538,6 @@ mod tests {
     #[test]
     fn ready_sums_up_its_dependents() {
         let mut fresh = resolved(None, Ok(&resolution()), "2026-11-23T00:00:00Z", Some(1));
-        let no_group = (PLACEMENT_GROUP_READY, TRUE, PLACEMENT_GROUP_READY, "");
-        set(&mut fresh, no_group, "2026-11-23T00:00:00Z", Some(1));
         set_ready(
             &mut fresh,
             &dependents(false),
