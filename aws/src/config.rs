@@ -18,7 +18,11 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub async fn load(settings: &AwsSettings) -> Result<(SdkConfig, String), CloudError> {
     let mut loader = aws_config::defaults(BehaviorVersion::latest())
         .timeout_config(timeouts(settings.call_timeout))
-        .retry_config(RetryConfig::standard().with_max_attempts(settings.max_attempts.max(1)));
+        .retry_config(
+            RetryConfig::standard()
+                .with_max_attempts(settings.max_attempts.max(1))
+                .with_max_backoff(settings.retry_max_backoff),
+        );
     if let Some(region) = &settings.region {
         loader = loader.region(Region::new(region.clone()));
     }

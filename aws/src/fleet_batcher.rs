@@ -29,6 +29,7 @@ use kerf::cloud::CloudError;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+use crate::budget::ApiBudget;
 use crate::errors::bounded;
 
 /// The batcher's name in `karpenter_cloudprovider_batcher_*{batcher}`, Karpenter's.
@@ -96,6 +97,7 @@ impl FleetBatcher {
         ec2: aws_sdk_ec2::Client,
         settings: FleetBatchSettings,
         call_timeout: Duration,
+        budget: Arc<ApiBudget>,
     ) -> FleetBatcher {
         let max_items = settings.max_items.max(1);
         let (queue, requests) = mpsc::channel(max_items);
@@ -106,6 +108,7 @@ impl FleetBatcher {
                 ec2,
                 call_timeout,
                 observer: settings.observer.clone(),
+                budget,
             },
             FleetBatchSettings {
                 max_items,
@@ -161,6 +164,7 @@ struct Sender {
     ec2: aws_sdk_ec2::Client,
     call_timeout: Duration,
     observer: Option<Arc<dyn BatchObserver>>,
+    budget: Arc<ApiBudget>,
 }
 
 /// Gathers windows of requests until every [`FleetBatcher`] handle is gone, and sends each group.
@@ -216,7 +220,11 @@ impl Sender {
             [alone] => with_tags(alone.call.request.clone(), &alone.call.own_tags),
             _ => with_capacity(group[0].call.request.clone(), group.len()),
         };
-        let answer = bounded("CreateFleet", self.call_timeout, request.send()).await;
+        let budgeted = Box::pin(async {
+            self.budget.acquire("CreateFleet").await;
+            request.send().await
+        });
+        let answer = bounded("CreateFleet", self.call_timeout, budgeted).await;
         let output = match answer {
             Ok(output) => output,
             Err(error) => {
@@ -248,7 +256,11 @@ impl Sender {
                 .create_tags()
                 .resources(&id)
                 .set_tags(Some(ec2_tags(&tags)));
-            if let Err(error) = bounded("CreateTags", self.call_timeout, tag.send()).await {
+            let budgeted = Box::pin(async {
+                self.budget.acquire("CreateTags").await;
+                tag.send().await
+            });
+            if let Err(error) = bounded("CreateTags", self.call_timeout, budgeted).await {
                 tracing::warn!(instance = %id, %error,
                     "could not tag a batched instance with its NodeClaim: garbage collection terminates it \
                      unless the claim records it");
@@ -526,6 +538,7 @@ mod tests {
             ec2.clone(),
             settings,
             Duration::from_secs(30),
+            Arc::new(ApiBudget::new(Default::default())),
         ))
     }
 

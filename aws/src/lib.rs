@@ -4,6 +4,7 @@
 //! instance get/list/terminate; and the interruption queue on SQS ([`SqsQueue`]). The AWS SDK lives here only,
 //! so the `kerf` crate stays free of it. docs/cloud.md and docs/interruption.md describe the behaviour.
 
+mod budget;
 mod capacity_reservations;
 mod cluster;
 mod config;

@@ -15,6 +15,7 @@ use kerf::catalog::{
     CapacityType, CatalogSettings, InstanceType, InstanceTypeInfo, Offering, Pricing, Reservation,
     EFA, RESERVED_PRICE_DIVISOR,
 };
+use kerf::cloud::api_limits::ApiRateLimits;
 use kerf::cloud::{
     newest_per_architecture, plan, provider_id, AmiVariant, CloudError, CloudProvider, IceCache,
     Instance, InstancePlacement, InstanceReservation, InstanceState, LaunchRefusal, LaunchRequest,
@@ -23,6 +24,7 @@ use kerf::cloud::{
     TAG_NODECLAIM, TAG_NODEPOOL, UNSUPPORTED_ALIAS,
 };
 
+use crate::budget::ApiBudget;
 use crate::capacity_reservations::{
     self as reservations, launchable, Availability, Query, ReservedMarket, Unusable, QUERY_TTL,
 };
@@ -56,8 +58,12 @@ pub struct AwsSettings {
     pub static_credentials: Option<(String, String)>,
     /// The bound on one API call, retries included.
     pub call_timeout: Duration,
-    /// Attempts per call (the SDK retries throttling and 5xx answers).
+    /// Attempts per call (the SDK retries throttling and 5xx answers, with jittered exponential backoff).
     pub max_attempts: u32,
+    /// The longest backoff between two attempts (the SDK's standard retry doubles it from 1 s, with jitter).
+    pub retry_max_backoff: Duration,
+    /// The client-side rate limit of each API ([`kerf::cloud::api_limits`]).
+    pub api_rate_limits: ApiRateLimits,
     /// Prices of offerings (on-demand and spot) that AWS's price APIs do not give: by default the shipped
     /// on-demand snapshot (`Pricing::snapshot`), a pricing file over it.
     pub pricing: Pricing,
@@ -83,6 +89,8 @@ impl AwsSettings {
             static_credentials: None,
             call_timeout: Duration::from_secs(30),
             max_attempts: 3,
+            retry_max_backoff: Duration::from_secs(20),
+            api_rate_limits: ApiRateLimits::default(),
             pricing: Pricing::snapshot(),
             isolated_vpc: false,
             reserved_capacity: true,
@@ -102,6 +110,8 @@ pub struct AwsCloud {
     ec2: aws_sdk_ec2::Client,
     /// Every launch's CreateFleet goes through it.
     fleet_batcher: FleetBatcher,
+    /// The client-side rate limits every call waits on.
+    budget: Arc<ApiBudget>,
     ssm: aws_sdk_ssm::Client,
     iam: aws_sdk_iam::Client,
     /// The Price List API, in the region that serves this one; `None` in an isolated VPC.
@@ -149,12 +159,15 @@ impl AwsCloud {
             aws_sdk_pricing::Client::from_conf(config)
         });
         let ec2 = aws_sdk_ec2::Client::new(&config);
+        let budget = Arc::new(ApiBudget::new(settings.api_rate_limits.clone()));
         Ok(AwsCloud {
             fleet_batcher: FleetBatcher::start(
                 ec2.clone(),
                 settings.fleet_batch.clone(),
                 settings.call_timeout,
+                budget.clone(),
             ),
+            budget,
             ec2,
             ssm: aws_sdk_ssm::Client::new(&config),
             iam: aws_sdk_iam::Client::new(&config),
@@ -202,7 +215,13 @@ impl AwsCloud {
         E: ProvideErrorMetadata + std::error::Error + 'static,
         R: std::fmt::Debug,
     {
-        bounded(operation, self.settings.call_timeout, call).await
+        // Boxed: SDK call futures are large, and every caller's future would otherwise hold this one whole (a
+        // debug build's reconcile overflows its 2 MiB stack).
+        let budgeted = Box::pin(async {
+            self.budget.acquire(operation).await;
+            call.await
+        });
+        bounded(operation, self.settings.call_timeout, budgeted).await
     }
 
     /// The on-demand prices of the Price List API (none in an isolated VPC), fetched again twice a day.

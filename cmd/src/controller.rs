@@ -50,6 +50,9 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     settings.region = args.aws_region.clone();
     settings.endpoint_url = args.aws_endpoint_url.clone();
     settings.isolated_vpc = args.isolated_vpc;
+    settings.api_rate_limits = args.aws_api_rate_limits.clone();
+    settings.max_attempts = args.aws_max_attempts;
+    settings.retry_max_backoff = args.aws_retry_max_backoff;
     settings.reserved_capacity = args.feature_gates.reserved_capacity;
     let metrics = Arc::new(Metrics::new());
     settings.fleet_batch.observer = Some(Arc::new(BatcherMetrics(metrics.clone())));

@@ -865,3 +865,46 @@ async fn a_class_selecting_a_placement_group_launches_into_it() -> Result<()> {
     );
     Ok(())
 }
+
+/// The client-side call budget against the emulator: with DescribeInstances at 4 calls per second and a bucket of
+/// 1, five reads take at least a second, every one is answered (none throttled by EC2), and other APIs are not
+/// held up.
+#[tokio::test]
+async fn calls_past_an_apis_budget_are_paced_not_refused() -> Result<()> {
+    let Some(emu) = AwsEmu::shared_or_skip("calls_past_an_apis_budget_are_paced_not_refused")?
+    else {
+        return Ok(());
+    };
+    let launchable = emu.launchable("budget").await?;
+    let instance = launchable
+        .cloud
+        .create(
+            &launchable.request("budget-a", &["m5.large"], &["on-demand"])?,
+            SystemTime::now(),
+        )
+        .await?;
+    let mut settings = emu.settings(&launchable.cluster, Duration::from_secs(30))?;
+    settings.api_rate_limits =
+        kerf::cloud::api_limits::ApiRateLimits::parse("DescribeInstances=4:1")
+            .map_err(anyhow::Error::msg)?;
+    let paced = kerf_aws::AwsCloud::connect(settings).await?;
+    let started = std::time::Instant::now();
+    for _ in 0..5 {
+        let got = paced.get(&instance.provider_id).await?;
+        assert_eq!(got.id, instance.id);
+    }
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(950),
+        "5 calls at 4/s after a burst of 1: {took:?}"
+    );
+    let started = std::time::Instant::now();
+    paced
+        .resolve_node_class("default", &node_class_spec(&launchable.cluster)?)
+        .await?;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "resolution is not paced by DescribeInstances"
+    );
+    Ok(())
+}

@@ -3,6 +3,7 @@
 
 use crate::cli::validate::{CatalogArgs, DEFAULT_REGION};
 use crate::cli::webhook::shutdown_signal;
+use crate::cloud::api_limits::ApiRateLimits;
 use crate::cloud::metered::Metered;
 use crate::cloud::CloudProvider;
 use crate::controllers::metrics::Metrics;
@@ -53,6 +54,19 @@ pub struct ControllerArgs {
     /// shipped on-demand snapshot, which prices what neither knows).
     #[arg(long, env = "KERF_PRICING_FILE")]
     pub pricing_file: Option<PathBuf>,
+    /// Client-side rate limits of the EC2, IAM and SSM APIs kerf calls, `API=RATE[:BURST]` (calls per second, bucket
+    /// size) separated by commas; `read` and `write` set every `Describe*`/`Get*` call and every other call. Over
+    /// kerf's defaults (reads 20/s with bursts of 100, writes 5/s with bursts of 50); an unknown API stops the
+    /// controller at start.
+    #[arg(long, env = "KERF_AWS_API_RATE_LIMITS", default_value = "", hide_default_value = true, value_parser = parse_api_limits)]
+    pub aws_api_rate_limits: ApiRateLimits,
+    /// Attempts per AWS call: throttling, 5xx answers and connection errors are retried with jittered exponential
+    /// backoff (the AWS SDK's standard retry).
+    #[arg(long, env = "KERF_AWS_MAX_ATTEMPTS", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=10))]
+    pub aws_max_attempts: u32,
+    /// The longest backoff between two attempts of an AWS call.
+    #[arg(long, env = "KERF_AWS_RETRY_MAX_BACKOFF", default_value = "20s", value_parser = parse_backoff)]
+    pub aws_retry_max_backoff: Duration,
     /// No route to AWS's public endpoints: on-demand prices come from the pricing file and the shipped snapshot,
     /// the Price List API is not called.
     #[arg(long, env = "ISOLATED_VPC", default_value_t = false, action = clap::ArgAction::Set)]
@@ -128,6 +142,19 @@ impl ControllerArgs {
 
 fn parse_gates(value: &str) -> Result<FeatureGates, String> {
     FeatureGates::parse(value).map_err(|e| e.to_string())
+}
+
+fn parse_api_limits(value: &str) -> Result<ApiRateLimits, String> {
+    ApiRateLimits::parse(value)
+}
+
+/// A backoff bound: at least 1 s (the SDK's first backoff), at most 5 minutes (a call's whole budget is smaller).
+fn parse_backoff(value: &str) -> Result<Duration, String> {
+    let backoff = humantime::parse_duration(value).map_err(|e| e.to_string())?;
+    if backoff < Duration::from_secs(1) || backoff > Duration::from_secs(300) {
+        return Err(format!("{value}: must be 1s to 5m"));
+    }
+    Ok(backoff)
 }
 
 fn parse_scheduler_config(value: &str) -> Result<SchedulerConfig, String> {
@@ -282,6 +309,47 @@ mod tests {
         match Cli::try_parse_from(argv)?.command {
             Command::Controller(args) => Ok(args.settings()),
             other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    fn args(args: &[&str]) -> Result<ControllerArgs, clap::Error> {
+        let argv = ["kerf", "controller", "--cluster-name=c"]
+            .into_iter()
+            .chain(args.iter().copied());
+        match Cli::try_parse_from(argv)?.command {
+            Command::Controller(args) => Ok(*args),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    /// The AWS call budget's flags: the defaults, values that reach the settings, and refusals naming the
+    /// mistake.
+    #[test]
+    fn the_aws_call_budget_flags_parse_or_say_what_is_wrong() {
+        let defaults = args(&[]).expect("defaults");
+        assert_eq!(defaults.aws_api_rate_limits, ApiRateLimits::default());
+        assert_eq!(defaults.aws_max_attempts, 3);
+        assert_eq!(defaults.aws_retry_max_backoff, Duration::from_secs(20));
+        let set = args(&[
+            "--aws-api-rate-limits=CreateFleet=2:4",
+            "--aws-max-attempts=5",
+            "--aws-retry-max-backoff=5s",
+        ])
+        .expect("parse");
+        assert_eq!(set.aws_api_rate_limits.limit("CreateFleet").burst, 4);
+        assert_eq!(set.aws_max_attempts, 5);
+        assert_eq!(set.aws_retry_max_backoff, Duration::from_secs(5));
+        for (flag, says) in [
+            (
+                "--aws-api-rate-limits=CreatFleet=2",
+                "unknown API \"CreatFleet\"",
+            ),
+            ("--aws-max-attempts=0", "0"),
+            ("--aws-max-attempts=11", "11"),
+            ("--aws-retry-max-backoff=10ms", "must be 1s to 5m"),
+        ] {
+            let error = args(&[flag]).expect_err(flag).to_string();
+            assert!(error.contains(says), "{flag}: {error}");
         }
     }
 

@@ -3,6 +3,7 @@
 //! in-memory implementation [`sim::SimCloud`]. The AWS implementation lives in the `kerf-aws` crate, so
 //! that the SDK stays out of this one. docs/cloud.md describes the contract.
 
+pub mod api_limits;
 mod drift;
 mod error;
 mod ice;
