@@ -18,11 +18,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub async fn load(settings: &AwsSettings) -> Result<(SdkConfig, String), CloudError> {
     let mut loader = aws_config::defaults(BehaviorVersion::latest())
         .timeout_config(timeouts(settings.call_timeout))
-        .retry_config(
-            RetryConfig::standard()
-                .with_max_attempts(settings.max_attempts.max(1))
-                .with_max_backoff(settings.retry_max_backoff),
-        );
+        .retry_config(retry(settings));
     if let Some(region) = &settings.region {
         loader = loader.region(Region::new(region.clone()));
     }
@@ -49,6 +45,13 @@ pub async fn load(settings: &AwsSettings) -> Result<(SdkConfig, String), CloudEr
         .map(|r| r.to_string())
         .ok_or_else(|| CloudError::InvalidRequest("no AWS region: set AWS_REGION".into()))?;
     Ok((config, region))
+}
+
+/// The SDK's standard retry (exponential backoff with full jitter) with the settings' attempts and backoff cap.
+pub fn retry(settings: &AwsSettings) -> RetryConfig {
+    RetryConfig::standard()
+        .with_max_attempts(settings.max_attempts.max(1))
+        .with_max_backoff(settings.retry_max_backoff)
 }
 
 /// The SDK's timeouts: connecting, and one operation (retries included) bounded by `operation`.

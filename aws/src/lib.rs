@@ -19,6 +19,7 @@ mod pagination;
 mod prices;
 mod provider;
 mod resolve;
+mod retries;
 mod sqs;
 mod stable_hash;
 mod user_data;

@@ -15,7 +15,7 @@ use kerf::catalog::{
     CapacityType, CatalogSettings, InstanceType, InstanceTypeInfo, Offering, Pricing, Reservation,
     EFA, RESERVED_PRICE_DIVISOR,
 };
-use kerf::cloud::api_limits::ApiRateLimits;
+use kerf::cloud::api_limits::{ApiAttempts, ApiRateLimits};
 use kerf::cloud::{
     newest_per_architecture, plan, provider_id, AmiVariant, CloudError, CloudProvider, IceCache,
     Instance, InstancePlacement, InstanceReservation, InstanceState, LaunchRefusal, LaunchRequest,
@@ -42,6 +42,7 @@ use crate::prices::on_demand::{self, OnDemandPrices};
 use crate::prices::spot::{self, Row, SpotPrices};
 use crate::prices::Refreshing;
 use crate::resolve::{alias_parameters, is_image_id, tag_filters, unsupported_alias};
+use crate::retries::AttemptsPerApi;
 use crate::user_data::{self, ClusterInfo, NodeSettings};
 
 /// How kerf talks to AWS and which cluster it launches for.
@@ -60,6 +61,8 @@ pub struct AwsSettings {
     pub call_timeout: Duration,
     /// Attempts per call (the SDK retries throttling and 5xx answers, with jittered exponential backoff).
     pub max_attempts: u32,
+    /// Attempts of the APIs given their own ([`kerf::cloud::api_limits::ApiAttempts`]), over `max_attempts`.
+    pub api_max_attempts: ApiAttempts,
     /// The longest backoff between two attempts (the SDK's standard retry doubles it from 1 s, with jitter).
     pub retry_max_backoff: Duration,
     /// The client-side rate limit of each API ([`kerf::cloud::api_limits`]).
@@ -90,6 +93,7 @@ impl AwsSettings {
             call_timeout: Duration::from_secs(30),
             max_attempts: 3,
             retry_max_backoff: Duration::from_secs(20),
+            api_max_attempts: ApiAttempts::default(),
             api_rate_limits: ApiRateLimits::default(),
             pricing: Pricing::snapshot(),
             isolated_vpc: false,
@@ -158,7 +162,15 @@ impl AwsCloud {
                 .build();
             aws_sdk_pricing::Client::from_conf(config)
         });
-        let ec2 = aws_sdk_ec2::Client::new(&config);
+        let per_api = || AttemptsPerApi {
+            attempts: settings.api_max_attempts.clone(),
+            base: crate::config::retry(&settings),
+        };
+        let ec2 = aws_sdk_ec2::Client::from_conf(
+            aws_sdk_ec2::config::Builder::from(&config)
+                .interceptor(per_api())
+                .build(),
+        );
         let budget = Arc::new(ApiBudget::new(settings.api_rate_limits.clone()));
         Ok(AwsCloud {
             fleet_batcher: FleetBatcher::start(
@@ -169,8 +181,16 @@ impl AwsCloud {
             ),
             budget,
             ec2,
-            ssm: aws_sdk_ssm::Client::new(&config),
-            iam: aws_sdk_iam::Client::new(&config),
+            ssm: aws_sdk_ssm::Client::from_conf(
+                aws_sdk_ssm::config::Builder::from(&config)
+                    .interceptor(per_api())
+                    .build(),
+            ),
+            iam: aws_sdk_iam::Client::from_conf(
+                aws_sdk_iam::config::Builder::from(&config)
+                    .interceptor(per_api())
+                    .build(),
+            ),
             pricing,
             settings,
             region,

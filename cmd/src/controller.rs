@@ -53,6 +53,7 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     settings.api_rate_limits = args.aws_api_rate_limits.clone();
     settings.max_attempts = args.aws_max_attempts;
     settings.retry_max_backoff = args.aws_retry_max_backoff;
+    settings.api_max_attempts = args.aws_api_max_attempts.clone();
     settings.reserved_capacity = args.feature_gates.reserved_capacity;
     let metrics = Arc::new(Metrics::new());
     settings.fleet_batch.observer = Some(Arc::new(BatcherMetrics(metrics.clone())));

@@ -138,3 +138,48 @@ async fn api_errors_and_slow_calls_become_cloud_errors() -> Result<()> {
     );
     Ok(())
 }
+
+/// Attempts per API: with one attempt for every call but three for DescribeInstances, two throttled answers of
+/// DescribeInstances are retried through (with the SDK's backoff) while one of DescribeSubnets fails the
+/// resolution at once.
+#[tokio::test]
+async fn an_api_given_its_own_attempts_retries_through_throttling_and_others_do_not() -> Result<()>
+{
+    let Some(emu) = AwsEmu::shared_or_skip("an_api_given_its_own_attempts")? else {
+        return Ok(());
+    };
+    let _turn = FAULTS.lock().await;
+    let launchable = emu.launchable("attempts").await?;
+    let instance = launchable
+        .cloud
+        .create(
+            &launchable.request("attempts-a", &["m5.large"], &["on-demand"])?,
+            SystemTime::now(),
+        )
+        .await?;
+    let mut settings = emu.settings(&launchable.cluster, Duration::from_secs(30))?;
+    assert_eq!(settings.max_attempts, 1);
+    settings.api_max_attempts = kerf::cloud::api_limits::ApiAttempts::parse("DescribeInstances=3")
+        .map_err(anyhow::Error::msg)?;
+    let cloud = kerf_aws::AwsCloud::connect(settings).await?;
+    let throttled = |action: &str, count: u32| json!({"api": [{"action": action, "code": "RequestLimitExceeded", "status": 503, "count": count}]});
+
+    emu.set_faults(&throttled("DescribeInstances", 2)).await?;
+    let got = cloud.get(&instance.provider_id).await;
+    emu.clear_faults().await?;
+    assert_eq!(got?.id, instance.id, "the third attempt is answered");
+
+    emu.set_faults(&throttled("DescribeSubnets", 1)).await?;
+    let resolved = cloud
+        .resolve_node_class(
+            "default",
+            &kerf_e2e::aws::node_class_spec(&launchable.cluster)?,
+        )
+        .await;
+    emu.clear_faults().await?;
+    match resolved {
+        Err(CloudError::Api { code, .. }) => assert_eq!(code, "RequestLimitExceeded"),
+        other => anyhow::bail!("one attempt for DescribeSubnets, got {other:?}"),
+    }
+    Ok(())
+}

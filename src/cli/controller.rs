@@ -3,7 +3,7 @@
 
 use crate::cli::validate::{CatalogArgs, DEFAULT_REGION};
 use crate::cli::webhook::shutdown_signal;
-use crate::cloud::api_limits::ApiRateLimits;
+use crate::cloud::api_limits::{ApiAttempts, ApiRateLimits};
 use crate::cloud::metered::Metered;
 use crate::cloud::CloudProvider;
 use crate::controllers::metrics::Metrics;
@@ -64,6 +64,10 @@ pub struct ControllerArgs {
     /// backoff (the AWS SDK's standard retry).
     #[arg(long, env = "KERF_AWS_MAX_ATTEMPTS", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=10))]
     pub aws_max_attempts: u32,
+    /// Attempts of the APIs that get their own number, `API=N` (1 to 10) separated by commas, e.g. `CreateFleet=1`
+    /// to leave a failed launch to the next reconcile; the others make `--aws-max-attempts`.
+    #[arg(long, env = "KERF_AWS_API_MAX_ATTEMPTS", default_value = "", hide_default_value = true, value_parser = parse_api_attempts)]
+    pub aws_api_max_attempts: ApiAttempts,
     /// The longest backoff between two attempts of an AWS call.
     #[arg(long, env = "KERF_AWS_RETRY_MAX_BACKOFF", default_value = "20s", value_parser = parse_backoff)]
     pub aws_retry_max_backoff: Duration,
@@ -146,6 +150,10 @@ fn parse_gates(value: &str) -> Result<FeatureGates, String> {
 
 fn parse_api_limits(value: &str) -> Result<ApiRateLimits, String> {
     ApiRateLimits::parse(value)
+}
+
+fn parse_api_attempts(value: &str) -> Result<ApiAttempts, String> {
+    ApiAttempts::parse(value)
 }
 
 /// A backoff bound: at least 1 s (the SDK's first backoff), at most 5 minutes (a call's whole budget is smaller).
@@ -334,11 +342,14 @@ mod tests {
             "--aws-api-rate-limits=CreateFleet=2:4",
             "--aws-max-attempts=5",
             "--aws-retry-max-backoff=5s",
+            "--aws-api-max-attempts=CreateFleet=1",
         ])
         .expect("parse");
         assert_eq!(set.aws_api_rate_limits.limit("CreateFleet").burst, 4);
         assert_eq!(set.aws_max_attempts, 5);
         assert_eq!(set.aws_retry_max_backoff, Duration::from_secs(5));
+        assert_eq!(set.aws_api_max_attempts.of("CreateFleet"), Some(1));
+        assert_eq!(defaults.aws_api_max_attempts, ApiAttempts::default());
         for (flag, says) in [
             (
                 "--aws-api-rate-limits=CreatFleet=2",
@@ -347,6 +358,7 @@ mod tests {
             ("--aws-max-attempts=0", "0"),
             ("--aws-max-attempts=11", "11"),
             ("--aws-retry-max-backoff=10ms", "must be 1s to 5m"),
+            ("--aws-api-max-attempts=CreateFleet=0", "must be 1 to 10"),
         ] {
             let error = args(&[flag]).expect_err(flag).to_string();
             assert!(error.contains(says), "{flag}: {error}");

@@ -6,6 +6,7 @@
 //! The defaults follow EC2's per-API buckets by kind of call: reads (`Describe*`, `Get*`, `List*`) 100 tokens
 //! refilled at 20 per second, the other calls 50 refilled at 5 per second. `--aws-api-rate-limits` sets others,
 //! `API=RATE[:BURST]` separated by commas, where `API` is an operation kerf calls, or `read` / `write` for a kind.
+//! `--aws-api-max-attempts` gives APIs their own number of attempts ([`ApiAttempts`]) over `--aws-max-attempts`.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -98,38 +99,84 @@ impl ApiRateLimits {
     /// up (at least 1). Every entry names a known operation or `read` / `write`; rates are positive.
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut limits = ApiRateLimits::default();
-        let entries: Vec<&str> = text
-            .split(',')
-            .map(str::trim)
-            .filter(|e| !e.is_empty())
-            .collect();
-        if entries.len() > MAX_ENTRIES {
-            return Err(format!(
-                "at most {MAX_ENTRIES} entries, got {}",
-                entries.len()
-            ));
-        }
-        for entry in entries {
-            let Some((name, limit)) = entry.split_once('=') else {
-                return Err(format!("{entry:?}: expected API=RATE[:BURST]"));
-            };
-            let name = name.trim();
-            let limit = parse_limit(limit.trim()).map_err(|e| format!("{name}: {e}"))?;
+        for (name, limit) in entries(text, "API=RATE[:BURST]")? {
+            let limit = parse_limit(limit).map_err(|e| format!("{name}: {e}"))?;
             match name {
                 "read" => limits.read = limit,
                 "write" => limits.write = limit,
-                _ if OPERATIONS.contains(&name) => {
-                    limits.named.insert(name.to_owned(), limit);
-                }
                 _ => {
-                    return Err(format!(
-                        "unknown API {name:?}; use read, write or one of {}",
-                        OPERATIONS.join(", ")
-                    ))
+                    let name = known(name).map_err(|e| format!("{e}, or read / write"))?;
+                    limits.named.insert(name, limit);
                 }
             }
         }
         Ok(limits)
+    }
+}
+
+/// Attempts per call of the APIs given their own (`--aws-api-max-attempts`, `API=N` separated by commas, 1 to
+/// 10); the others keep the global number.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ApiAttempts {
+    named: BTreeMap<String, u32>,
+}
+
+impl ApiAttempts {
+    /// The attempts `operation` was given, if any.
+    pub fn of(&self, operation: &str) -> Option<u32> {
+        self.named.get(operation).copied()
+    }
+
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut attempts = ApiAttempts::default();
+        for (name, n) in entries(text, "API=ATTEMPTS")? {
+            let n: u32 = n
+                .parse()
+                .ok()
+                .filter(|n| (1..=MAX_ATTEMPTS).contains(n))
+                .ok_or_else(|| format!("{name}: attempts {n:?} must be 1 to {MAX_ATTEMPTS}"))?;
+            attempts.named.insert(known(name)?, n);
+        }
+        Ok(attempts)
+    }
+}
+
+/// The most attempts of one call.
+pub const MAX_ATTEMPTS: u32 = 10;
+
+/// The `NAME=VALUE` entries of a comma-separated list (at most [`MAX_ENTRIES`]), trimmed.
+fn entries<'t>(text: &'t str, form: &str) -> Result<Vec<(&'t str, &'t str)>, String> {
+    let entries: Vec<&str> = text
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .collect();
+    if entries.len() > MAX_ENTRIES {
+        return Err(format!(
+            "at most {MAX_ENTRIES} entries, got {}",
+            entries.len()
+        ));
+    }
+    entries
+        .into_iter()
+        .map(|entry| {
+            let (name, value) = entry
+                .split_once('=')
+                .ok_or_else(|| format!("{entry:?}: expected {form}"))?;
+            Ok((name.trim(), value.trim()))
+        })
+        .collect()
+}
+
+/// `name` if it is an operation kerf calls.
+fn known(name: &str) -> Result<String, String> {
+    if OPERATIONS.contains(&name) {
+        Ok(name.to_owned())
+    } else {
+        Err(format!(
+            "unknown API {name:?}; use one of {}",
+            OPERATIONS.join(", ")
+        ))
     }
 }
 
@@ -249,6 +296,25 @@ mod tests {
         }
         let many = vec!["read=1"; MAX_ENTRIES + 1].join(",");
         assert!(ApiRateLimits::parse(&many).is_err());
+    }
+
+    #[test]
+    fn attempts_are_set_per_api_within_bounds() {
+        let attempts = ApiAttempts::parse("CreateFleet=1, DescribeInstances=5").unwrap();
+        assert_eq!(attempts.of("CreateFleet"), Some(1));
+        assert_eq!(attempts.of("DescribeInstances"), Some(5));
+        assert_eq!(attempts.of("DescribeSubnets"), None);
+        assert_eq!(ApiAttempts::parse("").unwrap(), ApiAttempts::default());
+        for (text, says) in [
+            ("CreateFleet=0", "must be 1 to 10"),
+            ("CreateFleet=11", "must be 1 to 10"),
+            ("CreateFleet=two", "must be 1 to 10"),
+            ("CreatFleet=2", "unknown API"),
+            ("CreateFleet", "expected API=ATTEMPTS"),
+        ] {
+            let error = ApiAttempts::parse(text).unwrap_err();
+            assert!(error.contains(says), "{text}: {error}");
+        }
     }
 
     #[test]
