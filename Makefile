@@ -2,6 +2,8 @@
 # control plane. Builds are cached under ~/.cache/kerf (the Rust target dir, the Kubernetes binaries, helm), so
 # repeated runs, and CI on the same machine, reuse them; a fresh machine builds them once (~11 minutes).
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/kerf/target
+# One-shot builds: incremental state only fills the disk (as .ci/run sets it).
+export CARGO_INCREMENTAL ?= 0
 
 .PHONY: test fmt lint unit e2e bench
 

@@ -702,3 +702,133 @@ fn the_anti_affinity_pod_takes_the_other_architecture() {
         "{anti:?}"
     );
 }
+
+/// Upstream scheduling suite, "Pending Pods by Effective Zone Metric" ("should report zone of pods correctly"):
+/// the zone each pending pod's constraints hold it to as the solve starts, over the pods already running in
+/// the zones (`bound`, each on a node of its zone).
+#[test]
+fn the_effective_zone_of_each_pending_pod_is_karpenters() {
+    let app = json!({"app": "pod-label"});
+    let in_zone = |zone: &str, i: usize| {
+        let name = format!("{zone}-{i}");
+        let node = node(&name, json!({ZONE: zone}), json!([]), "4");
+        let running = on(
+            &name,
+            pods(1, &format!("running-{name}"), app.clone(), "1", json!({})),
+        );
+        (node, running)
+    };
+    let zone_spread = |extra: Value| {
+        let mut c = json!({"topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule", "maxSkew": 1,
+            "labelSelector": {"matchLabels": {"app": "pod-label"}}});
+        merge(&mut c, extra);
+        json!({"topologySpreadConstraints": [c]})
+    };
+    let affinity = |kind: &str, labels: Value| {
+        json!({"affinity": {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": ZONE, "labelSelector": {"matchLabels": labels}}]}}})
+    };
+    // (case, pods running per zone, the pending pods, their effective zones)
+    type Case<'a> = (&'a str, &'a [(&'a str, usize)], Vec<Pod>, &'a [&'a str]);
+    let cases: Vec<Case> = vec![
+        (
+            "pods flexible to zones",
+            &[],
+            pods(2, "p", json!({}), "1", json!({})),
+            &["flexible", "flexible"],
+        ),
+        (
+            "a node selector",
+            &[],
+            pods(
+                1,
+                "p",
+                json!({}),
+                "1",
+                json!({"nodeSelector": {ZONE: "test-zone-2"}}),
+            ),
+            &["test-zone-2"],
+        ),
+        (
+            "a preferred zone",
+            &[],
+            pods(
+                1,
+                "p",
+                json!({}),
+                "1",
+                json!({"affinity": {"nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {
+                    "matchExpressions": [{"key": ZONE, "operator": "In", "values": ["test-zone-1"]}]}}]}}}),
+            ),
+            &["flexible"],
+        ),
+        (
+            "required pod affinity",
+            &[("test-zone-1", 1)],
+            pods(1, "p", json!({}), "1", affinity("podAffinity", app.clone())),
+            &["test-zone-1"],
+        ),
+        (
+            "required pod anti-affinity",
+            &[("test-zone-1", 1), ("test-zone-2", 1)],
+            pods(
+                1,
+                "p",
+                json!({}),
+                "1",
+                affinity("podAntiAffinity", app.clone()),
+            ),
+            &["test-zone-3"],
+        ),
+        (
+            "restricting spread",
+            &[("test-zone-1", 1), ("test-zone-2", 1)],
+            pods(1, "p", app.clone(), "1", zone_spread(json!({}))),
+            &["test-zone-3"],
+        ),
+        (
+            "an unsatisfiable spread",
+            &[("test-zone-1", 2), ("test-zone-2", 2), ("test-zone-3", 2)],
+            pods(
+                1,
+                "p",
+                json!({}),
+                "1",
+                zone_spread(json!({"minDomains": 4})),
+            ),
+            &["none"],
+        ),
+        (
+            "an unsatisfiable pod affinity",
+            &[],
+            pods(
+                1,
+                "p",
+                json!({}),
+                "1",
+                affinity("podAffinity", json!({"nonexistent": "label"})),
+            ),
+            &["none"],
+        ),
+    ];
+    let catalog = catalog();
+    let pools = vec![pool("default", json!({}))];
+    for (case, running, pending, expected) in cases {
+        let (mut nodes, mut bound) = (Vec::new(), Vec::new());
+        for (zone, n) in running {
+            for i in 0..*n {
+                let (node, pods) = in_zone(zone, i);
+                nodes.push(node);
+                bound.extend(pods);
+            }
+        }
+        let cluster = Cluster::from_objects(&nodes, &[], &[], &bound, &catalog).expect("cluster");
+        let infos: Vec<PodInfo> = pending
+            .iter()
+            .map(|p| PodInfo::from_pod(p).expect("pod"))
+            .collect();
+        let plan = solve_cluster(&infos, &pools, &catalog, &cluster);
+        assert_eq!(plan.effective_zones, *expected, "{case}");
+    }
+}

@@ -11,6 +11,7 @@
 mod cluster;
 mod daemons;
 mod default_spread;
+pub mod effective_zone;
 mod min_values;
 mod offerings;
 mod pod;

@@ -5,6 +5,7 @@
 
 use super::cluster::{Cluster, DaemonSetPod, ExistingNode};
 use super::daemons::{self, DaemonGroups};
+use super::effective_zone::effective_zone;
 use super::min_values::{self, MinValuesPolicy};
 use super::offerings::{allows, cheapest_offering, OfferingBits};
 use super::pod::{ports_clash, HostPort, PodInfo};
@@ -91,6 +92,9 @@ pub struct Plan {
     /// The existing nodes that take pods, in the order they were tried.
     pub existing: Vec<NodePlacement>,
     pub unschedulable: Vec<Unschedulable>,
+    /// Per pod of the solve, in order, the zone its constraints hold it to before anything is placed
+    /// ([`effective_zone`](super::effective_zone::effective_zone)).
+    pub effective_zones: Vec<String>,
 }
 
 /// Pods the solve places onto an existing node (or in-flight NodeClaim).
@@ -380,6 +384,7 @@ impl<'a> Scheduler<'a> {
             domains: &domains,
             reservations: self.prepared.reservations.clone(),
         };
+        let effective_zones = (0..pods.len()).map(|p| solver.effective_zone(p)).collect();
         // Largest first: CPU, then memory, then oldest, then UID.
         let mut queue: Vec<usize> = (0..pods.len()).collect();
         queue.sort_by_key(|i| {
@@ -446,6 +451,7 @@ impl<'a> Scheduler<'a> {
             claims,
             existing,
             unschedulable,
+            effective_zones,
         }
     }
 
@@ -1064,6 +1070,39 @@ impl<'s> Solver<'s, '_> {
                 })
             })
             .collect()
+    }
+
+    /// The zone pod `p`'s constraints hold it to as the solve starts (Karpenter computes it before scheduling):
+    /// its strict zone requirement, its volumes, and the zones its topology constraints on the zone key allow
+    /// over every zone the solve knows (Karpenter's `GetTopologyZoneConstraints`).
+    fn effective_zone(&self, p: usize) -> String {
+        let pod = &self.pods[p];
+        let zone = TopologyKey::of(labels::ZONE);
+        let strict = pod.strict_of(0).and_then(|r| r.get(labels::ZONE));
+        let topology = match self.domains.index(&zone) {
+            Some(k) if self.topology.touches(p, &zone) => {
+                let theirs = pod.variants.first().and_then(|r| r.get(labels::ZONE));
+                let domains = Domains {
+                    key: &zone,
+                    eligible: self.domains.nodes[k]
+                        .iter()
+                        .map(String::as_str)
+                        .filter(|d| theirs.is_none_or(|r| r.has(d)))
+                        .collect(),
+                    strict,
+                };
+                match self
+                    .topology
+                    .narrowing(self.pods, p, Relaxed::default(), &domains)
+                {
+                    Err(_) => Some(Vec::new()),
+                    Ok(None) => None,
+                    Ok(Some(n)) => Some(n.allowed),
+                }
+            }
+            _ => None,
+        };
+        effective_zone(strict, &pod.volume_alternatives, topology.as_deref())
     }
 
     /// [`Self::narrowings`] over `domains` (per key of the solve).

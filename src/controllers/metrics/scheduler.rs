@@ -66,7 +66,8 @@ pub struct Provisioning {
     /// `karpenter_scheduler_unschedulable_pods_count`: pods the last solve could not place (those waiting for
     /// reserved capacity left out, as Karpenter does).
     pub unschedulable_pods: Family<ControllerLabels, Gauge>,
-    /// `karpenter_scheduler_pending_pods_by_effective_zone_count`: registered, never set (docs/metrics.md).
+    /// `karpenter_scheduler_pending_pods_by_effective_zone_count`: the pending pods of the last solve by the zone
+    /// their constraints hold them to (a zone, `flexible` or `none`); the zones of the solve before are dropped.
     pub pending_by_zone: Family<ZoneLabels, Gauge>,
     solves: Arc<AtomicU64>,
 }
@@ -121,10 +122,23 @@ impl Provisioning {
         );
         registry.register(
             "karpenter_scheduler_pending_pods_by_effective_zone_count",
-            "Pending pods by the zone their constraints leave them (not computed by kerf)",
+            "Pending pods by the zone their constraints leave them: a zone, flexible (several) or none",
             metrics.pending_by_zone.clone(),
         );
         metrics
+    }
+
+    /// Sets the pending pods by effective zone to `counts`, dropping the zones of the solve before.
+    pub fn set_pending_by_zone(&self, counts: &std::collections::BTreeMap<String, usize>) {
+        self.pending_by_zone.clear();
+        for (zone, count) in counts {
+            self.pending_by_zone
+                .get_or_create(&ZoneLabels {
+                    controller: PROVISIONER.to_owned(),
+                    zone: zone.clone(),
+                })
+                .set(i64::try_from(*count).unwrap_or(i64::MAX));
+        }
     }
 
     /// The label set of the provisioner's scheduler metrics.

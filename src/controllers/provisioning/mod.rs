@@ -214,6 +214,7 @@ async fn provision<C: CloudProvider + 'static>(
         .unschedulable_pods
         .get_or_create(&Provisioning::provisioner())
         .set(i64::try_from(unschedulable).unwrap_or(i64::MAX));
+    metrics.set_pending_by_zone(&decisions.effective_zones);
     tracing::debug!(
         pods = batch.pods.len(),
         of_deleting_nodes = batch.reschedulable.len(),

@@ -124,6 +124,9 @@ pub struct Decisions {
     /// invalid volumes): Karpenter's ignored pods.
     pub ignored: usize,
     pub pool_warnings: Vec<PoolWarning>,
+    /// Pending pods (not those of nodes being deleted) by the zone their constraints hold them to, as the first
+    /// solve found it (Karpenter's `pending_pods_by_effective_zone_count`).
+    pub effective_zones: BTreeMap<String, usize>,
 }
 
 impl Decisions {
@@ -245,6 +248,7 @@ pub fn decide(
     let mut decisions = Decisions::default();
     let mut pods = Vec::with_capacity(to_solve.len());
     let mut identities: HashMap<String, String> = HashMap::with_capacity(to_solve.len());
+    let mut pending: BTreeSet<String> = BTreeSet::new();
     for pod in to_solve {
         // A pending pod's claims must be valid (§1.1, ignored pods); a pod still on a node being deleted is not
         // checked, only placed where its volumes are, as Karpenter does.
@@ -271,6 +275,10 @@ pub fn decide(
         match info {
             Ok(info) => {
                 identities.insert(info.key.clone(), claim_identity(pod));
+                let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+                if !bound && phase.is_none_or(|p| p == "Pending") {
+                    pending.insert(info.key.clone());
+                }
                 pods.push(info);
             }
             Err(reason) => {
@@ -332,6 +340,7 @@ pub fn decide(
     let usage = usage::by_pool(&snapshot.node_claims);
     let groups = groups(&snapshot.node_pools);
     let last = groups.iter().rposition(|(c, _)| catalogs.contains_key(*c));
+    let first = groups.iter().position(|(c, _)| catalogs.contains_key(*c));
     for (index, (class, pools)) in groups.iter().enumerate() {
         if pods.is_empty() {
             break;
@@ -363,6 +372,14 @@ pub fn decide(
             }
         }
         let plan = scheduler.solve_on(&pods, &cluster.nodes);
+        // The first solve sees every pod; the later ones only those it left.
+        if Some(index) == first {
+            for (pod, zone) in pods.iter().zip(&plan.effective_zones) {
+                if pending.contains(&pod.key) {
+                    *decisions.effective_zones.entry(zone.clone()).or_default() += 1;
+                }
+            }
+        }
         for placement in plan.existing {
             let target = if node_names.contains(placement.node.as_str()) {
                 format!("node/{}", placement.node)

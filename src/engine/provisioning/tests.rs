@@ -84,6 +84,11 @@ fn pending_pods_become_claims_with_stable_names() {
     assert!(first.unschedulable.is_empty(), "{:?}", first.unschedulable);
     let placed: usize = first.claims.iter().map(|c| c.pods.len()).sum();
     assert_eq!(placed, 10);
+    // Nothing holds them to a zone: all ten count as flexible.
+    assert_eq!(
+        first.effective_zones,
+        BTreeMap::from([("flexible".to_owned(), 10)])
+    );
     let again = run(&snap, &default_catalogs());
     let names = |d: &Decisions| -> Vec<Option<String>> {
         d.claims
@@ -540,6 +545,12 @@ fn the_pods_of_a_node_whose_claim_is_deleting_are_solved_for_and_others_are_not(
 #[test]
 fn a_replacement_is_planned_for_the_pods_of_a_deleting_claim_and_its_node_is_no_capacity() {
     let decisions = solve(&draining(true, Vec::new()));
+    // Pods still running on the deleting node are not pending: they are not counted by effective zone.
+    assert!(
+        decisions.effective_zones.is_empty(),
+        "{:?}",
+        decisions.effective_zones
+    );
     assert!(
         decisions.unschedulable.is_empty(),
         "{:?}",
