@@ -224,25 +224,13 @@ async fn an_ec2nodeclass_reports_its_resolution_validation_and_readiness() -> Re
         .strategy(aws_sdk_ec2::types::PlacementStrategy::Spread)
         .send()
         .await?;
-    wait_for(
-        &bed,
-        &[
-            ("PlacementGroupReady", "True", "PlacementGroupReady", None),
-            ("Ready", "True", "Ready", None),
-        ],
-        pool_ready,
-    )
-    .await?;
+    let group_ready = [
+        ("PlacementGroupReady", "True", "PlacementGroupReady", None),
+        ("Ready", "True", "Ready", None),
+    ];
+    wait_for(&bed, &group_ready, pool_ready).await?;
     patch_class(&bed, json!({"placementGroupSelector": null})).await?;
-    wait_for(
-        &bed,
-        &[
-            ("PlacementGroupReady", "True", "PlacementGroupReady", None),
-            ("Ready", "True", "Ready", None),
-        ],
-        pool_ready,
-    )
-    .await?;
+    wait_for(&bed, &group_ready, pool_ready).await?;
 
     // An instance profile that does not exist: kerf looks it up, and the validation waits on it.
     patch_class(

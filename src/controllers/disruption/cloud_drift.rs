@@ -162,6 +162,16 @@ mod tests {
         });
     }
 
+    /// The status of a claim `Launched` with the instance `provider_id`.
+    fn launched_status(provider_id: &str) -> crate::api::nodeclaim::NodeClaimStatus {
+        serde_json::from_value(json!({
+            "providerID": provider_id,
+            "conditions": [{"type": "Launched", "status": "True", "reason": "Launched", "message": "",
+                            "lastTransitionTime": "2026-11-23T00:00:00Z"}]
+        }))
+        .expect("status")
+    }
+
     /// The claim `name` launched on `cloud` from `class` (resolved into `catalogs`), as the lifecycle
     /// controller leaves it: `Launched` with the instance's provider ID.
     async fn launched(
@@ -176,14 +186,7 @@ mod tests {
         let launched = launch(cloud, &claim, (*resolved).clone(), t0())
             .await
             .expect("launch");
-        claim.status = Some(
-            serde_json::from_value(json!({
-                "providerID": launched.instance.provider_id,
-                "conditions": [{"type": "Launched", "status": "True", "reason": "Launched", "message": "",
-                                "lastTransitionTime": "2026-11-23T00:00:00Z"}]
-            }))
-            .expect("status"),
-        );
+        claim.status = Some(launched_status(&launched.instance.provider_id));
         claim
     }
 
@@ -284,14 +287,7 @@ mod tests {
         assert_eq!(labels[PLACEMENT_GROUP_ID], "pg-1");
         assert_eq!(labels[crate::catalog::PLACEMENT_GROUP_PARTITION], "2");
         claim.metadata.labels = Some(labels);
-        claim.status = Some(
-            serde_json::from_value(json!({
-                "providerID": launched.instance.provider_id,
-                "conditions": [{"type": "Launched", "status": "True", "reason": "Launched", "message": "",
-                                "lastTransitionTime": "2026-11-23T00:00:00Z"}]
-            }))
-            .expect("status"),
-        );
+        claim.status = Some(launched_status(&launched.instance.provider_id));
         let gather = |class: EC2NodeClass| {
             let catalogs = &catalogs;
             let cloud = &cloud;
