@@ -20,8 +20,8 @@ use kerf::cloud::{
     newest_per_architecture, plan, provider_id, AmiVariant, CloudError, CloudProvider, IceCache,
     Instance, InstancePlacement, InstanceReservation, InstanceState, LaunchRefusal, LaunchRequest,
     NodeClass, OfferingKey, PlacementGroup, PlacementStrategy, RefusedCall, ResolvedAmi,
-    ResolvedNodeClass, ResolvedSubnet, NO_AMIS, NO_INSTANCE_PROFILE, TAG_CLUSTER_PREFIX,
-    TAG_NODECLAIM, TAG_NODEPOOL, UNSUPPORTED_ALIAS,
+    ResolvedNodeClass, ResolvedSubnet, NO_AMIS, NO_INSTANCE_PROFILE, PLACEMENT_GROUP_UNRESOLVED,
+    TAG_CLUSTER_PREFIX, TAG_NODECLAIM, TAG_NODEPOOL, UNSUPPORTED_ALIAS,
 };
 
 use crate::budget::ApiBudget;
@@ -425,6 +425,7 @@ impl AwsCloud {
     /// DescribePlacementGroups; `None` when EC2 knows no such group or it is not available.
     async fn placement_group(
         &self,
+        name: &str,
         selector: &PlacementGroupSelector,
     ) -> Result<Option<PlacementGroup>, CloudError> {
         let mut request = self.ec2.describe_placement_groups().filters(
@@ -439,10 +440,17 @@ impl AwsCloud {
             (None, None) => return Ok(None),
         };
         let out = self.call("DescribePlacementGroups", request.send()).await;
-        // EC2 answers an unknown name or ID with an error rather than an empty list.
+        // EC2 answers an unknown name or ID with an error rather than an empty list. Any other failure leaves
+        // the class not ready until the next resolution, as Karpenter's `PlacementGroupResolutionFailed` does.
         let out = match out {
             Err(e) if code_of(&e).is_some_and(|c| c.starts_with("InvalidPlacementGroup")) => {
                 return Ok(None)
+            }
+            Err(e @ (CloudError::Api { .. } | CloudError::Timeout { .. })) => {
+                return Err(CloudError::NodeClassNotReady {
+                    name: name.to_owned(),
+                    reason: format!("{PLACEMENT_GROUP_UNRESOLVED}: {e}"),
+                })
             }
             other => other?,
         };
@@ -1150,7 +1158,7 @@ impl CloudProvider for AwsCloud {
                 None
             },
             placement_group: match &spec.placement_group_selector {
-                Some(selector) => Box::pin(self.placement_group(selector)).await?,
+                Some(selector) => Box::pin(self.placement_group(name, selector)).await?,
                 None => None,
             },
         };

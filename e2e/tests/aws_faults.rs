@@ -183,3 +183,40 @@ async fn an_api_given_its_own_attempts_retries_through_throttling_and_others_do_
     }
     Ok(())
 }
+
+/// Upstream nodeclass placement group suite ("should set PlacementGroupReady to false when resolution fails"):
+/// DescribePlacementGroups failing leaves the class not ready with `PLACEMENT_GROUP_UNRESOLVED` and EC2's error
+/// (the status says `PlacementGroupResolutionFailed`), distinct from a group that does not exist.
+#[tokio::test]
+async fn a_placement_group_ec2_cannot_look_up_leaves_the_class_not_ready() -> Result<()> {
+    let Some(emu) = AwsEmu::shared_or_skip("a_placement_group_ec2_cannot_look_up")? else {
+        return Ok(());
+    };
+    let _turn = FAULTS.lock().await;
+    let cluster = unique_cluster_name("pg-fault");
+    let cloud = emu.cloud(&cluster, Duration::from_secs(30)).await?;
+    emu.create_network(cloud.ec2(), &cluster).await?;
+    let mut spec = kerf_e2e::aws::node_class_spec(&cluster)?;
+    spec.placement_group_selector = Some(serde_json::from_value(json!({"name": "hpc"}))?);
+    let reason = |resolved: Result<kerf::cloud::NodeClass, CloudError>| match resolved {
+        Err(CloudError::NodeClassNotReady { reason, .. }) => Ok(reason),
+        other => Err(anyhow::anyhow!("expected not ready, got {other:?}")),
+    };
+    emu.set_faults(&json!({"api": [{"action": "DescribePlacementGroups",
+        "code": "RequestLimitExceeded", "status": 503, "count": -1}]}))
+        .await?;
+    let failed = cloud.resolve_node_class("default", &spec).await;
+    emu.clear_faults().await?;
+    let failed = reason(failed)?;
+    assert!(
+        failed.starts_with(kerf::cloud::PLACEMENT_GROUP_UNRESOLVED)
+            && failed.contains("RequestLimitExceeded"),
+        "{failed}"
+    );
+    let missing = reason(cloud.resolve_node_class("default", &spec).await)?;
+    assert!(
+        missing.starts_with(kerf::cloud::NO_PLACEMENT_GROUP),
+        "{missing}"
+    );
+    Ok(())
+}

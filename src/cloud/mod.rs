@@ -34,7 +34,7 @@ pub use launch_check::{LaunchRefusal, RefusedCall};
 pub use node_class::{
     newest_per_architecture, AmiVariant, NodeClass, PlacementGroup, PlacementStrategy, ResolvedAmi,
     ResolvedNodeClass, ResolvedSubnet, NO_AMIS, NO_INSTANCE_PROFILE, NO_PLACEMENT_GROUP, NO_ROLE,
-    NO_SECURITY_GROUPS, NO_SUBNETS, UNSUPPORTED_ALIAS,
+    NO_SECURITY_GROUPS, NO_SUBNETS, PLACEMENT_GROUP_UNRESOLVED, UNSUPPORTED_ALIAS,
 };
 
 use crate::api::ec2nodeclass::EC2NodeClassSpec;

@@ -25,6 +25,8 @@ pub const NO_ROLE: &str = "no IAM role is named by spec.role";
 /// No available placement group has the name or ID `spec.placementGroupSelector` gives (the reason goes on with
 /// Karpenter's message).
 pub const NO_PLACEMENT_GROUP: &str = "no placement group matches spec.placementGroupSelector";
+/// The placement group could not be looked up (the reason goes on with the cloud's error).
+pub const PLACEMENT_GROUP_UNRESOLVED: &str = "the placement group could not be resolved";
 
 /// An EC2NodeClass ready to launch from.
 #[derive(Clone, Debug, PartialEq)]

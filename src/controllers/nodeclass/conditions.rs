@@ -13,7 +13,7 @@ use crate::api::condition::{self, Condition, FALSE, TRUE, UNKNOWN};
 use crate::api::ec2nodeclass::{Ami, EC2NodeClassSpec, EC2NodeClassStatus};
 use crate::cloud::{
     ResolvedNodeClass, NO_AMIS, NO_INSTANCE_PROFILE, NO_PLACEMENT_GROUP, NO_ROLE,
-    NO_SECURITY_GROUPS, NO_SUBNETS, UNSUPPORTED_ALIAS,
+    NO_SECURITY_GROUPS, NO_SUBNETS, PLACEMENT_GROUP_UNRESOLVED, UNSUPPORTED_ALIAS,
 };
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 use k8s_openapi::jiff::Timestamp;
@@ -79,10 +79,18 @@ const RESOLVED: [(&str, &[NotFound]); 5] = [
             ),
         ],
     ),
-    // Karpenter's message is the cloud's (`Placement group "hpc" not found`).
+    // Not found: Karpenter's message is the cloud's (`Placement group "hpc" not found`). Not resolved (EC2 did not
+    // answer): Karpenter's words, then the error.
     (
         PLACEMENT_GROUP_READY,
-        &[(NO_PLACEMENT_GROUP, "PlacementGroupNotFound", "")],
+        &[
+            (NO_PLACEMENT_GROUP, "PlacementGroupNotFound", ""),
+            (
+                PLACEMENT_GROUP_UNRESOLVED,
+                "PlacementGroupResolutionFailed",
+                "Failed to resolve placement group",
+            ),
+        ],
     ),
 ];
 
@@ -531,6 +539,17 @@ mod tests {
             assert_eq!(get(&status, type_).0, TRUE, "{type_}");
         }
         assert_eq!(get(&status, READY).0, FALSE);
+        // EC2 not answering: Karpenter's `PlacementGroupResolutionFailed`, with the error after its words.
+        let failed = format!("{PLACEMENT_GROUP_UNRESOLVED}: RequestLimitExceeded: slow down");
+        let status = resolved(None, Err(&failed), "t", Some(1));
+        assert_eq!(
+            get(&status, PLACEMENT_GROUP_READY),
+            (
+                FALSE,
+                "PlacementGroupResolutionFailed",
+                "Failed to resolve placement group: RequestLimitExceeded: slow down"
+            )
+        );
     }
 
     /// operatorpkg's root condition: missing dependents are initialized Unknown; Unknown dependents make Ready
