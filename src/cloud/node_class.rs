@@ -125,24 +125,17 @@ impl PlacementStrategy {
 }
 
 impl PlacementGroup {
-    /// What instance types get from the group, so pods may select it and spread over its partitions (Karpenter's
-    /// `InjectOfferings`): `placement-group-id In [id]`, and for a partition group `placement-group-partition In
-    /// [1..=count]`.
-    pub fn requirements(&self) -> Vec<Requirement> {
-        let mut out = vec![Requirement::one_of(PLACEMENT_GROUP_ID, [self.id.as_str()])];
+    /// Adds to `it`'s requirements what instance types get from the group, so pods may select it and spread over
+    /// its partitions (Karpenter's `InjectOfferings`): `placement-group-id In [id]`, and for a partition group
+    /// `placement-group-partition In [1..=count]`.
+    pub fn place(&self, it: &mut InstanceType) {
+        it.requirements
+            .add(Requirement::one_of(PLACEMENT_GROUP_ID, [self.id.as_str()]));
         if self.strategy == PlacementStrategy::Partition && self.partition_count > 0 {
-            out.push(Requirement::one_of(
+            it.requirements.add(Requirement::one_of(
                 PLACEMENT_GROUP_PARTITION,
                 (1..=self.partition_count).map(|p| p.to_string()),
             ));
-        }
-        out
-    }
-
-    /// Adds [`Self::requirements`] to `it`'s.
-    pub fn place(&self, it: &mut InstanceType) {
-        for requirement in self.requirements() {
-            it.requirements.add(requirement);
         }
     }
 

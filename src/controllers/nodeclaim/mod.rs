@@ -33,6 +33,7 @@ use k8s_openapi::jiff::Timestamp;
 use launch::{Adoption, Launched};
 use liveness::Liveness;
 use serde_json::json;
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -366,13 +367,14 @@ async fn record_launch<C>(
 }
 
 /// `claim` with its placement-group partition label filled in from EC2 when launch left it pending (EC2 chose
-/// the partition), written to the claim; `None` while EC2 does not say it yet.
-async fn with_partition<C: CloudProvider>(
+/// the partition), written to the claim; `None` while EC2 does not say it yet. Every other claim is passed
+/// through as it is.
+async fn with_partition<'c, C: CloudProvider>(
     ctx: &Context<C>,
     api: &Api<NodeClaim>,
-    claim: &NodeClaim,
+    claim: &'c NodeClaim,
     provider_id: &str,
-) -> Result<Option<NodeClaim>, ReconcileError> {
+) -> Result<Option<Cow<'c, NodeClaim>>, ReconcileError> {
     let pending = claim
         .metadata
         .labels
@@ -380,7 +382,7 @@ async fn with_partition<C: CloudProvider>(
         .and_then(|l| l.get(crate::catalog::PLACEMENT_GROUP_PARTITION))
         .is_some_and(|p| p == crate::engine::launch::PARTITION_PENDING);
     if !pending {
-        return Ok(Some(claim.clone()));
+        return Ok(Some(Cow::Borrowed(claim)));
     }
     let instance = ctx.cloud.get(provider_id).await?;
     let Some(partition) = instance.placement.and_then(|p| p.partition) else {
@@ -400,7 +402,7 @@ async fn with_partition<C: CloudProvider>(
         .labels
         .get_or_insert_with(Default::default)
         .insert(key.to_owned(), partition);
-    Ok(Some(claim))
+    Ok(Some(Cow::Owned(claim)))
 }
 
 async fn registration_step<C: CloudProvider>(
@@ -434,7 +436,7 @@ async fn registration_step<C: CloudProvider>(
     let Some(claim) = with_partition(ctx, api, claim, provider_id).await? else {
         return Ok(Action::requeue(recheck));
     };
-    let claim = &claim;
+    let claim = claim.as_ref();
     let nodes: Api<Node> = Api::all(ctx.client.clone());
     let patch = registration::registration_patch(&node, claim);
     match calls::merge_patch(&nodes, &node_name, patch).await {
