@@ -399,6 +399,7 @@ fn timeline_examples_are_reproducible_and_golden() {
         "timeline-consolidation",
         "timeline-maintenance-window",
         "timeline-drift",
+        "timeline-node-repair",
     ] {
         let first = timeline_json(&format!("{example}.yaml"), &catalog);
         let second = timeline_json(&format!("{example}.yaml"), &catalog);
@@ -465,6 +466,33 @@ fn timeline_examples_are_reproducible_and_golden() {
         !reasons.is_empty() && reasons.iter().all(|r| *r == "Drifted"),
         "{reasons:?}"
     );
+    let repair: Value =
+        serde_json::from_str(&timeline_json("timeline-node-repair.yaml", &catalog)).expect("json");
+    let lines: Vec<String> = repair["timeline"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .filter(|e| e["action"] == "repair")
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["at"].as_str().unwrap_or(""),
+                e["detail"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(repair["totals"]["repairs"], 1, "{lines:#?}");
+    assert!(
+        lines[0].starts_with("0h50m default-2 replaced: its Node reported Ready"),
+        "{lines:#?}"
+    );
+    assert!(
+        lines[1..]
+            .iter()
+            .all(|l| l.starts_with("1h30m") && l.ends_with("unhealthy in the nodepool")),
+        "the zone-wide fault is held back: {lines:#?}"
+    );
+    assert_eq!(repair["totals"]["nodesAtEnd"], 3);
 }
 
 #[test]

@@ -482,10 +482,118 @@ spec:
             off["totals"]["cost"]
         );
     }
-    let text = "apiVersion: kerf.sh/v1alpha1\nkind: Simulation\nspec: {featureGates: {nodeRepair: true}}\n";
+    let text = "apiVersion: kerf.sh/v1alpha1\nkind: Simulation\nspec: {featureGates: {nodeOverlay: true}}\n";
     let error = load(text).expect_err("refused").to_string();
     assert!(
-        error.contains("spec.featureGates") && error.contains("NodeRepair cannot be enabled"),
+        error.contains("spec.featureGates") && error.contains("NodeOverlay cannot be enabled"),
         "{error}"
     );
+}
+
+/// Node repair in the timeline (the `NodeRepair` gate), as Karpenter's node health suite describes it: a node
+/// whose Node reports `Ready=False` is replaced once the AWS policy's 30 minutes have passed ("should delete nodes
+/// that are unhealthy by the cloud provider", "should not delete node when health duration is not reached"),
+/// whatever its `do-not-disrupt` annotation and a budget of zero say ("should ignore do-not-disrupt on a node",
+/// "should ignore node disruption budgets"); its pods get a new node. Without the gate nothing is repaired.
+#[test]
+fn node_repair_replaces_a_node_unhealthy_past_its_toleration() {
+    let docs = [
+        &pool(
+            "annotations: {karpenter.sh/do-not-disrupt: 'true'}",
+            "consolidateAfter: Never, budgets: [{nodes: '0'}]",
+        ),
+        CLASS,
+        &deployment("a", 1, ""),
+    ];
+    let events = "events: [{at: 10m, unhealthy: {nodeClaim: default-1}}]";
+    let on = timeline(
+        &format!("{{duration: 1h, featureGates: NodeRepair=true, {events}}}"),
+        &docs,
+    );
+    let lines = actions(&on);
+    let repair = on["timeline"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .find(|e| e["action"] == "repair")
+        .unwrap_or_else(|| panic!("no repair: {lines:#?}"));
+    assert_eq!(repair["at"], "0h40m", "{lines:#?}");
+    assert_eq!(repair["nodeClaims"][0], "default-1", "{lines:#?}");
+    assert_eq!(repair["reason"], "Unhealthy");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l == "unhealthy default-1: Ready=False"),
+        "{lines:#?}"
+    );
+    assert_eq!(on["totals"]["repairs"], 1, "{lines:#?}");
+    assert_eq!(on["totals"]["launches"], 2, "a replacement: {lines:#?}");
+    assert_eq!(on["totals"]["pendingAtEnd"], 0, "{lines:#?}");
+
+    let off = timeline(&format!("{{duration: 1h, {events}}}"), &docs);
+    assert!(
+        !actions(&off).iter().any(|l| l.starts_with("repair")),
+        "{:#?}",
+        actions(&off)
+    );
+    assert_eq!(off["totals"]["launches"], 1);
+    assert!(off["totals"].get("repairs").is_none(), "left out when none");
+}
+
+/// "should ignore unhealthy nodes if more then 20% of the nodes are unhealthy in a nodepool": two nodes of two
+/// unhealthy are held back (and said so once each), not replaced.
+#[test]
+fn node_repair_holds_back_when_most_of_a_pool_is_unhealthy() {
+    let one_per_node = "apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.xlarge]}
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+  disruption: {consolidateAfter: Never}
+";
+    let report = timeline(
+        "{duration: 2h, featureGates: NodeRepair=true, events: [{at: 10m, unhealthy: {instanceType: m5.xlarge, condition: KernelReady}}]}",
+        &[one_per_node, CLASS, &sized("a", 2, "", "3", "1Gi")],
+    );
+    let lines = actions(&report);
+    let held: Vec<&String> = lines.iter().filter(|l| l.starts_with("repair")).collect();
+    assert_eq!(held.len(), 2, "{lines:#?}");
+    assert!(
+        held.iter()
+            .all(|l| l.ends_with("not repaired: more than 20% nodes are unhealthy in the nodepool")),
+        "{lines:#?}"
+    );
+    assert!(report["totals"].get("repairs").is_none(), "{lines:#?}");
+    assert_eq!(report["totals"]["nodesAtEnd"], 2, "{lines:#?}");
+}
+
+#[test]
+fn an_unhealthy_event_names_its_nodes_and_a_real_status() {
+    for (event, want) in [
+        ("{at: 1m, unhealthy: {}}", "name exactly one of nodeClaim"),
+        (
+            "{at: 1m, unhealthy: {zone: a, status: Sick}}",
+            "spec.events[0].unhealthy.status",
+        ),
+        (
+            "{at: 1m, unhealthy: {zone: a, condition: ' '}}",
+            "spec.events[0].unhealthy.condition",
+        ),
+        (
+            "{at: 1m, unhealthy: {zone: a, colour: red}}",
+            "unknown field",
+        ),
+    ] {
+        let text = format!(
+            "apiVersion: kerf.sh/v1alpha1\nkind: Simulation\nspec: {{duration: 1h, events: [{event}]}}\n---\n{}---\n{CLASS}",
+            pool("", "consolidateAfter: Never")
+        );
+        let error = load(&text).expect_err(event).to_string();
+        assert!(error.contains(want), "{event}: {error}");
+    }
 }

@@ -4,10 +4,15 @@
 //! labels and taints of the launch template's user data, the well-known labels a kubelet and the cloud
 //! provider add — keeps it Ready with a heartbeat, and deletes the Node once the instance is terminated.
 //!
+//! A test can make a Node unhealthy through [`StandInKubelet::report`]: from then on the kubelet posts that
+//! condition with each heartbeat (a `Ready` one in place of its own), as a failing kubelet or the EKS node
+//! monitoring agent would.
+//!
 //! It runs as a background task until the handle is dropped. Errors of one round (an API hiccup) are
 //! reported on stderr and the next round tries again.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
@@ -54,9 +59,13 @@ impl KubeletSettings {
     }
 }
 
+/// Conditions a test made Nodes report, by Node name.
+type Faults = Arc<Mutex<HashMap<String, Vec<NodeCondition>>>>;
+
 /// A running stand-in kubelet; it stops when dropped.
 pub struct StandInKubelet {
     task: JoinHandle<()>,
+    faults: Faults,
 }
 
 impl StandInKubelet {
@@ -72,7 +81,9 @@ impl StandInKubelet {
             &Pricing::none(),
         )
         .context("loading kerf's catalog for node capacity")?;
+        let faults = Faults::default();
         let mut state = State {
+            faults: faults.clone(),
             nodes: Api::all(client),
             ec2,
             catalog,
@@ -88,7 +99,16 @@ impl StandInKubelet {
                 tokio::time::sleep(state.settings.poll_interval).await;
             }
         });
-        Ok(StandInKubelet { task })
+        Ok(StandInKubelet { task, faults })
+    }
+
+    /// Makes the Node `node` report `condition` from its next heartbeat on (replacing an earlier one of the same
+    /// type; a `Ready` condition replaces the kubelet's own).
+    pub fn report(&self, node: &str, condition: NodeCondition) {
+        let mut faults = self.faults.lock().unwrap_or_else(|p| p.into_inner());
+        let list = faults.entry(node.to_owned()).or_default();
+        list.retain(|c| c.type_ != condition.type_);
+        list.push(condition);
     }
 }
 
@@ -99,6 +119,7 @@ impl Drop for StandInKubelet {
 }
 
 struct State {
+    faults: Faults,
     nodes: Api<Node>,
     ec2: aws_sdk_ec2::Client,
     catalog: Catalog,
@@ -273,10 +294,23 @@ impl State {
         Ok(name)
     }
 
-    /// Renews the Ready condition (and its heartbeat time).
+    /// Renews the Ready condition (and its heartbeat time), and posts the conditions a test made the Node report.
     async fn heartbeat(&self, name: &str) -> Result<()> {
         let now = Time(Timestamp::now());
-        let patch = serde_json::json!({"status": {"conditions": [ready(now)]}});
+        let mut conditions = self
+            .faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+            .unwrap_or_default();
+        for fault in &mut conditions {
+            fault.last_heartbeat_time = Some(now.clone());
+        }
+        if !conditions.iter().any(|c| c.type_ == "Ready") {
+            conditions.push(ready(now));
+        }
+        let patch = serde_json::json!({"status": {"conditions": conditions}});
         tokio::time::timeout(
             self.settings.call_timeout,
             self.nodes

@@ -201,10 +201,17 @@ async fn feature_gates_reach_the_controller(cluster: &Cluster) -> Result<()> {
         "the gates were not accepted ({code:?}): {stderr}"
     );
     let repair = rendered_gates(cluster, &["settings.featureGates.nodeRepair=true"]).await?;
+    ensure!(repair.contains("NodeRepair=true"), "{repair}");
     let (code, stderr) = controller_with_gates(&repair).await?;
     ensure!(
-        code == Some(2) && stderr.contains("feature gate NodeRepair cannot be enabled"),
-        "NodeRepair=true was not refused ({code:?}): {stderr}"
+        code == Some(1) && stderr.contains("connecting to the Kubernetes API"),
+        "NodeRepair=true was not accepted ({code:?}): {stderr}"
+    );
+    let overlay = rendered_gates(cluster, &["settings.featureGates.nodeOverlay=true"]).await?;
+    let (code, stderr) = controller_with_gates(&overlay).await?;
+    ensure!(
+        code == Some(2) && stderr.contains("feature gate NodeOverlay cannot be enabled"),
+        "NodeOverlay=true was not refused ({code:?}): {stderr}"
     );
     let unknown = render(
         cluster,

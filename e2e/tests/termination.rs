@@ -490,3 +490,154 @@ async fn a_drained_node_waits_for_its_volume_attachments_unless_its_grace_period
     }
     Ok(())
 }
+
+/// Node repair (`--feature-gates=NodeRepair=true`; Karpenter's node health suite, "should delete nodes that are
+/// unhealthy by the cloud provider" and its metrics case): the stand-in kubelet reports the inflate pod's Node
+/// `Ready=False` since 31 minutes, past the AWS policy's 30; the controller stamps the claim's termination
+/// timestamp with now and deletes it, termination deletes the pod without waiting and terminates the instance,
+/// and the provisioner gives the new pod a new node. The repair is counted in Karpenter's two metrics.
+#[tokio::test]
+async fn a_node_not_ready_past_its_toleration_is_replaced_by_node_repair() -> Result<()> {
+    let port = kerf_e2e::kerf::free_port()?;
+    let flags = vec![
+        "--feature-gates=NodeRepair=true".to_owned(),
+        "--metrics-bind".to_owned(),
+        format!("127.0.0.1:{port}"),
+    ];
+    let Some(bed) = Testbed::start_or_skip_with("node_repair", |_| flags).await? else {
+        return Ok(());
+    };
+    let log = || tail(&bed.log(), 40);
+    let mut pool = kerf_e2e::controller::node_pool("general", serde_json::Value::Null);
+    pool["spec"]["template"]["spec"]["requirements"] = json!([
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+    ]);
+    pool["spec"]["disruption"] = json!({"consolidateAfter": "Never"});
+    apply_ok(&bed.cluster, &pool).await?;
+    let namespace = bed.cluster.create_namespace("repair").await?;
+    kerf_e2e::controller::create_inflate(&bed.cluster, &namespace, 1, "500m", "256Mi").await?;
+    let client = bed.cluster.client()?;
+    let claims: Api<NodeClaim> = Api::all(client.clone());
+    let nodes: Api<Node> = Api::all(client.clone());
+    let pods: Api<Pod> = Api::namespaced(client, &namespace);
+    let (claims_ref, pods_ref) = (&claims, &pods);
+    // The claim whose Initialized Node the inflate pod is bound to: (claim, Node, provider ID).
+    let bound = |not: Option<String>| async move {
+        let on_node: Vec<String> = pods_ref
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| p.spec?.node_name)
+            .collect();
+        let found = claims_ref
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .find_map(|c| {
+                let name = c.metadata.name.clone()?;
+                let status = c.status.as_ref()?;
+                let node = status.node_name.clone()?;
+                let initialized = status
+                    .conditions
+                    .as_deref()
+                    .is_some_and(|cs| kerf::api::condition::is_true(cs, "Initialized"));
+                (initialized && on_node.contains(&node) && not.as_deref() != Some(name.as_str()))
+                    .then(|| (name, node, status.provider_id.clone().unwrap_or_default()))
+            });
+        Ok(found)
+    };
+    let (old, old_node, old_instance) = poll(
+        "the inflate pod bound to an Initialized node",
+        Duration::from_secs(120),
+        || bound(None),
+    )
+    .await
+    .with_context(log)?;
+
+    let since =
+        k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(31 * 60);
+    bed.kubelet.report(
+        &old_node,
+        k8s_openapi::api::core::v1::NodeCondition {
+            type_: "Ready".into(),
+            status: "False".into(),
+            reason: Some("KubeletNotReady".into()),
+            message: Some("container runtime is down".into()),
+            last_transition_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(since)),
+            last_heartbeat_time: None,
+        },
+    );
+    let (new, _, _) = poll(
+        "the pod on a new node, the unhealthy one gone",
+        Duration::from_secs(180),
+        || {
+            let (old, old_node) = (old.clone(), old_node.clone());
+            let nodes = &nodes;
+            async move {
+                let gone = claims_ref.get_opt(&old).await?.is_none()
+                    && nodes.get_opt(&old_node).await?.is_none();
+                Ok(if gone { bound(Some(old)).await? } else { None })
+            }
+        },
+    )
+    .await
+    .with_context(log)?;
+    ensure!(new != old);
+    match bed.cloud.get(&old_instance).await {
+        Err(CloudError::NotFound { .. }) => {}
+        other => anyhow::bail!("the unhealthy instance should be terminated, got {other:?}"),
+    }
+    let text = bed.log();
+    ensure!(
+        text.lines()
+            .any(|l| l.contains("deleting unhealthy node") && l.contains(&old)),
+        "{}",
+        log()
+    );
+    ensure!(
+        text.lines().any(|l| l.contains("annotated nodeclaim")
+            && l.contains("karpenter.sh/nodeclaim-termination-timestamp")
+            && l.contains(&old)),
+        "{}",
+        log()
+    );
+    let expiring =
+        kerf_e2e::controller::events_with_reason(&bed.cluster, "TerminationGracePeriodExpiring")
+            .await?;
+    ensure!(
+        expiring.iter().any(
+            |e| e.involved_object.name.as_deref() == Some(old_node.as_str())
+                && e.message
+                    .as_deref()
+                    .is_some_and(|m| m.starts_with("All pods will be deleted by "))
+        ),
+        "a TerminationGracePeriodExpiring Event on {old_node}: {expiring:?}"
+    );
+    let metrics = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+        .await?
+        .error_for_status()?
+        .text()
+        .await?;
+    let counted = |prefix: &str| {
+        metrics
+            .lines()
+            .any(|l| l.starts_with(prefix) && l.ends_with(" 1"))
+    };
+    ensure!(
+        counted(
+            "karpenter_nodeclaims_disrupted_total{reason=\"unhealthy\",nodepool=\"general\",capacity_type=\"on-demand\"}"
+        ),
+        "{metrics}"
+    );
+    ensure!(
+        counted(
+            "karpenter_nodeclaims_unhealthy_disrupted_total{condition=\"ready\",nodepool=\"general\",capacity_type=\"on-demand\",image_id=\"ami-"
+        ),
+        "{metrics}"
+    );
+    Ok(())
+}

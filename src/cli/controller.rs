@@ -429,13 +429,15 @@ mod tests {
         let on = settings(&["--feature-gates=ReservedCapacity=true,SpotToSpotConsolidation=true"])
             .expect("parse");
         assert!(on.disruption().spot_to_spot);
+        let repair = settings(&["--feature-gates=NodeRepair=true"]).expect("node repair");
+        assert!(repair.feature_gates.node_repair);
         for (flag, want) in [
             (
                 "--feature-gates=Hello=true",
                 "unknown feature gate \"Hello\"",
             ),
             (
-                "--feature-gates=NodeRepair=true",
+                "--feature-gates=StaticCapacity=true",
                 "does not implement it yet",
             ),
             ("--feature-gates=SpotToSpotConsolidation", "malformed pair"),

@@ -9,6 +9,8 @@
 //! - `disruption`: every 10 s the pure disruption engine decides on a snapshot; its commands are carried out
 //!   (replacements launched and initialized, then the candidates tainted and deleted);
 //! - `pod_events`: a pod bound to or leaving a claim's node stamps the claim's `status.lastPodEventTime`;
+//! - `node_health`: with the `NodeRepair` gate, a node unhealthy past its toleration has its NodeClaim deleted
+//!   with a termination deadline of now;
 //! - `garbage`: instances tagged for this cluster with no NodeClaim are terminated after a grace period.
 //!
 //! They share one [`Context`]: the client, the cloud, the settings, the cluster state (reflectors), the clock,
@@ -20,6 +22,7 @@ pub mod garbage;
 pub mod hashes;
 pub mod interruption;
 pub mod metrics;
+pub mod node_health;
 pub mod nodeclaim;
 pub mod nodeclass;
 pub mod nodepool;
@@ -65,7 +68,7 @@ pub struct Settings {
     /// `--scheduler-config`: the cluster's default topology spread, which provisioning and the disruption
     /// simulations give pods that declare none.
     pub scheduler_config: crate::scheduling::SchedulerConfig,
-    /// `--feature-gates`: spot-to-spot consolidation is the one that changes a decision today.
+    /// `--feature-gates`: spot-to-spot consolidation, reserved capacity, node repair.
     pub feature_gates: crate::engine::FeatureGates,
 }
 
@@ -204,6 +207,9 @@ where
             "interruption",
             interruption::run(ctx.clone(), queue),
         ));
+    }
+    if ctx.settings.feature_gates.node_repair {
+        controllers.spawn(within("node.health", node_health::run(ctx.clone())));
     }
     controllers.spawn(within("metrics", metrics::observer::run(ctx.clone())));
     controllers.spawn(within("nodeclaim.garbagecollection", garbage::run(ctx)));

@@ -17,16 +17,12 @@ pub const GATES: [(&str, bool); 6] = [
 ];
 
 /// Gates whose capability kerf does not implement yet: on, they would promise what does not happen.
-pub const NOT_IMPLEMENTED: [&str; 4] = [
-    "NodeRepair",
-    "NodeOverlay",
-    "StaticCapacity",
-    "CapacityBuffer",
-];
+pub const NOT_IMPLEMENTED: [&str; 3] = ["NodeOverlay", "StaticCapacity", "CapacityBuffer"];
 
 /// The gates in force.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FeatureGates {
+    /// Nodes whose Node reports an unhealthy condition past its toleration are replaced ([`super::repair`]).
     pub node_repair: bool,
     /// Capacity reservations as offerings: a catalog file's reserved offerings, and on AWS the reservations an
     /// EC2NodeClass's `capacityReservationSelectorTerms` select, launched into by targeting them
@@ -263,8 +259,8 @@ mod tests {
                 "did you mean SpotToSpotConsolidation?",
             ),
             (
-                "NodeRepair=true",
-                "feature gate NodeRepair cannot be enabled",
+                "NodeOverlay=true",
+                "feature gate NodeOverlay cannot be enabled",
             ),
             (
                 "CapacityBuffer=t",
@@ -283,5 +279,10 @@ mod tests {
             .set("spotToSpotConsolidation", true)
             .expect("camelCase");
         assert!(gates.spot_to_spot_consolidation);
+        assert!(
+            FeatureGates::parse("NodeRepair=true")
+                .expect("implemented")
+                .node_repair
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! The engine: the decisions the controller and `kerf simulate` share, so both make them one way. It holds the
 //! [`Clock`] every decision reads `now` from, what a launched node is labelled with ([`launch`]), pod events
 //! and `status.lastPodEventTime` ([`pod_events`]), and nominations that protect the destinations of pods on
-//! their way ([`nominations`]), and the feature gates that switch decisions on ([`feature_gates`]). Pure: no I/O, no async.
+//! their way ([`nominations`]), the feature gates that switch decisions on ([`feature_gates`]), and which unhealthy nodes to replace ([`repair`]). Pure: no I/O, no async.
 
 mod clock;
 pub mod conditions;
@@ -13,6 +13,7 @@ pub mod marks;
 pub mod nominations;
 pub mod pod_events;
 pub mod provisioning;
+pub mod repair;
 pub mod reservations;
 pub mod usage;
 

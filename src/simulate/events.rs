@@ -42,6 +42,8 @@ pub enum Action {
     },
     /// A spot interruption of every matching node: it is drained and its pods wait for new capacity.
     Interrupt(Interruption),
+    /// Every matching node's Node reports a condition from now on (node repair judges it).
+    Unhealthy(NodeFault),
     /// A NodePool replacing the one of the same name (its nodes drift when the template changed).
     ApplyNodePool(Box<NodePool>),
     /// An EC2NodeClass replacing the one of the same name, defaulted (its nodes drift).
@@ -57,6 +59,40 @@ pub struct Interruption {
     pub zone: Option<String>,
 }
 
+/// A condition matching nodes report from an event on, as a node monitoring agent or a failing kubelet would.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeFault {
+    pub node_claim: Option<String>,
+    pub instance_type: Option<String>,
+    pub zone: Option<String>,
+    /// The Node condition (default `Ready`).
+    #[serde(default = "ready")]
+    pub condition: String,
+    /// Its status (default `False`).
+    #[serde(default = "not_true")]
+    pub status: String,
+}
+
+fn ready() -> String {
+    "Ready".to_owned()
+}
+
+fn not_true() -> String {
+    "False".to_owned()
+}
+
+impl NodeFault {
+    /// The nodes it hits, as an interruption names them.
+    pub fn nodes(&self) -> Interruption {
+        Interruption {
+            node_claim: self.node_claim.clone(),
+            instance_type: self.instance_type.clone(),
+            zone: self.zone.clone(),
+        }
+    }
+}
+
 /// One entry of `events` as written.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -64,6 +100,7 @@ struct EventSpec {
     at: String,
     scale: Option<ScaleSpec>,
     interrupt: Option<Interruption>,
+    unhealthy: Option<NodeFault>,
     apply: Option<Value>,
 }
 
@@ -172,38 +209,57 @@ fn event(field: &str, spec: &Value, length: SignedDuration) -> Result<Event, Tim
             format!("{} is after the end of the timeline", spec.at),
         ));
     }
-    let action = match (spec.scale, spec.interrupt, spec.apply) {
-        (Some(scale), None, None) => Action::Scale {
+    let action = match (spec.scale, spec.interrupt, spec.unhealthy, spec.apply) {
+        (Some(scale), None, None, None) => Action::Scale {
             namespace: scale.namespace.unwrap_or_else(|| "default".to_owned()),
             workload: scale.deployment,
             replicas: scale.replicas,
         },
-        (None, Some(interruption), None) => {
-            let set = [
-                &interruption.node_claim,
-                &interruption.instance_type,
-                &interruption.zone,
-            ]
-            .iter()
-            .filter(|v| v.is_some())
-            .count();
-            if set != 1 {
-                return Err(error(
-                    format!("{field}.interrupt"),
-                    "name exactly one of nodeClaim, instanceType or zone",
-                ));
-            }
+        (None, Some(interruption), None, None) => {
+            one_selector(&format!("{field}.interrupt"), &interruption)?;
             Action::Interrupt(interruption)
         }
-        (None, None, Some(object)) => apply(&format!("{field}.apply"), &object)?,
+        (None, None, Some(fault), None) => {
+            one_selector(&format!("{field}.unhealthy"), &fault.nodes())?;
+            if fault.condition.trim().is_empty() {
+                return Err(error(
+                    format!("{field}.unhealthy.condition"),
+                    "name the Node condition, e.g. Ready",
+                ));
+            }
+            if !["True", "False", "Unknown"].contains(&fault.status.as_str()) {
+                return Err(error(
+                    format!("{field}.unhealthy.status"),
+                    format!("{:?} is not True, False or Unknown", fault.status),
+                ));
+            }
+            Action::Unhealthy(fault)
+        }
+        (None, None, None, Some(object)) => apply(&format!("{field}.apply"), &object)?,
         _ => {
             return Err(error(
                 field,
-                "give exactly one of scale, interrupt or apply",
+                "give exactly one of scale, interrupt, unhealthy or apply",
             ))
         }
     };
     Ok(Event { at, action })
+}
+
+/// Refuses a node selection that does not name exactly one of its keys.
+fn one_selector(field: &str, nodes: &Interruption) -> Result<(), TimelineError> {
+    let set = [&nodes.node_claim, &nodes.instance_type, &nodes.zone]
+        .iter()
+        .filter(|v| v.is_some())
+        .count();
+    if set == 1 {
+        Ok(())
+    } else {
+        Err(error(
+            field,
+            "name exactly one of nodeClaim, instanceType or zone",
+        ))
+    }
 }
 
 /// An applied object, admitted like the scenario's own (defaults, validation).

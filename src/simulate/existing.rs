@@ -9,7 +9,7 @@ use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
 use crate::catalog::{CapacityType, Catalog};
 use crate::scheduling::Choice;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::jiff::Timestamp;
 use std::collections::BTreeMap;
 
@@ -22,6 +22,8 @@ pub struct Existing {
     pub node: Option<String>,
     /// Registered and initialized: capacity now, not in a couple of minutes.
     pub ready: bool,
+    /// Its Node's conditions (node repair reads them).
+    pub conditions: Vec<NodeCondition>,
 }
 
 /// The scenario's claims matched to their Nodes, and the Nodes no claim owns. `start` stands in for a missing
@@ -116,6 +118,9 @@ pub fn take_over(
                 .as_ref()
                 .map_or(start, |t| t.0.min(start)),
             ready: node.is_some() && (initialized || node_ready),
+            conditions: node_object
+                .and_then(|n| n.status.as_ref()?.conditions.clone())
+                .unwrap_or_default(),
             node,
         });
     }

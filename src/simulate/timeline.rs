@@ -3,7 +3,7 @@
 //! and its commands are carried out. Nothing reads the wall clock or draws a random number, and every
 //! collection is walked in a fixed order, so one scenario always gives the same timeline.
 
-use super::events::{Action, Event, Interruption, Timeline};
+use super::events::{Action, Event, Interruption, NodeFault, Timeline};
 use super::existing::take_over;
 use super::scenario::{expand, pods_listed, Scenario, ScenarioError};
 use super::timeline_report::{CostHour, Entry, TimelineReport, Totals};
@@ -24,10 +24,11 @@ use crate::engine::nominations::{self, Nominations};
 use crate::engine::pod_events::stamp_due;
 use crate::engine::provisioning::claim::node_claim;
 use crate::engine::provisioning::plan::{self, Preparations, Snapshot};
+use crate::engine::repair::{self, pool_label, ClaimHealth, NodeHealth, Verdict, AWS_POLICIES};
 use crate::scheduling::volumes::VolumeIndex;
 use crate::scheduling::DefaultSpread;
 use crate::scheduling::{Choice, PlannedClaim};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{json, Value};
@@ -51,6 +52,8 @@ struct SimClaim {
     replacement: Option<Timestamp>,
     /// Disruption queued it: it is deleted once these replacements are ready.
     awaiting: Option<Vec<String>>,
+    /// What its Node reports besides a Ready kubelet (a `unhealthy` event's condition, a snapshot's conditions).
+    conditions: Vec<NodeCondition>,
 }
 
 impl SimClaim {
@@ -119,6 +122,10 @@ pub struct TimelineRun<'a> {
     volumes: VolumeIndex,
     /// The scenario's default spread, with its Services and workloads (they do not change during a run).
     default_spread: DefaultSpread,
+    /// The `NodeRepair` feature gate.
+    node_repair: bool,
+    /// Claims whose repair is held back and was reported so (reported again only once it was not).
+    repair_held: std::collections::BTreeSet<String>,
 }
 
 impl<'a> TimelineRun<'a> {
@@ -183,6 +190,12 @@ impl<'a> TimelineRun<'a> {
             default_spread: scenario
                 .default_spread()
                 .map_err(|e| ScenarioError::Invalid(vec![e]))?,
+            node_repair: scenario
+                .settings
+                .feature_gates()
+                .map_err(|e| ScenarioError::Invalid(vec![e]))?
+                .node_repair,
+            repair_held: std::collections::BTreeSet::new(),
         };
         for pool in &scenario.nodepools {
             run.set_pool(pool.clone());
@@ -203,6 +216,7 @@ impl<'a> TimelineRun<'a> {
                 nodeclass,
                 replacement: None,
                 awaiting: None,
+                conditions: e.conditions,
             };
             if e.ready {
                 claim.initialize(e.created);
@@ -222,6 +236,9 @@ impl<'a> TimelineRun<'a> {
                 self.apply(event)?;
             }
             self.make_ready();
+            if self.node_repair {
+                self.repair();
+            }
             self.provision()?;
             self.disrupt();
             self.account();
@@ -259,6 +276,7 @@ impl<'a> TimelineRun<'a> {
                 replicas: wanted,
             } => self.scale(namespace, workload, *wanted)?,
             Action::Interrupt(interruption) => self.interrupt(interruption),
+            Action::Unhealthy(fault) => self.report_condition(fault),
             Action::ApplyNodePool(pool) => {
                 let name = pool.metadata.name.clone().unwrap_or_default();
                 self.set_pool((**pool).clone());
@@ -370,7 +388,8 @@ impl<'a> TimelineRun<'a> {
         (current, going)
     }
 
-    fn interrupt(&mut self, interruption: &Interruption) {
+    /// The claims an event's selection names.
+    fn matching(&self, nodes: &Interruption) -> Vec<String> {
         let label = |c: &SimClaim, key: &str| {
             c.claim
                 .metadata
@@ -381,19 +400,19 @@ impl<'a> TimelineRun<'a> {
         };
         let matches =
             |wanted: &Option<String>, actual: Option<String>| wanted.is_some() && *wanted == actual;
-        let hit: Vec<String> = self
-            .claims
+        self.claims
             .iter()
             .filter(|c| {
-                matches(&interruption.node_claim, Some(c.name().to_owned()))
-                    || matches(
-                        &interruption.instance_type,
-                        Some(c.choice.instance_type.clone()),
-                    )
-                    || matches(&interruption.zone, label(c, labels::ZONE))
+                matches(&nodes.node_claim, Some(c.name().to_owned()))
+                    || matches(&nodes.instance_type, Some(c.choice.instance_type.clone()))
+                    || matches(&nodes.zone, label(c, labels::ZONE))
             })
             .map(|c| c.name().to_owned())
-            .collect();
+            .collect()
+    }
+
+    fn interrupt(&mut self, interruption: &Interruption) {
+        let hit = self.matching(interruption);
         if hit.is_empty() {
             self.entries
                 .push(self.entry("interrupt", "no node matches".to_owned()));
@@ -406,6 +425,103 @@ impl<'a> TimelineRun<'a> {
             );
             entry.node_claims = vec![name];
             self.entries.push(entry);
+        }
+    }
+
+    /// Every node the fault names reports its condition from now on.
+    fn report_condition(&mut self, fault: &NodeFault) {
+        let hit = self.matching(&fault.nodes());
+        let now = Time(self.now);
+        let mut entry = self.entry(
+            "unhealthy",
+            if hit.is_empty() {
+                "no node matches".to_owned()
+            } else {
+                format!("{}: {}={}", hit.join(", "), fault.condition, fault.status)
+            },
+        );
+        for claim in self
+            .claims
+            .iter_mut()
+            .filter(|c| hit.iter().any(|h| h == c.name()))
+        {
+            claim.conditions.retain(|c| c.type_ != fault.condition);
+            claim.conditions.push(NodeCondition {
+                type_: fault.condition.clone(),
+                status: fault.status.clone(),
+                reason: Some("SimulatedFault".to_owned()),
+                last_transition_time: Some(now.clone()),
+                last_heartbeat_time: Some(now.clone()),
+                ..NodeCondition::default()
+            });
+        }
+        entry.node_claims = hit;
+        self.entries.push(entry);
+    }
+
+    /// Node repair's pass ([`repair::decide`], as the `node.health` controller runs it): a node unhealthy past its
+    /// toleration is deleted at once (no budget, no `do-not-disrupt`) and its pods wait for new capacity; one held
+    /// back because too much of its pool is unhealthy is reported once.
+    fn repair(&mut self) {
+        let nodes: Vec<(&str, Option<&str>, Node)> = self
+            .claims
+            .iter()
+            .filter_map(|c| {
+                let pool = pool_label(c.claim.metadata.labels.as_ref());
+                Some((c.name(), pool, self.node(c)?))
+            })
+            .collect();
+        let view: Vec<NodeHealth<'_>> = nodes
+            .iter()
+            .map(|(claim, pool, node)| (Some((*claim, *pool)), node))
+            .chain(self.fixed_nodes.iter().map(|node| (None, node)))
+            .map(|(claim, node)| NodeHealth {
+                name: node.metadata.name.as_deref().unwrap_or_default(),
+                pool: pool_label(node.metadata.labels.as_ref()),
+                conditions: node
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_deref())
+                    .unwrap_or_default(),
+                claim: claim.map(|(name, pool)| ClaimHealth {
+                    name,
+                    pool,
+                    deleting: false,
+                    termination_timestamp: None,
+                }),
+            })
+            .collect();
+        let repairs = repair::decide(&view, &AWS_POLICIES, self.now);
+        drop(view);
+        drop(nodes);
+        for r in repairs {
+            match r.verdict {
+                Verdict::Repair { condition, .. } => {
+                    self.repair_held.remove(&r.claim);
+                    let pods = self.delete(&r.claim);
+                    let mut entry = self.entry(
+                        "repair",
+                        format!(
+                            "{} replaced: its Node reported {condition} past the toleration, {pods} pods to reschedule",
+                            r.claim
+                        ),
+                    );
+                    entry.node_claims = vec![r.claim];
+                    entry.nodepool = Some(r.pool).filter(|p| !p.is_empty());
+                    entry.reason = Some("Unhealthy".to_owned());
+                    self.entries.push(entry);
+                }
+                Verdict::Blocked { message, .. } => {
+                    if self.repair_held.insert(r.claim.clone()) {
+                        let mut entry =
+                            self.entry("repair", format!("{} not repaired: {message}", r.claim));
+                        entry.node_claims = vec![r.claim];
+                        entry.nodepool = Some(r.pool).filter(|p| !p.is_empty());
+                        self.entries.push(entry);
+                    }
+                }
+                Verdict::Tolerated(_) => {}
+            }
         }
     }
 
@@ -496,13 +612,21 @@ impl<'a> TimelineRun<'a> {
         if let (Some(list), true) = (taints.as_array_mut(), claim.awaiting.is_some()) {
             list.push(json!({"key": DISRUPTED_TAINT, "effect": "NoSchedule"}));
         }
+        let mut conditions = claim.conditions.clone();
+        if !conditions.iter().any(|c| c.type_ == "Ready") {
+            conditions.push(NodeCondition {
+                type_: "Ready".to_owned(),
+                status: "True".to_owned(),
+                ..NodeCondition::default()
+            });
+        }
         serde_json::from_value(json!({
             "metadata": {"name": claim.name(), "labels": node_labels, "annotations": annotations},
             "spec": {"taints": taints},
             "status": {
                 "capacity": it.capacity.to_quantities(),
                 "allocatable": it.allocatable().to_quantities(),
-                "conditions": [{"type": "Ready", "status": "True"}],
+                "conditions": conditions,
             },
         }))
         .ok()
@@ -649,6 +773,7 @@ impl<'a> TimelineRun<'a> {
             nodeclass,
             replacement: replacing.map(|_| self.now),
             awaiting: None,
+            conditions: Vec::new(),
         });
         Some(name)
     }
@@ -927,6 +1052,11 @@ impl<'a> TimelineRun<'a> {
                 .filter(|e| e.action == "interrupt" && !e.node_claims.is_empty())
                 .count(),
             blocked: count("blocked"),
+            repairs: self
+                .entries
+                .iter()
+                .filter(|e| e.action == "repair" && e.reason.is_some())
+                .count(),
             nodes_at_end: self.claims.len(),
             pending_at_end: self.pods.iter().filter(|p| p.on.is_none()).count(),
         };

@@ -24,7 +24,7 @@ pub struct Entry {
     pub at: String,
     /// The virtual clock's time (RFC 3339), which budgets' schedules are read against.
     pub time: String,
-    /// `launch`, `disrupt`, `blocked`, `interrupt`, `scale` or `apply`.
+    /// `launch`, `disrupt`, `blocked`, `interrupt`, `unhealthy`, `repair`, `scale` or `apply`.
     pub action: &'static str,
     pub detail: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -76,8 +76,15 @@ pub struct Totals {
     pub disruptions: usize,
     pub interruptions: usize,
     pub blocked: usize,
+    /// Nodes node repair replaced (the `NodeRepair` gate); left out when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub repairs: usize,
     pub nodes_at_end: usize,
     pub pending_at_end: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Entry {

@@ -41,7 +41,7 @@ use std::time::Instant;
 
 pub use nodeclaims::{
     CodeLabels, DisruptedLabels, LaunchFailureLabels, LifecycleMetrics, NodePoolLabels,
-    NodePoolZoneLabels, ReasonLabels, TerminatedLabels, TerminationMetrics,
+    NodePoolZoneLabels, ReasonLabels, TerminatedLabels, TerminationMetrics, UnhealthyLabels,
 };
 pub use scheduler::{ControllerLabels, CreatedLabels, Provisioning};
 

@@ -83,9 +83,11 @@ pub struct LifecycleMetrics {
     /// `karpenter_nodes_created_total{nodepool,zone}`: Nodes registered for a claim.
     pub nodes_created: Family<NodePoolZoneLabels, Counter>,
     /// `karpenter_nodeclaims_disrupted_total{reason,nodepool,capacity_type}` for the reasons this controller
-    /// deletes claims (insufficient_capacity, launch_timeout, registration_timeout, instance_terminated).
+    /// deletes claims (insufficient_capacity, launch_timeout, registration_timeout, instance_terminated), and node
+    /// repair's (unhealthy).
     pub disrupted: Family<DisruptedLabels, Counter>,
-    /// `karpenter_nodeclaims_unhealthy_disrupted_total`: node repair, which kerf does not do (never counted).
+    /// `karpenter_nodeclaims_unhealthy_disrupted_total{condition,nodepool,capacity_type,image_id}`: claims node
+    /// repair deleted (the `node.health` controller).
     pub unhealthy_disrupted: Family<UnhealthyLabels, Counter>,
 }
 
@@ -132,7 +134,7 @@ impl LifecycleMetrics {
         );
         registry.register(
             "karpenter_nodeclaims_unhealthy_disrupted",
-            "NodeClaims replaced because a node condition stayed unhealthy (node repair; kerf does not repair)",
+            "NodeClaims deleted by node repair, by the unhealthy condition, NodePool, capacity type and image",
             metrics.unhealthy_disrupted.clone(),
         );
         metrics

@@ -21,9 +21,10 @@ use super::nodeclaim::calls::{self, ReconcileError, TERMINATION_FINALIZER};
 use super::nodeclaim::registration::node_with_provider_id;
 use super::{Context, Error};
 use crate::api::labels;
-use crate::api::nodeclaim::NodeClaim;
+use crate::api::nodeclaim::{NodeClaim, TERMINATION_TIMESTAMP};
 use crate::cloud::{CloudError, CloudProvider, TAG_NODECLAIM};
 use crate::disruption::{parse_go_duration, DISRUPTED_TAINT};
+use crate::engine::repair::rfc3339_seconds;
 use crate::kube::eviction::{EvictionOutcome, Evictor};
 use ::kube::api::{Api, DeleteParams};
 use ::kube::runtime::controller::{Action, Controller};
@@ -39,6 +40,9 @@ use serde_json::json;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
+
+/// Reason of the Event that tells when a claim's pods will be deleted whatever their PDBs say.
+const TERMINATION_GRACE_PERIOD_EXPIRING: &str = "TerminationGracePeriodExpiring";
 
 /// While a drain is under way (Karpenter requeues every second).
 const DRAIN_RECHECK: Duration = Duration::from_secs(2);
@@ -231,11 +235,63 @@ async fn terminate_instance<C: CloudProvider>(
     }
 }
 
-/// The claim's termination deadline: its deletion time plus `terminationGracePeriod`, if it has one.
+/// The claim's termination deadline: its `karpenter.sh/nodeclaim-termination-timestamp` annotation (node repair
+/// sets it to the moment it decided; this controller to the grace deadline), else its deletion time plus
+/// `terminationGracePeriod`, if it has one. An annotation that is not a time is passed over (Karpenter fails the
+/// termination on it until someone fixes it by hand).
 fn deadline(claim: &NodeClaim) -> Option<Timestamp> {
+    termination_annotation(claim)
+        .and_then(|t| t.parse::<Timestamp>().ok())
+        .or_else(|| grace_deadline(claim))
+}
+
+fn termination_annotation(claim: &NodeClaim) -> Option<&str> {
+    claim
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(TERMINATION_TIMESTAMP)
+        .map(String::as_str)
+}
+
+/// The claim's deletion time plus its `terminationGracePeriod`.
+fn grace_deadline(claim: &NodeClaim) -> Option<Timestamp> {
     let deleted = claim.metadata.deletion_timestamp.as_ref()?.0;
     let grace = parse_go_duration(claim.spec.termination_grace_period.as_deref()?)?;
     deleted.checked_add(grace).ok()
+}
+
+/// Stamps a claim being deleted that has a `terminationGracePeriod` with its deadline, so users (and node repair,
+/// which may bring it forward) see it, and says so in a `TerminationGracePeriodExpiring` Event, as Karpenter's
+/// lifecycle controller does. Guarded by the claim's `resourceVersion`: a concurrent stamp (node repair's) wins.
+async fn stamp_deadline<C>(ctx: &Context<C>, claim: &NodeClaim) -> Result<(), ReconcileError> {
+    if termination_annotation(claim).is_some() {
+        return Ok(());
+    }
+    let Some(deadline) = grace_deadline(claim) else {
+        return Ok(());
+    };
+    let stamp = rfc3339_seconds(deadline);
+    let claims: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let patch = json!({"metadata": {
+        "resourceVersion": claim.metadata.resource_version,
+        "annotations": {TERMINATION_TIMESTAMP: stamp},
+    }});
+    match calls::merge_patch(&claims, &calls::name(claim)?, patch).await {
+        Err(ReconcileError::Kube(::kube::Error::Api(e))) if e.code == 409 || e.code == 404 => {
+            return Ok(())
+        }
+        other => other?,
+    }
+    tracing::info!(annotation = TERMINATION_TIMESTAMP, value = %stamp, "annotated nodeclaim");
+    ctx.events
+        .warning(
+            claim,
+            TERMINATION_GRACE_PERIOD_EXPIRING,
+            format!("All pods will be deleted by {stamp}"),
+        )
+        .await;
+    Ok(())
 }
 
 #[tracing::instrument(skip_all, fields(nodeclaim = claim.metadata.name.as_deref()))]
@@ -249,10 +305,24 @@ async fn terminate_claim<C: CloudProvider>(
     let ctx = &t.ctx;
     let now = Timestamp::try_from(ctx.clock.now())
         .map_err(|e| ReconcileError::Invalid(format!("the clock is out of range: {e}")))?;
+    stamp_deadline(ctx, &claim).await?;
     let provider_id = claim.status.as_ref().and_then(|s| s.provider_id.clone());
     let node = provider_id
         .as_deref()
         .and_then(|id| node_with_provider_id(&ctx.state.nodes.state(), id));
+    if let (Some(node), Some(deadline)) = (&node, deadline(&claim)) {
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        if t.node_event_due(TERMINATION_GRACE_PERIOD_EXPIRING, name, ctx.clock.now()) {
+            let stamp = rfc3339_seconds(deadline);
+            ctx.events
+                .warning(
+                    node.as_ref(),
+                    TERMINATION_GRACE_PERIOD_EXPIRING,
+                    format!("All pods will be deleted by {stamp}"),
+                )
+                .await;
+        }
+    }
     let pool = label(claim.metadata.labels.as_ref(), labels::NODEPOOL);
 
     let mut progress = Progress::of(&claim, now);
@@ -663,5 +733,44 @@ mod tests {
         let mut without = claim.clone();
         without.spec.termination_grace_period = None;
         assert_eq!(deadline(&without), None);
+    }
+
+    /// Karpenter's termination reads the deadline from `karpenter.sh/nodeclaim-termination-timestamp` (node repair
+    /// sets it to now); a value that is not a time leaves the grace period's deadline.
+    #[test]
+    fn the_termination_timestamp_annotation_is_the_deadline() {
+        let claim = |annotation: Option<&str>, grace: Option<&str>| -> NodeClaim {
+            serde_json::from_value(json!({
+                "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+                "metadata": {"name": "c", "deletionTimestamp": "2026-11-23T00:00:00Z",
+                             "annotations": annotation.map(|a| json!({TERMINATION_TIMESTAMP: a}))},
+                "spec": {"nodeClassRef": {"group": "g", "kind": "k", "name": "n"}, "requirements": [],
+                         "terminationGracePeriod": grace},
+            }))
+            .expect("claim")
+        };
+        let at = |t: &str| Some(t.parse::<Timestamp>().expect("timestamp"));
+        let cases = [
+            (
+                Some("2026-11-22T23:00:00Z"),
+                Some("1h"),
+                at("2026-11-22T23:00:00Z"),
+            ),
+            (
+                Some("2026-11-22T23:00:00Z"),
+                None,
+                at("2026-11-22T23:00:00Z"),
+            ),
+            (Some("tomorrow"), Some("1h"), at("2026-11-23T01:00:00Z")),
+            (None, Some("1h"), at("2026-11-23T01:00:00Z")),
+            (Some("tomorrow"), None, None),
+        ];
+        for (annotation, grace, want) in cases {
+            assert_eq!(
+                deadline(&claim(annotation, grace)),
+                want,
+                "{annotation:?} {grace:?}"
+            );
+        }
     }
 }
