@@ -12,6 +12,7 @@ mod errors;
 mod fleet;
 mod fleet_batcher;
 mod instance_profile;
+mod instance_status;
 mod instance_types;
 mod launch_check;
 mod launch_template;

@@ -18,10 +18,10 @@ use kerf::catalog::{
 use kerf::cloud::api_limits::{ApiAttempts, ApiRateLimits};
 use kerf::cloud::{
     newest_per_architecture, plan, provider_id, AmiVariant, CloudError, CloudProvider, IceCache,
-    Instance, InstancePlacement, InstanceReservation, InstanceState, LaunchRefusal, LaunchRequest,
-    NodeClass, OfferingKey, PlacementGroup, PlacementStrategy, RefusedCall, ResolvedAmi,
-    ResolvedNodeClass, ResolvedSubnet, NO_AMIS, NO_INSTANCE_PROFILE, PLACEMENT_GROUP_UNRESOLVED,
-    TAG_CLUSTER_PREFIX, TAG_NODECLAIM, TAG_NODEPOOL, UNSUPPORTED_ALIAS,
+    Instance, InstanceHealth, InstancePlacement, InstanceReservation, InstanceState, LaunchRefusal,
+    LaunchRequest, NodeClass, OfferingKey, PlacementGroup, PlacementStrategy, RefusedCall,
+    ResolvedAmi, ResolvedNodeClass, ResolvedSubnet, NO_AMIS, NO_INSTANCE_PROFILE,
+    PLACEMENT_GROUP_UNRESOLVED, TAG_CLUSTER_PREFIX, TAG_NODECLAIM, TAG_NODEPOOL, UNSUPPORTED_ALIAS,
 };
 
 use crate::budget::ApiBudget;
@@ -1579,5 +1579,34 @@ impl CloudProvider for AwsCloud {
             }
         }
         Ok(deleted)
+    }
+
+    async fn instance_health(&self) -> Result<Vec<InstanceHealth>, CloudError> {
+        let mut seen = std::collections::HashSet::new();
+        let mut health = Vec::new();
+        for filter in crate::instance_status::listings() {
+            let statuses = collect_pages("DescribeInstanceStatus", |token| {
+                let request = self
+                    .ec2
+                    .describe_instance_status()
+                    .filters(filter.clone())
+                    .max_results(1000)
+                    .set_next_token(token);
+                async move {
+                    let out = self.call("DescribeInstanceStatus", request.send()).await?;
+                    Ok((out.instance_statuses.unwrap_or_default(), out.next_token))
+                }
+            })
+            .await?;
+            for status in &statuses {
+                let Some(instance) = crate::instance_status::health_of(status) else {
+                    continue;
+                };
+                if seen.insert(instance.instance_id.clone()) {
+                    health.push(instance);
+                }
+            }
+        }
+        Ok(health)
     }
 }

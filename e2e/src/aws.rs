@@ -141,6 +141,13 @@ impl AwsEmu {
         .await
     }
 
+    /// Makes DescribeInstanceStatus report an instance's status checks (`{"instanceId", "instanceStatus":
+    /// "impaired", "systemStatus", "impairedSince", "events": [codes]}`; see `moto_emu.py`).
+    pub async fn seed_instance_status(&self, status: &Value) -> Result<()> {
+        self.control(reqwest::Method::POST, "/_emu/instance-status", Some(status))
+            .await
+    }
+
     /// Ends reservation `id` (as a cancelled ODCR): the emulator forgets it and its instances run on outside it.
     pub async fn end_capacity_reservation(&self, id: &str) -> Result<()> {
         self.control(

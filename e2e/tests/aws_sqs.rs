@@ -180,8 +180,10 @@ async fn interruption_events_are_received_dispatched_and_deleted() -> Result<()>
                 instance_id,
                 reason,
                 delete,
+                forceful,
             } => {
                 assert_eq!((name.as_str(), instance_id.as_str()), ("spot-1", INSTANCE));
+                assert!(!forceful, "no queue message terminates forcefully");
                 Some((*kind, *reason, *delete))
             }
             Action::MarkUnavailable(_) => None,

@@ -7,6 +7,9 @@
 //! one's successor runs, and that needs the replacement. So the replacement has to be planned for the pods
 //! still running on the old node — a provisioner that waited for evicted pods to turn pending would plan for
 //! one pod at a time.
+//!
+//! Without a queue, EC2's status checks do the same: an instance whose instance check the emulator reports
+//! impaired is terminated forcefully and its pod moves to a new node.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -261,5 +264,128 @@ async fn a_spot_interruption_drains_and_replaces_the_node() -> Result<()> {
         waiting.as_deref() == Some("0"),
         "the message was deleted: {waiting:?} left"
     );
+    Ok(())
+}
+
+/// EC2's status checks (Karpenter AWS's `interruption.instancestatus` suite, "should delete the NodeClaim when the
+/// instance status check fails" in spirit): the emulator reports the inflate node's instance check impaired since
+/// five minutes; within the controller's minute of polling, the claim is stamped with a termination timestamp of
+/// now and deleted (forceful: the pod is deleted, not evicted), an `InstanceUnhealthy` and a
+/// `TerminatingOnInterruption` Event are published, the pod gets a new node, and the metrics count it once.
+#[tokio::test]
+async fn an_instance_whose_status_check_fails_is_terminated_forcefully() -> Result<()> {
+    let port = kerf_e2e::kerf::free_port()?;
+    let flags = vec!["--metrics-bind".to_owned(), format!("127.0.0.1:{port}")];
+    let Some(bed) = Testbed::start_or_skip_with("instance_status_check", |_| flags).await? else {
+        return Ok(());
+    };
+    let log = || tail(&bed.log(), 40);
+    let client = bed.cluster.client()?;
+    let mut pool = pool();
+    pool["spec"]["template"]["spec"]["requirements"][0]["values"] = json!(["m5.large"]);
+    apply_ok(&bed.cluster, &pool).await?;
+    let namespace = bed.cluster.create_namespace("status").await?;
+    create_inflate(&bed.cluster, &namespace, 1, "500m", "256Mi").await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let claims: Api<NodeClaim> = Api::all(client.clone());
+    let (pods_ref, claims_ref) = (&pods, &claims);
+    // The claim whose Initialized Node the inflate pod is bound to, other than `not`.
+    let bound = |not: Option<String>| async move {
+        let nodes: Vec<String> = inflate_pods(pods_ref)
+            .await?
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| node_of(p).map(str::to_owned))
+            .collect();
+        let list = claims_ref.list(&ListParams::default()).await?.items;
+        Ok(list.into_iter().find(|c| {
+            let node = c.status.as_ref().and_then(|s| s.node_name.clone());
+            is_initialized(c)
+                && node.is_some_and(|n| nodes.contains(&n))
+                && not.as_deref() != c.metadata.name.as_deref()
+        }))
+    };
+    let old = poll(
+        "the inflate pod on an Initialized node",
+        Duration::from_secs(120),
+        || bound(None),
+    )
+    .await
+    .with_context(log)?;
+    let old_name = name(&old);
+    let provider_id = old
+        .status
+        .as_ref()
+        .and_then(|s| s.provider_id.clone())
+        .context("providerID")?;
+    let instance_id = kerf::cloud::instance_id(&provider_id)?;
+    let since =
+        k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(300);
+    bed.emu
+        .seed_instance_status(&json!({
+            "instanceId": instance_id,
+            "instanceStatus": "impaired",
+            "impairedSince": since.to_string(),
+        }))
+        .await?;
+    let replacement = poll(
+        "the pod on a new node and the impaired one's claim gone",
+        Duration::from_secs(180),
+        || {
+            let old_name = old_name.clone();
+            async move {
+                if claims_ref.get_opt(&old_name).await?.is_some() {
+                    return Ok(None);
+                }
+                bound(Some(old_name)).await
+            }
+        },
+    )
+    .await
+    .with_context(log)?;
+    ensure!(name(&replacement) != old_name);
+    match bed.cloud.get(&provider_id).await {
+        Err(CloudError::NotFound { .. }) => {}
+        other => anyhow::bail!("the impaired instance should be terminated, got {other:?}"),
+    }
+    let text = bed.log();
+    ensure!(
+        text.lines().any(
+            |l| l.contains("detected unhealthy instance owned by cluster")
+                && l.contains(instance_id)
+                && l.contains("InstanceStatus")
+        ),
+        "{}",
+        log()
+    );
+    ensure!(
+        text.lines().any(
+            |l| l.contains("deleting nodeclaim: its instance is interrupted")
+                && l.contains("instance_status")
+                && l.contains("\"forceful\":true")
+        ),
+        "{}",
+        log()
+    );
+    for reason in ["InstanceUnhealthy", "TerminatingOnInterruption"] {
+        let events = events_with_reason(&bed.cluster, reason).await?;
+        ensure!(
+            events
+                .iter()
+                .any(|e| e.involved_object.name.as_deref() == Some(old_name.as_str())),
+            "a {reason} Event on {old_name}: {events:?}"
+        );
+    }
+    let metrics = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+        .await?
+        .error_for_status()?
+        .text()
+        .await?;
+    for line in [
+        "karpenter_interruption_instance_status_unhealthy_total{category=\"InstanceStatus\"} 1",
+        "karpenter_nodeclaims_disrupted_total{reason=\"instance_status\",nodepool=\"general\",capacity_type=\"on-demand\"} 1",
+    ] {
+        ensure!(metrics.lines().any(|l| l == line), "{line} in\n{metrics}");
+    }
     Ok(())
 }

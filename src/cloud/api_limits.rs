@@ -24,6 +24,7 @@ pub const OPERATIONS: &[&str] = &[
     "DeleteLaunchTemplate",
     "DescribeCapacityReservations",
     "DescribeImages",
+    "DescribeInstanceStatus",
     "DescribeInstanceTypeOfferings",
     "DescribeInstanceTypes",
     "DescribeInstances",

@@ -307,6 +307,11 @@ impl<C: CloudProvider> CloudProvider for Metered<C> {
         self.measure("CollectGarbage", self.inner.collect_garbage(now))
             .await
     }
+
+    async fn instance_health(&self) -> Result<Vec<super::InstanceHealth>, CloudError> {
+        self.measure("InstanceHealth", self.inner.instance_health())
+            .await
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ mod drift;
 mod error;
 mod ice;
 mod instance;
+mod instance_health;
 mod launch;
 mod launch_check;
 pub mod metered;
@@ -26,6 +27,7 @@ pub use ice::{IceCache, OfferingKey, ICE_TTL};
 pub use instance::{
     instance_id, provider_id, Instance, InstancePlacement, InstanceReservation, InstanceState,
 };
+pub use instance_health::{InstanceHealth, StatusCategory, StatusCheck};
 pub use launch::{
     plan, LaunchOverride, LaunchPlan, LaunchRequest, MAX_INSTANCE_TYPES, TAG_CLUSTER_PREFIX,
     TAG_EC2NODECLASS, TAG_EKS_CLUSTER_NAME, TAG_NODECLAIM, TAG_NODEPOOL, UNREGISTERED_TAINT_KEY,
@@ -99,6 +101,12 @@ pub trait CloudProvider: Send + Sync {
         name: &str,
         spec: &EC2NodeClassSpec,
     ) -> impl Future<Output = Result<(), CloudError>> + Send;
+
+    /// The instances whose EC2 status checks are impaired or that have a scheduled event (every instance of the
+    /// account and region the provider sees: the caller matches them to its NodeClaims).
+    fn instance_health(
+        &self,
+    ) -> impl Future<Output = Result<Vec<InstanceHealth>, CloudError>> + Send;
 
     /// Removes what the provider created for launches and no longer needs (launch templates this process has
     /// not used, created over an hour before `now`); returns how many were removed.

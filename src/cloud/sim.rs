@@ -17,7 +17,7 @@ use super::node_class::{
     newest_per_architecture, NodeClass, PlacementGroup, PlacementStrategy, ResolvedAmi,
     ResolvedNodeClass, ResolvedSubnet,
 };
-use super::{CloudProvider, LaunchRefusal};
+use super::{CloudProvider, InstanceHealth, LaunchRefusal, StatusCheck};
 use crate::api::ec2nodeclass::{EC2NodeClassSpec, SecurityGroup, Subnet};
 use crate::catalog::{CapacityType, InstanceType};
 
@@ -91,6 +91,8 @@ struct State {
     amis: Vec<SimAmi>,
     placement_groups: Vec<PlacementGroup>,
     instances: BTreeMap<String, Instance>,
+    /// What the status checks report, by instance ID.
+    health: BTreeMap<String, Vec<StatusCheck>>,
     /// Instance profiles made for classes' roles.
     instance_profiles: BTreeSet<String>,
     launched: u64,
@@ -128,6 +130,16 @@ impl SimCloud {
     /// An available placement group classes may select by name or ID.
     pub fn add_placement_group(&self, group: PlacementGroup) {
         self.state().placement_groups.push(group);
+    }
+
+    /// Makes the status checks of instance `instance_id` report `checks` (none: healthy again).
+    pub fn set_health(&self, instance_id: &str, checks: Vec<StatusCheck>) {
+        let mut state = self.state();
+        if checks.is_empty() {
+            state.health.remove(instance_id);
+        } else {
+            state.health.insert(instance_id.to_owned(), checks);
+        }
     }
 
     /// The instance profiles made for classes' roles and not yet deleted.
@@ -489,5 +501,17 @@ impl CloudProvider for SimCloud {
     /// The in-memory cloud keeps no launch configurations.
     async fn collect_garbage(&self, _now: SystemTime) -> Result<usize, CloudError> {
         Ok(0)
+    }
+
+    async fn instance_health(&self) -> Result<Vec<InstanceHealth>, CloudError> {
+        Ok(self
+            .state()
+            .health
+            .iter()
+            .map(|(id, checks)| InstanceHealth {
+                instance_id: id.clone(),
+                checks: checks.clone(),
+            })
+            .collect())
     }
 }

@@ -3,13 +3,23 @@
 //! TTL, and an interrupted, stopping, terminating or retiring instance's claim gets an Event and is deleted —
 //! the graceful termination flow drains it while the provisioner launches replacement capacity for the pods
 //! still on it (a node whose claim is being deleted is no capacity, and its pods are solved for at once).
+//!
+//! [`run_instance_status`] feeds the same handling from EC2's status checks instead of the queue (Karpenter's
+//! `interruption.instancestatus`): every minute, each unhealthy category of an instance running a claim becomes a
+//! message ([`crate::interruption::instance_status`]); a failed instance or system check terminates the node
+//! forcefully (a termination timestamp of now), a scheduled event drains it.
 
+use super::metrics::DisruptedLabels;
 use super::nodeclaim::calls;
 use super::{Context, Error};
 use crate::api::labels;
-use crate::api::nodeclaim::NodeClaim;
+use crate::api::nodeclaim::{NodeClaim, TERMINATION_TIMESTAMP};
 use crate::cloud::{instance_id, CloudProvider};
-use crate::interruption::{self, Action, BatchReport, ClaimInfo, Handler, Kind, MessageQueue};
+use crate::engine::repair::rfc3339_seconds;
+use crate::interruption::instance_status::{findings, Seen, POLL_EVERY};
+use crate::interruption::{
+    self, dispatch, Action, BatchReport, ClaimInfo, Handler, Kind, MessageQueue,
+};
 use ::kube::runtime::reflector::ObjectRef;
 use ::kube::{Api, ResourceExt};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -26,8 +36,8 @@ pub struct InterruptionMetrics {
     deleted: Counter,
     queue_duration: Histogram,
     disrupted: Family<Disrupted, Counter>,
-    /// `karpenter_interruption_instance_status_unhealthy_total{category}`: the AWS provider polls
-    /// DescribeInstanceStatus for it; kerf does not, so it is never counted (docs/metrics.md).
+    /// `karpenter_interruption_instance_status_unhealthy_total{category}`: each instance running a claim and
+    /// category EC2's status checks report unhealthy, once while it lasts.
     pub instance_status_unhealthy: Family<Category, Counter>,
 }
 
@@ -132,35 +142,71 @@ impl<C: CloudProvider + 'static> Handler for ClaimHandler<C> {
                 instance_id,
                 reason,
                 delete,
+                forceful,
             } => {
                 let Some(claim) = ctx.state.node_claims.get(&ObjectRef::new(name)) else {
                     return Ok(()); // gone since the lookup: nothing left to do
                 };
+                let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+                if *forceful && !claim.annotations().contains_key(TERMINATION_TIMESTAMP) {
+                    let now = k8s_openapi::jiff::Timestamp::try_from(ctx.clock.now())
+                        .map_err(|e| Error::Invalid(format!("the clock is out of range: {e}")))?;
+                    let patch = serde_json::json!({"metadata": {"annotations": {
+                        TERMINATION_TIMESTAMP: rfc3339_seconds(now)}}});
+                    match calls::merge_patch(&api, name, patch).await {
+                        Err(e) if e.is_not_found() => return Ok(()),
+                        other => other?,
+                    }
+                }
                 // On the Node too (once registered), where users look first, as Karpenter publishes them.
                 let node = claim
                     .status
                     .as_ref()
                     .and_then(|s| s.node_name.as_deref())
                     .and_then(|node| ctx.state.nodes.get(&ObjectRef::new(node)));
-                if let Some(node) = node {
+                if let Some(node) = &node {
                     ctx.events
-                        .warning(&*node, reason.as_str(), reason.message().to_owned())
+                        .warning(&**node, reason.as_str(), reason.message().to_owned())
                         .await;
                 }
                 ctx.events
                     .warning(&*claim, reason.as_str(), reason.message().to_owned())
                     .await;
                 if *delete && claim.metadata.deletion_timestamp.is_none() {
-                    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
                     calls::delete(&api, name).await?;
-                    tracing::info!(nodeclaim = %name, instance_id, kind = kind.as_str(), "deleting nodeclaim: its instance is interrupted");
-                    let nodepool = claim.labels().get(labels::NODEPOOL).cloned();
+                    tracing::info!(nodeclaim = %name, instance_id, kind = kind.as_str(), forceful, "deleting nodeclaim: its instance is interrupted");
+                    if let Some(node) = &node {
+                        ctx.events
+                            .warning(
+                                &**node,
+                                TERMINATING_ON_INTERRUPTION,
+                                "Interruption triggered termination for the Node".to_owned(),
+                            )
+                            .await;
+                    }
+                    ctx.events
+                        .warning(
+                            &*claim,
+                            TERMINATING_ON_INTERRUPTION,
+                            "Interruption triggered termination for the NodeClaim".to_owned(),
+                        )
+                        .await;
+                    let label = |key: &str| claim.labels().get(key).cloned().unwrap_or_default();
                     ctx.metrics
                         .interruption
                         .disrupted
                         .get_or_create(&Disrupted {
                             reason: kind.as_str(),
-                            nodepool: nodepool.unwrap_or_default(),
+                            nodepool: label(labels::NODEPOOL),
+                        })
+                        .inc();
+                    ctx.metrics
+                        .lifecycle
+                        .disrupted
+                        .get_or_create(&DisruptedLabels {
+                            reason: kind.as_str().to_owned(),
+                            nodepool: label(labels::NODEPOOL),
+                            capacity_type: label(labels::CAPACITY_TYPE),
                         })
                         .inc();
                 }
@@ -169,6 +215,9 @@ impl<C: CloudProvider + 'static> Handler for ClaimHandler<C> {
         Ok(())
     }
 }
+
+/// Reason of the Event on a claim (and its Node) an interruption deletes.
+const TERMINATING_ON_INTERRUPTION: &str = "TerminatingOnInterruption";
 
 fn claim_info(claim: &NodeClaim) -> ClaimInfo {
     let label = |key: &str| claim.labels().get(key).cloned();
@@ -201,6 +250,68 @@ where
     )
     .await;
     Ok(())
+}
+
+/// Polls EC2's status checks every minute until the task is dropped; a failed poll is logged and the next one
+/// tries again.
+pub async fn run_instance_status<C: CloudProvider + 'static>(
+    ctx: Arc<Context<C>>,
+) -> Result<(), Error> {
+    let handler = ClaimHandler { ctx: ctx.clone() };
+    let mut seen = Seen::default();
+    let mut ticker = tokio::time::interval(POLL_EVERY);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let statuses = match ctx.cloud.instance_health().await {
+            Ok(statuses) => statuses,
+            Err(error) => {
+                tracing::warn!(%error, "listing instance status checks failed; retrying in a minute");
+                continue;
+            }
+        };
+        let found = findings(&statuses, ctx.clock.now());
+        let mut counted = Vec::new();
+        for finding in &found {
+            let message = finding.message();
+            let actions = dispatch(&message, |id| handler.claim_of(id));
+            if actions.is_empty() {
+                continue; // no claim of this cluster runs it
+            }
+            counted.push(finding);
+            for action in actions.iter().filter(|a| handler.still_to_do(a)) {
+                if let Err(error) = handler.apply(message.kind, action).await {
+                    tracing::warn!(instance_id = %finding.instance_id, %error, "acting on an instance status check failed; retrying in a minute");
+                }
+            }
+        }
+        for finding in seen.newly(&counted) {
+            let category = finding.category.as_str();
+            tracing::info!(instance_id = %finding.instance_id, category, "detected unhealthy instance owned by cluster");
+            ctx.metrics
+                .interruption
+                .instance_status_unhealthy
+                .get_or_create(&Category {
+                    category: category.to_owned(),
+                })
+                .inc();
+        }
+    }
+}
+
+impl<C> ClaimHandler<C> {
+    /// Whether a status check's action still has something to do: a claim being deleted already only needs a
+    /// forceful check's termination timestamp (its Events were published when it was deleted).
+    fn still_to_do(&self, action: &Action) -> bool {
+        let Action::Claim { name, forceful, .. } = action else {
+            return true;
+        };
+        let Some(claim) = self.ctx.state.node_claims.get(&ObjectRef::new(name)) else {
+            return false;
+        };
+        claim.metadata.deletion_timestamp.is_none()
+            || (*forceful && !claim.annotations().contains_key(TERMINATION_TIMESTAMP))
+    }
 }
 
 #[cfg(test)]

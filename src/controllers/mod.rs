@@ -6,6 +6,7 @@
 //!   terminated and the finalizers removed;
 //! - `nodeclass`: EC2NodeClass status: what its selectors resolve to, and whether it is ready;
 //! - `interruption`: messages of the interruption queue (SQS) → offerings marked unavailable, claims deleted;
+//!   EC2's instance status checks (polled every minute) → the same, broken instances terminated forcefully;
 //! - `disruption`: every 10 s the pure disruption engine decides on a snapshot; its commands are carried out
 //!   (replacements launched and initialized, then the candidates tainted and deleted);
 //! - `pod_events`: a pod bound to or leaving a claim's node stamps the claim's `status.lastPodEventTime`;
@@ -201,6 +202,10 @@ where
     controllers.spawn(within(
         "pod.advice",
         provisioning::advice_refresh::run(ctx.clone()),
+    ));
+    controllers.spawn(within(
+        "interruption.instancestatus",
+        interruption::run_instance_status(ctx.clone()),
     ));
     if let Some(queue) = interruption_queue {
         controllers.spawn(within(

@@ -44,13 +44,15 @@ impl EventReason {
     /// The Event's message.
     pub fn message(self) -> &'static str {
         match self {
-            EventReason::SpotInterrupted => "Spot interruption warning received",
-            EventReason::SpotRebalanceRecommendation => "Spot rebalance recommendation received",
-            EventReason::InstanceUnhealthy => "Scheduled maintenance or retirement of the instance",
+            EventReason::SpotInterrupted => "Spot interruption warning was triggered",
+            EventReason::SpotRebalanceRecommendation => {
+                "Spot rebalance recommendation was triggered"
+            }
+            EventReason::InstanceUnhealthy => "An unhealthy warning was triggered for the instance",
             EventReason::InstanceStopping => "Instance is stopping",
             EventReason::InstanceTerminating => "Instance is terminating",
             EventReason::CapacityReservationInstanceInterrupted => {
-                "Capacity reservation is reclaiming the instance"
+                "Capacity Reservation interruption warning was triggered"
             }
         }
     }
@@ -60,7 +62,10 @@ impl EventReason {
         Some(match kind {
             Kind::SpotInterrupted => EventReason::SpotInterrupted,
             Kind::RebalanceRecommendation => EventReason::SpotRebalanceRecommendation,
-            Kind::ScheduledChange => EventReason::InstanceUnhealthy,
+            Kind::ScheduledChange
+            | Kind::InstanceStatus
+            | Kind::SystemStatus
+            | Kind::EventStatus => EventReason::InstanceUnhealthy,
             Kind::InstanceStopped => EventReason::InstanceStopping,
             Kind::InstanceTerminated => EventReason::InstanceTerminating,
             Kind::CapacityReservationInterrupted => {
@@ -85,12 +90,14 @@ pub enum Action {
     /// deletion, so that its replacement avoids the offering being reclaimed.
     MarkUnavailable(OfferingKey),
     /// Record `reason` as an Event on the claim (and its Node) and, when `delete`, delete the claim through
-    /// the graceful termination flow (its replacement is launched first).
+    /// the termination flow (its replacement is launched first): graceful, or when `forceful` with a termination
+    /// timestamp of now (pods deleted rather than evicted, volumes not waited for: the instance is broken).
     Claim {
         name: String,
         instance_id: String,
         reason: EventReason,
         delete: bool,
+        forceful: bool,
     },
 }
 
@@ -120,6 +127,8 @@ pub fn dispatch(message: &Message, claim_of: impl Fn(&str) -> Option<ClaimInfo>)
             reason,
             // A rebalance recommendation is only a risk: Karpenter records it and leaves the node.
             delete: message.kind != Kind::RebalanceRecommendation,
+            // A failed status check: the instance is broken, a graceful drain may never finish.
+            forceful: matches!(message.kind, Kind::InstanceStatus | Kind::SystemStatus),
         });
     }
     actions
@@ -169,6 +178,17 @@ mod tests {
             instance_id: instance_id.into(),
             reason,
             delete,
+            forceful: false,
+        }
+    }
+
+    fn forceful(name: &str, instance_id: &str) -> Action {
+        Action::Claim {
+            name: name.into(),
+            instance_id: instance_id.into(),
+            reason: EventReason::InstanceUnhealthy,
+            delete: true,
+            forceful: true,
         }
     }
 
@@ -213,6 +233,14 @@ mod tests {
                     offering(CapacityType::Reserved),
                     claim("a", "i-1", CapacityReservationInstanceInterrupted, true),
                 ],
+            ),
+            // Karpenter's actionForMessage: failed status checks terminate forcefully, a scheduled event
+            // drains.
+            (Kind::InstanceStatus, vec![forceful("a", "i-1")]),
+            (Kind::SystemStatus, vec![forceful("a", "i-1")]),
+            (
+                Kind::EventStatus,
+                vec![claim("a", "i-1", InstanceUnhealthy, true)],
             ),
             (Kind::NoOp, vec![]),
         ] {

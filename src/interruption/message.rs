@@ -23,6 +23,13 @@ pub enum Kind {
     InstanceTerminated,
     /// The capacity reservation the instance runs in is reclaiming it.
     CapacityReservationInterrupted,
+    /// EC2's instance status check has failed (from DescribeInstanceStatus, not the queue).
+    InstanceStatus,
+    /// EC2's system status check has failed (from DescribeInstanceStatus).
+    SystemStatus,
+    /// A scheduled event (reboot, maintenance, retirement, stop) is listed for the instance (from
+    /// DescribeInstanceStatus).
+    EventStatus,
     /// Anything else: nothing to do but delete the message.
     NoOp,
 }
@@ -36,6 +43,9 @@ impl Kind {
             Kind::InstanceStopped => "instance_stopped",
             Kind::InstanceTerminated => "instance_terminated",
             Kind::CapacityReservationInterrupted => "capacity_reservation_interrupted",
+            Kind::InstanceStatus => "instance_status",
+            Kind::SystemStatus => "system_status",
+            Kind::EventStatus => "event_status",
             Kind::NoOp => "no_op",
         }
     }

@@ -79,6 +79,7 @@ fn claim_action(reason: EventReason, delete: bool) -> Action {
         instance_id: INSTANCE.into(),
         reason,
         delete,
+        forceful: false,
     }
 }
 
