@@ -6,6 +6,7 @@
 
 use std::time::SystemTime;
 
+use aws_sdk_ec2::primitives::DateTime;
 use aws_sdk_ec2::types as ec2;
 use kerf::cloud::{InstanceHealth, StatusCategory, StatusCheck};
 
@@ -46,32 +47,22 @@ pub fn health_of(status: &ec2::InstanceStatus) -> Option<InstanceHealth> {
     ];
     for (category, summary) in summaries {
         for detail in summary.map(|s| s.details()).unwrap_or_default() {
-            checks.push(StatusCheck {
+            checks.push(check(
                 category,
-                name: detail
-                    .name()
-                    .map(|n| n.as_str().to_owned())
-                    .unwrap_or_default(),
-                failed: detail.status() == Some(&ec2::StatusType::Failed),
-                impaired_since: detail
-                    .impaired_since()
-                    .and_then(|t| SystemTime::try_from(*t).ok()),
-            });
+                detail.name().map(|n| n.as_str()),
+                detail.status(),
+                detail.impaired_since(),
+            ));
         }
     }
     let ebs = status.attached_ebs_status.as_ref();
     for detail in ebs.map(|s| s.details()).unwrap_or_default() {
-        checks.push(StatusCheck {
-            category: StatusCategory::Ebs,
-            name: detail
-                .name()
-                .map(|n| n.as_str().to_owned())
-                .unwrap_or_default(),
-            failed: detail.status() == Some(&ec2::StatusType::Failed),
-            impaired_since: detail
-                .impaired_since()
-                .and_then(|t| SystemTime::try_from(*t).ok()),
-        });
+        checks.push(check(
+            StatusCategory::Ebs,
+            detail.name().map(|n| n.as_str()),
+            detail.status(),
+            detail.impaired_since(),
+        ));
     }
     for event in status.events() {
         checks.push(StatusCheck {
@@ -90,10 +81,24 @@ pub fn health_of(status: &ec2::InstanceStatus) -> Option<InstanceHealth> {
     })
 }
 
+/// One detail of a check (EC2 describes instance, system and EBS details in different types of the same shape).
+fn check(
+    category: StatusCategory,
+    name: Option<&str>,
+    status: Option<&ec2::StatusType>,
+    impaired_since: Option<&DateTime>,
+) -> StatusCheck {
+    StatusCheck {
+        category,
+        name: name.unwrap_or_default().to_owned(),
+        failed: status == Some(&ec2::StatusType::Failed),
+        impaired_since: impaired_since.and_then(|t| SystemTime::try_from(*t).ok()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aws_sdk_ec2::primitives::DateTime;
 
     #[test]
     fn every_check_and_event_is_read_with_its_time() {

@@ -597,3 +597,85 @@ fn an_unhealthy_event_names_its_nodes_and_a_real_status() {
         assert!(error.contains(want), "{event}: {error}");
     }
 }
+
+/// A static pool of 3 (the `StaticCapacity` gate; Karpenter's static provisioning suite, "should create
+/// nodeclaims when current node count is less than desired replicas", and its deprovisioning and static drift
+/// suites): 3 nodes from the template alone with no pods at all; an interrupted node is made again; a template
+/// change replaces every node one for one (drift), so the pool never drops below 3 nodes; lowering replicas to 1
+/// removes two. Without the gate the pool launches nothing and the timeline says why.
+#[test]
+fn a_static_pool_keeps_its_replicas_through_a_deletion_and_a_template_change() {
+    let static_pool = |replicas: u32, team: &str| {
+        format!(
+            "apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: fixed}}
+spec:
+  replicas: {replicas}
+  template:
+    metadata: {{labels: {{team: {team}}}}}
+    spec:
+      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+      requirements:
+        - {{key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}}
+        - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+  disruption: {{budgets: [{{nodes: '1'}}]}}
+"
+        )
+    };
+    let indent = |text: &str| {
+        text.lines()
+            .map(|l| format!("        {l}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let events = format!(
+        "events:\n  - {{at: 10m, interrupt: {{nodeClaim: fixed-2}}}}\n  - at: 30m\n    apply:\n{}\n  - at: 2h\n    apply:\n{}",
+        indent(&static_pool(3, "b")),
+        indent(&static_pool(1, "b")),
+    );
+    let spec = |gates: &str| {
+        format!(
+            "\n  duration: 3h\n  {gates}\n  {}",
+            events.replace('\n', "\n  ")
+        )
+    };
+    let on = timeline(
+        &spec("featureGates: StaticCapacity=true"),
+        &[&static_pool(3, "a"), CLASS],
+    );
+    let lines = actions(&on);
+    let launches: Vec<&String> = lines.iter().filter(|l| l.starts_with("launch")).collect();
+    // 3 at the start, 1 for the interrupted node, 3 drift replacements.
+    assert_eq!(launches.len(), 7, "{lines:#?}");
+    assert!(
+        launches.iter().all(|l| l.contains("m5.large")),
+        "{lines:#?}"
+    );
+    let drifts = lines
+        .iter()
+        .filter(|l| l.starts_with("disrupt Drifted"))
+        .count();
+    assert_eq!(drifts, 3, "{lines:#?}");
+    let removed = lines
+        .iter()
+        .filter(|l| l.starts_with("replicas") && l.contains("above its 1 replicas"))
+        .count();
+    assert_eq!(removed, 2, "{lines:#?}");
+    assert_eq!(on["totals"]["nodesAtEnd"], 1, "{lines:#?}");
+    // Never below 3 nodes between the first minute and the scale-down, but for the interrupted one's minute.
+    for hour in &on["costByHour"].as_array().expect("hours")[..2] {
+        assert!(hour["nodes"].as_u64() >= Some(3), "{hour}");
+    }
+
+    let off = timeline(&spec(""), &[&static_pool(3, "a"), CLASS]);
+    let lines = actions(&off);
+    assert_eq!(off["totals"]["launches"], 0, "{lines:#?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l
+                .ends_with("spec.replicas does nothing without the StaticCapacity feature gate")),
+        "{lines:#?}"
+    );
+}

@@ -437,7 +437,7 @@ mod tests {
                 "unknown feature gate \"Hello\"",
             ),
             (
-                "--feature-gates=StaticCapacity=true",
+                "--feature-gates=CapacityBuffer=true",
                 "does not implement it yet",
             ),
             ("--feature-gates=SpotToSpotConsolidation", "malformed pair"),

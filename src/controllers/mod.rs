@@ -12,6 +12,7 @@
 //! - `pod_events`: a pod bound to or leaving a claim's node stamps the claim's `status.lastPodEventTime`;
 //! - `node_health`: with the `NodeRepair` gate, a node unhealthy past its toleration has its NodeClaim deleted
 //!   with a termination deadline of now;
+//! - `static_capacity`: NodePools with `replicas` (the `StaticCapacity` gate) kept at that many claims;
 //! - `garbage`: instances tagged for this cluster with no NodeClaim are terminated after a grace period.
 //!
 //! They share one [`Context`]: the client, the cloud, the settings, the cluster state (reflectors), the clock,
@@ -32,6 +33,7 @@ pub mod provisioning;
 pub mod reservations;
 pub mod serve;
 pub mod state;
+pub mod static_capacity;
 pub mod termination;
 
 use crate::cloud::metered::within;
@@ -216,6 +218,7 @@ where
     if ctx.settings.feature_gates.node_repair {
         controllers.spawn(within("node.health", node_health::run(ctx.clone())));
     }
+    controllers.spawn(within("static.capacity", static_capacity::run(ctx.clone())));
     controllers.spawn(within("metrics", metrics::observer::run(ctx.clone())));
     controllers.spawn(within("nodeclaim.garbagecollection", garbage::run(ctx)));
     while let Some(stopped) = controllers.join_next().await {

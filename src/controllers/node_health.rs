@@ -95,16 +95,7 @@ fn judge<C>(ctx: &Context<C>, now: Timestamp) -> Vec<Repair> {
                 .and_then(|s| s.provider_id.as_deref())
                 .and_then(|id| claim_of.get(id))
                 .map(|claim| claim_health(claim));
-            NodeHealth {
-                name: node.metadata.name.as_deref().unwrap_or_default(),
-                pool: pool_label(node.metadata.labels.as_ref()),
-                conditions: node
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_deref())
-                    .unwrap_or_default(),
-                claim,
-            }
+            NodeHealth::of(node, claim)
         })
         .collect();
     decide(&view, &AWS_POLICIES, now)

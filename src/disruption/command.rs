@@ -201,6 +201,10 @@ pub enum Why {
     Unbalanced,
     #[error("NodeClaim {0:?} is gone")]
     Gone(String),
+    /// A drifted node of a static pool waits: the pool is above its replicas, at its node limit, or its template
+    /// does not parse.
+    #[error("{0}")]
+    StaticPoolBusy(String),
     #[error("the cluster changed since the command was decided")]
     Changed,
 }

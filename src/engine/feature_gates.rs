@@ -17,7 +17,7 @@ pub const GATES: [(&str, bool); 6] = [
 ];
 
 /// Gates whose capability kerf does not implement yet: on, they would promise what does not happen.
-pub const NOT_IMPLEMENTED: [&str; 3] = ["NodeOverlay", "StaticCapacity", "CapacityBuffer"];
+pub const NOT_IMPLEMENTED: [&str; 2] = ["NodeOverlay", "CapacityBuffer"];
 
 /// The gates in force.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +31,7 @@ pub struct FeatureGates {
     /// Consolidation may replace spot nodes with cheaper spot nodes (otherwise spot nodes are only deleted).
     pub spot_to_spot_consolidation: bool,
     pub node_overlay: bool,
+    /// NodePools with `spec.replicas` keep that many nodes ([`super::static_capacity`]).
     pub static_capacity: bool,
     pub capacity_buffer: bool,
 }

@@ -13,7 +13,7 @@
 //! controller and `kerf simulate`'s timeline) carry out its [`Repair`]s.
 
 use crate::api::labels;
-use k8s_openapi::api::core::v1::NodeCondition;
+use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use std::collections::BTreeMap;
 
@@ -89,6 +89,22 @@ pub struct NodeHealth<'a> {
     pub conditions: &'a [NodeCondition],
     /// The NodeClaim that owns it; a Node without one is counted but never repaired.
     pub claim: Option<ClaimHealth<'a>>,
+}
+
+impl<'a> NodeHealth<'a> {
+    /// `node` as repair sees it, owned by `claim`.
+    pub fn of(node: &'a Node, claim: Option<ClaimHealth<'a>>) -> Self {
+        NodeHealth {
+            name: node.metadata.name.as_deref().unwrap_or_default(),
+            pool: pool_label(node.metadata.labels.as_ref()),
+            conditions: node
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_deref())
+                .unwrap_or_default(),
+            claim,
+        }
+    }
 }
 
 /// What repair needs of a Node's NodeClaim.

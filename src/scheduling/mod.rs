@@ -35,5 +35,5 @@ pub use solve::{
     solve, solve_cluster, Choice, NodePlacement, Plan, PlannedClaim, PoolFit, PoolOption, Prepared,
     Scheduler, Unschedulable, MAX_INSTANCE_TYPES,
 };
-pub use template::{pool_limits, Limits, Template, NODES};
+pub use template::{pool_limits, pool_requirements, Limits, Template, NODES};
 pub use type_name::TypeName;

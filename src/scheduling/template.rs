@@ -37,32 +37,7 @@ impl Template {
     ) -> Result<Self, RequirementError> {
         let name = pool.metadata.name.clone().unwrap_or_default();
         let tspec = &pool.spec.template.spec;
-        let terms = tspec.requirements.iter().map(|r| RequirementTerm {
-            key: r.key.clone(),
-            operator: r.operator,
-            values: r.values.clone().unwrap_or_default(),
-            min_values: r.min_values.and_then(|m| usize::try_from(m).ok()),
-        });
-        let mut requirements = Requirements::from_terms(terms)?;
-        for (key, value) in pool
-            .spec
-            .template
-            .metadata
-            .as_ref()
-            .and_then(|m| m.labels.as_ref())
-            .into_iter()
-            .flatten()
-        {
-            requirements.add(Requirement::one_of(key.clone(), [value.clone()]));
-        }
-        requirements.add(Requirement::one_of(labels::NODEPOOL, [name.clone()]));
-        // Karpenter's claim template names the class as a label too, so claims, nodes and the pods that select
-        // it agree on it.
-        let class = &tspec.node_class_ref;
-        requirements.add(Requirement::one_of(
-            labels::node_class_label(&class.group, &class.kind),
-            [class.name.clone()],
-        ));
+        let requirements = pool_requirements(pool)?;
         let remaining = pool_limits(pool);
         let mut over_limits = Vec::new();
         let mut instance_types: Vec<(usize, f64)> = catalog
@@ -112,6 +87,40 @@ impl Template {
             unusable,
         })
     }
+}
+
+/// The requirements every node of `pool` meets: its template's requirements and labels, its name as
+/// `karpenter.sh/nodepool` and its class as Karpenter's class label.
+pub fn pool_requirements(pool: &NodePool) -> Result<Requirements, RequirementError> {
+    let name = pool.metadata.name.clone().unwrap_or_default();
+    let tspec = &pool.spec.template.spec;
+    let terms = tspec.requirements.iter().map(|r| RequirementTerm {
+        key: r.key.clone(),
+        operator: r.operator,
+        values: r.values.clone().unwrap_or_default(),
+        min_values: r.min_values.and_then(|m| usize::try_from(m).ok()),
+    });
+    let mut requirements = Requirements::from_terms(terms)?;
+    for (key, value) in pool
+        .spec
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        requirements.add(Requirement::one_of(key.clone(), [value.clone()]));
+    }
+    requirements.add(Requirement::one_of(labels::NODEPOOL, [name]));
+    // Karpenter's claim template names the class as a label too, so claims, nodes and the pods that select
+    // it agree on it.
+    let class = &tspec.node_class_ref;
+    requirements.add(Requirement::one_of(
+        labels::node_class_label(&class.group, &class.kind),
+        [class.name.clone()],
+    ));
+    Ok(requirements)
 }
 
 /// The pool's `spec.limits`, each in the catalog's units (`nodes` is a count); resources it does not name are

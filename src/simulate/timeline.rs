@@ -13,9 +13,10 @@ use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
 use crate::catalog::Catalog;
 use crate::disruption::{
-    count_nodes, decide, ec2nodeclass_hash, is_daemonset_pod, nodepool_hash, validate, Budgets,
-    CloudDrift, Command, DisruptionInput, Explanation, NodeInput, NodeState, PoolCounts, Settings,
-    Why, DISRUPTED_TAINT, HASH_VERSION, NODEPOOL_HASH, NODEPOOL_HASH_VERSION, VALIDATION_DELAY,
+    count_nodes, decide, ec2nodeclass_hash, is_daemonset_pod, lifetime_remaining, nodepool_hash,
+    validate, Budgets, CloudDrift, Command, DisruptionInput, Explanation, NodeInput, NodeState,
+    PoolCounts, Settings, Why, DISRUPTED_TAINT, HASH_VERSION, NODEPOOL_HASH, NODEPOOL_HASH_VERSION,
+    VALIDATION_DELAY,
 };
 use crate::engine::disruption_input::{node_inputs, Facts};
 use crate::engine::launch::{kubelet_labels, launched_labels, registered_metadata};
@@ -25,6 +26,7 @@ use crate::engine::pod_events::stamp_due;
 use crate::engine::provisioning::claim::node_claim;
 use crate::engine::provisioning::plan::{self, Preparations, Snapshot};
 use crate::engine::repair::{self, pool_label, ClaimHealth, NodeHealth, Verdict, AWS_POLICIES};
+use crate::engine::static_capacity::{self, Scale, StaticClaim};
 use crate::scheduling::volumes::VolumeIndex;
 use crate::scheduling::DefaultSpread;
 use crate::scheduling::{Choice, PlannedClaim};
@@ -124,6 +126,10 @@ pub struct TimelineRun<'a> {
     default_spread: DefaultSpread,
     /// The `NodeRepair` feature gate.
     node_repair: bool,
+    /// The `StaticCapacity` feature gate.
+    static_capacity: bool,
+    /// The last `replicas` entry of each static pool, so a state that lasts is reported once.
+    replicas_said: BTreeMap<String, String>,
     /// Claims whose repair is held back and was reported so (reported again only once it was not).
     repair_held: std::collections::BTreeSet<String>,
 }
@@ -169,6 +175,10 @@ impl<'a> TimelineRun<'a> {
                 sim_pod(pod.clone(), on)
             })
             .collect();
+        let gates = scenario
+            .settings
+            .feature_gates()
+            .map_err(|e| ScenarioError::Invalid(vec![e]))?;
         let mut run = TimelineRun {
             scenario,
             catalog,
@@ -190,11 +200,9 @@ impl<'a> TimelineRun<'a> {
             default_spread: scenario
                 .default_spread()
                 .map_err(|e| ScenarioError::Invalid(vec![e]))?,
-            node_repair: scenario
-                .settings
-                .feature_gates()
-                .map_err(|e| ScenarioError::Invalid(vec![e]))?
-                .node_repair,
+            node_repair: gates.node_repair,
+            static_capacity: gates.static_capacity,
+            replicas_said: BTreeMap::new(),
             repair_held: std::collections::BTreeSet::new(),
         };
         for pool in &scenario.nodepools {
@@ -239,6 +247,7 @@ impl<'a> TimelineRun<'a> {
             if self.node_repair {
                 self.repair();
             }
+            self.keep_replicas();
             self.provision()?;
             self.disrupt();
             self.account();
@@ -475,20 +484,14 @@ impl<'a> TimelineRun<'a> {
             .iter()
             .map(|(claim, pool, node)| (Some((*claim, *pool)), node))
             .chain(self.fixed_nodes.iter().map(|node| (None, node)))
-            .map(|(claim, node)| NodeHealth {
-                name: node.metadata.name.as_deref().unwrap_or_default(),
-                pool: pool_label(node.metadata.labels.as_ref()),
-                conditions: node
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_deref())
-                    .unwrap_or_default(),
-                claim: claim.map(|(name, pool)| ClaimHealth {
+            .map(|(claim, node)| {
+                let claim = claim.map(|(name, pool)| ClaimHealth {
                     name,
                     pool,
                     deleting: false,
                     termination_timestamp: None,
-                }),
+                });
+                NodeHealth::of(node, claim)
             })
             .collect();
         let repairs = repair::decide(&view, &AWS_POLICIES, self.now);
@@ -523,6 +526,108 @@ impl<'a> TimelineRun<'a> {
                 Verdict::Tolerated(_) => {}
             }
         }
+    }
+
+    /// Static pools kept at their replicas ([`static_capacity::scale`], as the `static.capacity` controller
+    /// runs it): claims launched from the template at its cheapest offering, or the surplus removed (its pods wait
+    /// for capacity). Without the gate, each static pool is said to launch nothing, once.
+    fn keep_replicas(&mut self) {
+        let pools: Vec<NodePool> = self
+            .pools
+            .iter()
+            .filter(|p| p.spec.replicas.is_some())
+            .cloned()
+            .collect();
+        for pool in pools {
+            let Some((replicas, limit)) = static_capacity::replicas_of(&pool) else {
+                continue;
+            };
+            let name = pool.metadata.name.clone().unwrap_or_default();
+            if !self.static_capacity {
+                self.say_replicas(
+                    &name,
+                    format!("NodePool {name}: spec.replicas does nothing without the StaticCapacity feature gate"),
+                );
+                continue;
+            }
+            let mine: Vec<&SimClaim> = self
+                .claims
+                .iter()
+                .filter(|c| pool_of(&c.claim) == name)
+                .collect();
+            let bound: Vec<Vec<Pod>> = mine
+                .iter()
+                .map(|c| {
+                    self.pods
+                        .iter()
+                        .filter(|p| p.on.as_deref() == Some(c.name()))
+                        .map(|p| p.pod.clone())
+                        .collect()
+                })
+                .collect();
+            let views: Vec<StaticClaim<'_>> = mine
+                .iter()
+                .zip(&bound)
+                .map(|(c, pods)| StaticClaim {
+                    name: c.name(),
+                    launched: true,
+                    deleting: false,
+                    pending_disruption: c.awaiting.is_some(),
+                    pods,
+                    lifetime_remaining: lifetime_remaining(&c.claim, self.now).unwrap_or(1.0),
+                })
+                .collect();
+            let decision = static_capacity::scale(replicas, limit, &views, self.now);
+            drop(views);
+            match decision {
+                Scale::Hold => {
+                    self.replicas_said.remove(&name);
+                }
+                Scale::Up(count) => {
+                    self.replicas_said.remove(&name);
+                    for _ in 0..count {
+                        let planned = static_capacity::static_replacement(&pool, self.catalog);
+                        let seed = self.launched.to_string();
+                        let claim = static_capacity::static_claim(&pool, &seed);
+                        let (Some(choice), Some(claim)) =
+                            (planned.and_then(|p| p.cheapest), claim)
+                        else {
+                            self.say_replicas(&name, format!("NodePool {name}: no offering its template allows"));
+                            break;
+                        };
+                        self.launch(claim, choice, 0, None);
+                    }
+                }
+                Scale::AtLimit { wanted } => self.say_replicas(
+                    &name,
+                    format!("NodePool {name}: {wanted} below its {replicas} replicas, at its node limit"),
+                ),
+                Scale::Down(names) => {
+                    self.replicas_said.remove(&name);
+                    for claim in names {
+                        let pods = self.delete(&claim);
+                        let mut entry = self.entry(
+                            "replicas",
+                            format!("{claim} removed: NodePool {name} is above its {replicas} replicas, {pods} pods to reschedule"),
+                        );
+                        entry.node_claims = vec![claim];
+                        entry.nodepool = Some(name.clone());
+                        self.entries.push(entry);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A `replicas` entry about pool `pool`, unless the same was said last.
+    fn say_replicas(&mut self, pool: &str, detail: String) {
+        if self.replicas_said.get(pool) == Some(&detail) {
+            return;
+        }
+        self.replicas_said.insert(pool.to_owned(), detail.clone());
+        let mut entry = self.entry("replicas", detail);
+        entry.nodepool = Some(pool.to_owned());
+        self.entries.push(entry);
     }
 
     /// Claims whose instance has had time to boot become initialized nodes, their nominated pods bound; the

@@ -24,7 +24,7 @@ pub struct Entry {
     pub at: String,
     /// The virtual clock's time (RFC 3339), which budgets' schedules are read against.
     pub time: String,
-    /// `launch`, `disrupt`, `blocked`, `interrupt`, `unhealthy`, `repair`, `scale` or `apply`.
+    /// `launch`, `disrupt`, `blocked`, `interrupt`, `unhealthy`, `repair`, `replicas`, `scale` or `apply`.
     pub action: &'static str,
     pub detail: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]

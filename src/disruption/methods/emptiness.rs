@@ -35,8 +35,14 @@ pub(crate) fn eligible(f: &Facts<'_>) -> bool {
 
 /// What keeps the empty node `f`, budgets aside.
 fn keeper(f: &Facts<'_>) -> Option<Why> {
+    // A static pool keeps its replicas, empty or not (Karpenter's emptiness skips them).
+    let static_pool = f
+        .pool
+        .filter(|p| p.spec.replicas.is_some())
+        .map(|_| Why::StaticNodePool(f.target.nodepool.clone()));
     f.ineligible
         .clone()
+        .or(static_pool)
         .or_else(|| f.pod_blocker.clone().map(Why::Blocked))
         .or_else(|| f.not_consolidatable())
 }

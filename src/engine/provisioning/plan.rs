@@ -503,7 +503,7 @@ fn limited_pools<'p>(reason: &str, pools: &'p [NodePool]) -> Vec<&'p str> {
 /// Whether `pool` says it is not `Ready` (its class missing or not ready, its spec invalid): Karpenter does not
 /// launch from such a pool. A pool without the condition (written by hand in a scenario, or not yet seen by the
 /// readiness controller) is tried.
-fn not_ready(pool: &NodePool) -> bool {
+pub(crate) fn not_ready(pool: &NodePool) -> bool {
     pool.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
