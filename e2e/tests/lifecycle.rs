@@ -43,6 +43,13 @@ async fn a_nodeclaim_is_launched_registered_and_initialized() -> Result<()> {
     let claim = bed
         .wait_for_conditions("lifecycle-a", &LIFECYCLE, Duration::from_secs(120))
         .await?;
+    // Karpenter's consistency controller: its Node has the shape the claim launched for.
+    bed.wait_for_conditions(
+        "lifecycle-a",
+        &["ConsistentStateFound"],
+        Duration::from_secs(90),
+    )
+    .await?;
 
     let instances = bed.instances_of("lifecycle-a").await?;
     ensure!(instances.len() == 1, "one instance, got {instances:?}");

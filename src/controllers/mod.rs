@@ -1,7 +1,8 @@
 //! The controllers: async loops that connect the pure decisions to the edges (the apiserver through `kube`,
 //! instances through a [`CloudProvider`]). Each owns one concern:
 //! - `provisioning`: unschedulable pods → batches → a scheduling solve → NodeClaims;
-//! - `nodeclaim`: a NodeClaim's lifecycle: launch, registration, initialization, registration timeout;
+//! - `nodeclaim`: a NodeClaim's lifecycle: launch, registration, initialization, registration timeout; and its
+//!   consistency with its Node (`ConsistentStateFound`);
 //! - `termination`: a deleted NodeClaim or Node is drained (evictions honouring PDBs), then its instance is
 //!   terminated and the finalizers removed;
 //! - `nodeclass`: EC2NodeClass status: what its selectors resolve to, and whether it is ready;
@@ -194,6 +195,10 @@ where
     controllers.spawn(within("nodepool.hash", hashes::run(ctx.clone())));
     controllers.spawn(within("nodeclaim.lifecycle", nodeclaim::run(ctx.clone())));
     controllers.spawn(within("node.termination", termination::run(ctx.clone())));
+    controllers.spawn(within(
+        "nodeclaim.consistency",
+        nodeclaim::consistency::run(ctx.clone()),
+    ));
     controllers.spawn(within("nodeclass", nodeclass::run(ctx.clone())));
     controllers.spawn(within(
         "capacityreservation",

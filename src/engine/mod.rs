@@ -5,6 +5,7 @@
 
 mod clock;
 pub mod conditions;
+pub mod consistency;
 pub mod disruption_events;
 pub mod disruption_input;
 pub mod feature_gates;

@@ -5,6 +5,7 @@
 //! Deleting claims is the termination controller's.
 
 pub mod calls;
+pub mod consistency;
 pub mod created_here;
 pub mod launch;
 pub mod liveness;
