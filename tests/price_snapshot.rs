@@ -24,10 +24,15 @@ const OFFER: &str = r#""FormatVersion","v1.0"
 "G","JRTCKXETXF","G.1","OnDemand","zero","2026-11-01","0","Inf","Hrs","0.0000000000","USD","Compute Instance","c5.xlarge","Linux","Shared","NA","Used","No License required"
 "#;
 
-fn run(args: &[&str]) -> std::process::Output {
+/// Runs the script on the offer file `offer` as region `xx-test-1`, updating the snapshot `out`, with `extra` flags.
+fn refresh(offer: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
     Command::new("python3")
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog/prices.py"))
-        .args(args)
+        .arg("--offer-file")
+        .arg(offer)
+        .args(["--region", "xx-test-1", "--out"])
+        .arg(out)
+        .args(extra)
         .output()
         .expect("python3 runs")
 }
@@ -41,16 +46,7 @@ fn the_refresh_script_keeps_kerf_nodes_prices_and_the_other_regions() {
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog/on-demand-prices.json");
     std::fs::copy(&shipped, &out).expect("copy of the snapshot");
 
-    let done = run(&[
-        "--offer-file",
-        offer.to_str().expect("utf-8"),
-        "--region",
-        "xx-test-1",
-        "--out",
-        out.to_str().expect("utf-8"),
-        "--date",
-        "2026-11-27",
-    ]);
+    let done = refresh(&offer, &out, &["--date", "2026-11-27"]);
     assert!(
         done.status.success(),
         "{}",
@@ -85,14 +81,7 @@ fn a_file_that_is_not_an_offer_file_leaves_the_snapshot_alone() {
     std::fs::write(&offer, "\"a\",\"b\"\n1,2\n").expect("offer file");
     let out = dir.path().join("prices.json");
     std::fs::write(&out, "{\"onDemandUsdPerHour\": {}, \"source\": \"s\"}").expect("snapshot");
-    let done = run(&[
-        "--offer-file",
-        offer.to_str().expect("utf-8"),
-        "--region",
-        "xx-test-1",
-        "--out",
-        out.to_str().expect("utf-8"),
-    ]);
+    let done = refresh(&offer, &out, &[]);
     assert!(!done.status.success());
     assert!(String::from_utf8_lossy(&done.stderr).contains("not an EC2 offer file"));
     assert_eq!(
