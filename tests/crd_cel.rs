@@ -8,7 +8,7 @@ mod apiserver_cel;
 mod upstream_cel_cases;
 
 use apiserver_cel::{Apiserver, CelError, Kind, Verdict};
-use kerf::admission::{KindAdmission, EC2NODECLASS, NODEPOOL};
+use kerf::admission::{KindAdmission, EC2NODECLASS, NODEOVERLAY, NODEPOOL};
 use kerf::api::validation::ErrorKind;
 use serde_json::{json, Value};
 use std::sync::OnceLock;
@@ -49,6 +49,7 @@ fn the_crds_carry_karpenters_rules_and_they_compile() {
     assert_eq!(apiserver.rules(Kind::NodePool).len(), 20);
     assert_eq!(apiserver.rules(Kind::NodeClaim).len(), 10);
     assert_eq!(apiserver.rules(Kind::EC2NodeClass).len(), 54);
+    assert_eq!(apiserver.rules(Kind::NodeOverlay).len(), 8);
 }
 
 #[test]
@@ -75,6 +76,7 @@ fn webhook(kind: Kind) -> Option<&'static KindAdmission> {
     match kind {
         Kind::NodePool => Some(&NODEPOOL),
         Kind::EC2NodeClass => Some(&EC2NODECLASS),
+        Kind::NodeOverlay => Some(&NODEOVERLAY),
         Kind::NodeClaim => None,
     }
 }
@@ -161,7 +163,12 @@ fn every_rule_has_a_case_it_refuses() {
             _ => None,
         })
         .collect();
-    for kind in [Kind::NodePool, Kind::NodeClaim, Kind::EC2NodeClass] {
+    for kind in [
+        Kind::NodePool,
+        Kind::NodeClaim,
+        Kind::EC2NodeClass,
+        Kind::NodeOverlay,
+    ] {
         for rule in apiserver().rules(kind) {
             assert!(
                 expected.contains(&(kind, rule.message.as_str())),
@@ -199,6 +206,8 @@ fn the_schema_keeps_the_bounds_cel_costs_rely_on() {
             316,
         ),
         ("NodeClaim", "spec.requirements", "maxItems", 100),
+        ("NodeOverlay", "spec.requirements", "maxItems", 100),
+        ("NodeOverlay", "spec.requirements[].key", "maxLength", 316),
         ("NodeClaim", "spec.requirements[].key", "maxLength", 316),
         ("EC2NodeClass", "spec.amiSelectorTerms", "maxItems", 30),
         (

@@ -24,7 +24,8 @@ fn crds_have_the_names_and_columns_users_expect() {
         [
             "nodepools.karpenter.sh",
             "nodeclaims.karpenter.sh",
-            "ec2nodeclasses.karpenter.k8s.aws"
+            "ec2nodeclasses.karpenter.k8s.aws",
+            "nodeoverlays.karpenter.sh"
         ]
     );
     let columns = |i: usize| -> Vec<String> {
@@ -53,6 +54,13 @@ fn crds_have_the_names_and_columns_users_expect() {
         crds[2].spec.names.short_names.clone().unwrap_or_default(),
         ["ec2nc", "ec2ncs"]
     );
+    // Karpenter's NodeOverlay CRD: v1alpha1, `overlays` for short, Ready and Age (Weight with -o wide).
+    assert_eq!(crds[3].spec.versions[0].name, "v1alpha1");
+    assert_eq!(
+        crds[3].spec.names.short_names.clone().unwrap_or_default(),
+        ["overlays"]
+    );
+    assert_eq!(columns(3), ["Ready", "Age"]);
     for crd in &crds {
         assert_eq!(crd.spec.scope, "Cluster");
         assert!(crd.spec.versions[0]

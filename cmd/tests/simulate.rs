@@ -570,3 +570,49 @@ fn kerf_simulate_prints_the_same_timeline_json_every_time() {
     assert_eq!(report["totals"]["nodesAtEnd"], 3, "{stdout}");
     assert_eq!(report["totals"]["pendingAtEnd"], 0, "{stdout}");
 }
+
+/// NodeOverlays in `kerf simulate` (examples/node-overlay.yaml): with the gate the overlaid m5 type is chosen over
+/// the c5 type the list prices favour, at the adjusted price; without it the overlay is listed as left out and the
+/// list prices decide.
+#[test]
+fn a_node_overlay_changes_the_type_chosen_only_with_its_gate() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/node-overlay.yaml"
+    ))
+    .expect("example");
+    let run = |text: &str| {
+        let scenario = load(text).expect("valid scenario");
+        let simulation =
+            Simulation::new(&scenario, std::sync::Arc::new(catalog())).expect("simulation");
+        (
+            scenario.ignored.clone(),
+            simulation.report(&simulation.solve().expect("decide"), 0.0),
+        )
+    };
+    let (ignored, with) = run(&text);
+    assert!(ignored.is_empty(), "{ignored:?}");
+    let chosen = with.node_claims[0]
+        .instance_type
+        .clone()
+        .unwrap_or_default();
+    assert!(chosen.starts_with("m5."), "{chosen}");
+    let off = text.replace("nodeOverlay: true", "nodeOverlay: false");
+    let (ignored, without) = run(&off);
+    assert_eq!(
+        ignored,
+        ["NodeOverlay/m5-savings-plan (the NodeOverlay feature gate is off)"]
+    );
+    let chosen_off = without.node_claims[0]
+        .instance_type
+        .clone()
+        .unwrap_or_default();
+    assert!(chosen_off.starts_with("c5."), "{chosen_off}");
+    let cost = |r: &Report| r.summary.cost_per_hour.expect("priced");
+    assert!(
+        cost(&with) < cost(&without),
+        "{} vs {}",
+        cost(&with),
+        cost(&without)
+    );
+}

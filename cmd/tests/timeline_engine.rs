@@ -482,10 +482,10 @@ spec:
             off["totals"]["cost"]
         );
     }
-    let text = "apiVersion: kerf.sh/v1alpha1\nkind: Simulation\nspec: {featureGates: {nodeOverlay: true}}\n";
+    let text = "apiVersion: kerf.sh/v1alpha1\nkind: Simulation\nspec: {featureGates: {capacityBuffer: true}}\n";
     let error = load(text).expect_err("refused").to_string();
     assert!(
-        error.contains("spec.featureGates") && error.contains("NodeOverlay cannot be enabled"),
+        error.contains("spec.featureGates") && error.contains("CapacityBuffer cannot be enabled"),
         "{error}"
     );
 }

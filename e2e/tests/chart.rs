@@ -207,11 +207,11 @@ async fn feature_gates_reach_the_controller(cluster: &Cluster) -> Result<()> {
         code == Some(1) && stderr.contains("connecting to the Kubernetes API"),
         "NodeRepair=true was not accepted ({code:?}): {stderr}"
     );
-    let overlay = rendered_gates(cluster, &["settings.featureGates.nodeOverlay=true"]).await?;
-    let (code, stderr) = controller_with_gates(&overlay).await?;
+    let buffer = rendered_gates(cluster, &["settings.featureGates.capacityBuffer=true"]).await?;
+    let (code, stderr) = controller_with_gates(&buffer).await?;
     ensure!(
-        code == Some(2) && stderr.contains("feature gate NodeOverlay cannot be enabled"),
-        "NodeOverlay=true was not refused ({code:?}): {stderr}"
+        code == Some(2) && stderr.contains("feature gate CapacityBuffer cannot be enabled"),
+        "CapacityBuffer=true was not refused ({code:?}): {stderr}"
     );
     let unknown = render(
         cluster,

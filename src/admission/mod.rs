@@ -11,7 +11,7 @@ pub use hooks::ObjectHook;
 
 pub use pipeline::{typed_rules, Admitted, KindAdmission};
 
-use crate::api::{crds, ec2nodeclass, nodepool};
+use crate::api::{crds, ec2nodeclass, nodeoverlay, nodepool};
 
 /// NodePool (karpenter.sh/v1).
 pub static NODEPOOL: KindAdmission = KindAdmission {
@@ -35,9 +35,22 @@ pub static EC2NODECLASS: KindAdmission = KindAdmission {
     },
 };
 
+/// NodeOverlay (karpenter.sh/v1alpha1): no defaults.
+pub static NODEOVERLAY: KindAdmission = KindAdmission {
+    group: "karpenter.sh",
+    kind: "NodeOverlay",
+    default: |_| {},
+    schema: crds::nodeoverlay_schema,
+    rules: |new, old, findings| {
+        typed_rules(new, old, findings, |o, _, f| {
+            nodeoverlay::validate_nodeoverlay(o, f)
+        })
+    },
+};
+
 /// The kind kerf admits for an `apiVersion` group and `kind`, if any.
 pub fn for_kind(group: &str, kind: &str) -> Option<&'static KindAdmission> {
-    [&NODEPOOL, &EC2NODECLASS]
+    [&NODEPOOL, &EC2NODECLASS, &NODEOVERLAY]
         .into_iter()
         .find(|k| k.group == group && k.kind == kind)
 }

@@ -19,6 +19,7 @@ pub enum Crd {
     NodePool,
     NodeClaim,
     EC2NodeClass,
+    NodeOverlay,
 }
 
 impl Crd {
@@ -28,6 +29,7 @@ impl Crd {
             Crd::NodePool => "NodePool",
             Crd::NodeClaim => "NodeClaim",
             Crd::EC2NodeClass => "EC2NodeClass",
+            Crd::NodeOverlay => "NodeOverlay",
         }
     }
 }
@@ -121,6 +123,31 @@ const NODEPOOL_LABELS: &[CelRule] = &[
     },
     CelRule {
         rule: r#"self.all(x, x in ["karpenter.k8s.aws/instance-tenancy", "karpenter.k8s.aws/capacity-reservation-type", "karpenter.k8s.aws/capacity-reservation-id", "karpenter.k8s.aws/capacity-reservation-interruptible", "karpenter.k8s.aws/capacity-reservation-interruptible", "karpenter.k8s.aws/ec2nodeclass", "karpenter.k8s.aws/instance-encryption-in-transit-supported", "karpenter.k8s.aws/instance-category", "karpenter.k8s.aws/instance-hypervisor", "karpenter.k8s.aws/instance-family", "karpenter.k8s.aws/instance-generation", "karpenter.k8s.aws/instance-local-nvme", "karpenter.k8s.aws/instance-size", "karpenter.k8s.aws/instance-cpu", "karpenter.k8s.aws/instance-cpu-manufacturer", "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz", "karpenter.k8s.aws/instance-memory", "karpenter.k8s.aws/instance-ebs-bandwidth", "karpenter.k8s.aws/instance-network-bandwidth", "karpenter.k8s.aws/instance-gpu-name", "karpenter.k8s.aws/instance-gpu-manufacturer", "karpenter.k8s.aws/instance-gpu-count", "karpenter.k8s.aws/instance-gpu-memory", "karpenter.k8s.aws/instance-accelerator-name", "karpenter.k8s.aws/instance-accelerator-manufacturer", "karpenter.k8s.aws/instance-accelerator-count", "karpenter.k8s.aws/instance-capability-flex", "karpenter.k8s.aws/placement-group-id", "karpenter.k8s.aws/placement-group-partition"] || !x.find("^([^/]+)").endsWith("karpenter.k8s.aws"))"#,
+        message: r#"label domain "karpenter.k8s.aws" is restricted"#,
+    },
+];
+
+// NodeOverlay (kubernetes-sigs/karpenter `pkg/apis/v1alpha1/nodeoverlay.go`; the key rules as the AWS provider's
+// `pkg/apis/crds/karpenter.sh_nodeoverlays.yaml` carries them, with the overlay's own AWS list).
+const OVERLAY_REQUIREMENTS: &[CelRule] = &[
+    CelRule {
+        rule: "self.all(x, x.operator == 'NotIn' ? x.values.size() != 0 : true)",
+        message: "requirements with operator 'NotIn' must have a value defined",
+    },
+    CelRule {
+        rule: "self.all(x, x.operator == 'In' ? x.values.size() != 0 : true)",
+        message: "requirements with operator 'In' must have a value defined",
+    },
+    CelRule {
+        rule: "self.all(x, (x.operator == 'Gt' || x.operator == 'Lt' || x.operator == 'Gte' || x.operator == 'Lte') ? (x.values.size() == 1 && int(x.values[0]) >= 0) : true)",
+        message: "requirements operator 'Gt', 'Lt', 'Gte' or 'Lte' must have a single positive integer value",
+    },
+];
+const OVERLAY_REQUIREMENT_KEY: &[CelRule] = &[
+    KEY_KARPENTER_SH_DOMAIN,
+    KEY_HOSTNAME,
+    CelRule {
+        rule: r#"self in ["karpenter.k8s.aws/ec2nodeclass", "karpenter.k8s.aws/instance-encryption-in-transit-supported", "karpenter.k8s.aws/instance-category", "karpenter.k8s.aws/instance-hypervisor", "karpenter.k8s.aws/instance-family", "karpenter.k8s.aws/instance-generation", "karpenter.k8s.aws/instance-local-nvme", "karpenter.k8s.aws/instance-size", "karpenter.k8s.aws/instance-cpu", "karpenter.k8s.aws/instance-cpu-manufacturer", "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz", "karpenter.k8s.aws/instance-memory", "karpenter.k8s.aws/instance-ebs-bandwidth", "karpenter.k8s.aws/instance-network-bandwidth", "karpenter.k8s.aws/instance-gpu-name", "karpenter.k8s.aws/instance-gpu-manufacturer", "karpenter.k8s.aws/instance-gpu-count", "karpenter.k8s.aws/instance-gpu-memory", "karpenter.k8s.aws/instance-accelerator-name", "karpenter.k8s.aws/instance-accelerator-manufacturer", "karpenter.k8s.aws/instance-accelerator-count", "karpenter.k8s.aws/instance-capability-flex"] || !self.find("^([^/]+)").endsWith("karpenter.k8s.aws")"#,
         message: r#"label domain "karpenter.k8s.aws" is restricted"#,
     },
 ];
@@ -592,5 +619,32 @@ pub const PLACEMENTS: &[Placement] = &[
                 message: "tag contains a restricted tag matching karpenter.k8s.aws/ec2nodeclass",
             },
         ],
+    },
+    // NodeOverlaySpec (nodeoverlay.go).
+    Placement {
+        crd: Crd::NodeOverlay,
+        path: "spec",
+        rules: &[CelRule {
+            rule: "!has(self.price) || !has(self.priceAdjustment)",
+            message: "cannot set both 'price' and 'priceAdjustment'",
+        }],
+    },
+    Placement {
+        crd: Crd::NodeOverlay,
+        path: "spec.capacity",
+        rules: &[CelRule {
+            rule: "self.all(x, !(x in ['cpu', 'memory', 'ephemeral-storage', 'pods']))",
+            message: "invalid resource restricted",
+        }],
+    },
+    Placement {
+        crd: Crd::NodeOverlay,
+        path: "spec.requirements",
+        rules: OVERLAY_REQUIREMENTS,
+    },
+    Placement {
+        crd: Crd::NodeOverlay,
+        path: "spec.requirements[].key",
+        rules: OVERLAY_REQUIREMENT_KEY,
     },
 ];

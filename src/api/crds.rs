@@ -4,6 +4,7 @@
 use crate::api::cel_rules;
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodeclaim::NodeClaim;
+use crate::api::nodeoverlay::NodeOverlay;
 use crate::api::nodepool::NodePool;
 use crate::api::schema::{CompiledSchema, SchemaError};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
@@ -40,6 +41,7 @@ fn built(cel: CelRules) -> Vec<CustomResourceDefinition> {
         structural(NodePool::crd(), cel),
         structural(NodeClaim::crd(), cel),
         structural(EC2NodeClass::crd(), cel),
+        structural(NodeOverlay::crd(), cel),
     ]
 }
 
@@ -166,6 +168,7 @@ fn open_api_schema(crd: &CustomResourceDefinition) -> Value {
 type Compiled = OnceLock<Result<CompiledSchema, SchemaError>>;
 static NODEPOOL: Compiled = OnceLock::new();
 static EC2NODECLASS: Compiled = OnceLock::new();
+static NODEOVERLAY: Compiled = OnceLock::new();
 
 /// The compiled schema of one kind, built on first use.
 fn compiled(
@@ -188,6 +191,11 @@ pub fn ec2nodeclass_schema() -> Result<&'static CompiledSchema, &'static SchemaE
     compiled(&EC2NODECLASS, EC2NodeClass::crd)
 }
 
+/// The NodeOverlay schema the apiserver enforces.
+pub fn nodeoverlay_schema() -> Result<&'static CompiledSchema, &'static SchemaError> {
+    compiled(&NODEOVERLAY, NodeOverlay::crd)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,6 +204,7 @@ mod tests {
     fn schemas_compile_and_are_structural() {
         assert!(nodepool_schema().is_ok());
         assert!(ec2nodeclass_schema().is_ok());
+        assert!(nodeoverlay_schema().is_ok());
         for cel in [CelRules::Without, CelRules::With] {
             let yaml = to_yaml(cel).expect("CRDs serialize");
             assert!(!yaml.contains("nullable"));

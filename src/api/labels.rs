@@ -137,6 +137,36 @@ pub fn restriction(key: &str) -> Option<&'static str> {
     }
 }
 
+/// The `karpenter.k8s.aws` keys Karpenter's NodeOverlay CRD lets a requirement name: the NodePool list without
+/// tenancy, capacity reservations and placement groups (the overlay CRD's rule predates them).
+const OVERLAY_AWS_EXCLUDED: &[&str] = &[
+    "instance-tenancy",
+    "capacity-reservation-id",
+    "capacity-reservation-type",
+    "capacity-reservation-interruptible",
+    "placement-group-id",
+    "placement-group-partition",
+];
+
+/// Why a NodeOverlay may not use `key` as a requirement key (its CRD's rules): `karpenter.sh` keys other than the
+/// capacity type and the pool name, the hostname, and `karpenter.k8s.aws` keys off the overlay's allow-list.
+pub fn overlay_restriction(key: &str) -> Option<&'static str> {
+    let domain = domain(key);
+    if domain.ends_with("karpenter.sh") && key != CAPACITY_TYPE && key != NODEPOOL {
+        Some("label domain \"karpenter.sh\" is restricted")
+    } else if key == HOSTNAME {
+        Some("label \"kubernetes.io/hostname\" is restricted")
+    } else if domain.ends_with("karpenter.k8s.aws")
+        && !key.strip_prefix("karpenter.k8s.aws/").is_some_and(|name| {
+            AWS_ALLOWED_NAMES.contains(&name) && !OVERLAY_AWS_EXCLUDED.contains(&name)
+        })
+    {
+        Some("label domain \"karpenter.k8s.aws\" is restricted")
+    } else {
+        None
+    }
+}
+
 /// D5 (RT): keys on the allow-list that Karpenter's runtime still refuses because it sets them itself.
 pub fn is_runtime_restricted(key: &str) -> bool {
     key == EC2NODECLASS

@@ -9,6 +9,7 @@ pub mod cron;
 pub mod ec2nodeclass;
 pub mod labels;
 pub mod nodeclaim;
+pub mod nodeoverlay;
 pub mod nodepool;
 pub mod operator;
 pub mod requirements;

@@ -292,6 +292,7 @@ fn instance_type(entry: FileInstanceType) -> Result<InstanceType, CatalogError> 
         capacity,
         overhead,
         offerings,
+        overlaid: Default::default(),
     })
 }
 

@@ -24,6 +24,16 @@ pub struct InstanceType {
     pub overhead: Resources,
     /// One per zone and capacity type.
     pub offerings: Vec<Offering>,
+    /// What NodeOverlays changed of the type for the pools that see this entry.
+    pub overlaid: Overlaid,
+}
+
+/// Which of a type's facts NodeOverlays changed: the claims that may launch it carry Karpenter's
+/// `karpenter.sh/price-overlay-applied` / `capacity-overlay-applied` annotations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Overlaid {
+    pub price: bool,
+    pub capacity: bool,
 }
 
 impl InstanceType {
@@ -43,6 +53,7 @@ impl InstanceType {
             overhead: overhead(info, settings, &traits, &capacity),
             capacity,
             offerings,
+            overlaid: Overlaid::default(),
         }
     }
 

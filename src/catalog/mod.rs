@@ -31,7 +31,7 @@ use std::collections::BTreeSet;
 pub use embedded::embedded_regions;
 pub use error::CatalogError;
 pub use info::{Accelerator, Gpu, InstanceTypeInfo, NeuronDevice};
-pub use instance_type::InstanceType;
+pub use instance_type::{InstanceType, Overlaid};
 pub use name::{parse_name, NameParts};
 pub use offering::{CapacityType, Offering, OfferingFilter, Reservation};
 pub use pricing::{Pricing, RESERVED_PRICE_DIVISOR};

@@ -131,8 +131,13 @@ impl<'r> OfferingFilter<'r> {
     /// Whether the requirements allow buying `offering`: available, in an allowed zone and capacity type, and
     /// with an allowed reservation (or none, where the requirements allow its keys to be absent).
     pub fn allows(&self, offering: &Offering) -> bool {
-        offering.available
-            && self.zone.is_none_or(|zone| zone.has(&offering.zone))
+        offering.available && self.matches(offering)
+    }
+
+    /// Whether the requirements admit `offering`'s zone, capacity type and reservation, available or not (what
+    /// a NodeOverlay selects).
+    pub fn matches(&self, offering: &Offering) -> bool {
+        self.zone.is_none_or(|zone| zone.has(&offering.zone))
             && self
                 .capacity_type
                 .is_none_or(|ct| ct.has(offering.capacity_type.as_str()))

@@ -199,7 +199,12 @@ where
     let settings = args.settings();
     // Services and the controllers that select pods are watched only for a default spread.
     let spread_sources = !settings.scheduler_config.default_constraints.is_empty();
-    let state = ClusterState::start(&client, &mut background, spread_sources);
+    let state = ClusterState::start(
+        &client,
+        &mut background,
+        spread_sources,
+        settings.feature_gates.node_overlay,
+    );
     let readiness = ReadyFlag::new(false);
     let mut servers = JoinSet::new();
     servers.spawn(serve::serve(

@@ -2,7 +2,7 @@
 
 use super::validate::CatalogArgs;
 use crate::admission::pods::{PodAdvisor, PodHook, VolumeSource};
-use crate::admission::{ObjectHook, EC2NODECLASS, NODEPOOL};
+use crate::admission::{ObjectHook, EC2NODECLASS, NODEOVERLAY, NODEPOOL};
 use crate::catalog::Catalog;
 use crate::kube::ca_bundle::{self, WebhookConfigurations};
 use crate::kube::self_signed::{self, SecretSettings};
@@ -201,7 +201,7 @@ pub fn router(request_timeout: Duration, catalog: Option<Arc<Catalog>>) -> axum:
     object_hooks(request_timeout, catalog).into_router()
 }
 
-/// The NodePool and EC2NodeClass hooks.
+/// The NodePool, EC2NodeClass and NodeOverlay hooks.
 fn object_hooks(request_timeout: Duration, catalog: Option<Arc<Catalog>>) -> Webhooks {
     let nodepools = ObjectHook {
         kind: &NODEPOOL,
@@ -211,9 +211,14 @@ fn object_hooks(request_timeout: Duration, catalog: Option<Arc<Catalog>>) -> Web
         kind: &EC2NODECLASS,
         catalog: None,
     };
+    let nodeoverlays = ObjectHook {
+        kind: &NODEOVERLAY,
+        catalog: None,
+    };
     Webhooks::new()
         .hook(NODEPOOL.group, NODEPOOL.kind, nodepools)
         .hook(EC2NODECLASS.group, EC2NODECLASS.kind, nodeclasses)
+        .hook(NODEOVERLAY.group, NODEOVERLAY.kind, nodeoverlays)
         .timeout(request_timeout)
 }
 

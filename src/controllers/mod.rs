@@ -28,6 +28,7 @@ pub mod metrics;
 pub mod node_health;
 pub mod nodeclaim;
 pub mod nodeclass;
+pub mod nodeoverlay;
 pub mod nodepool;
 pub mod pod_events;
 pub mod provisioning;
@@ -224,6 +225,7 @@ where
         controllers.spawn(within("node.health", node_health::run(ctx.clone())));
     }
     controllers.spawn(within("static.capacity", static_capacity::run(ctx.clone())));
+    controllers.spawn(within("nodeoverlay", nodeoverlay::run(ctx.clone())));
     controllers.spawn(within("metrics", metrics::observer::run(ctx.clone())));
     controllers.spawn(within("nodeclaim.garbagecollection", garbage::run(ctx)));
     while let Some(stopped) = controllers.join_next().await {

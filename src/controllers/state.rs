@@ -4,6 +4,7 @@
 
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodeclaim::NodeClaim;
+use crate::api::nodeoverlay::NodeOverlay;
 use crate::api::nodepool::NodePool;
 use crate::scheduling::volumes::VolumeIndex;
 use crate::scheduling::{DefaultSpread, SchedulerConfig};
@@ -42,6 +43,8 @@ pub struct ClusterState {
     pub storage_classes: Store<StorageClass>,
     /// How many volumes each CSI driver may attach to each node.
     pub csi_nodes: Store<CSINode>,
+    /// The NodeOverlays; `None` (not watched, so their CRD need not exist) without the `NodeOverlay` gate.
+    pub node_overlays: Option<Store<NodeOverlay>>,
     /// What deduces pods' default spread selectors; `None` (nothing watched) without a default spread.
     pub spread_sources: Option<SpreadSources>,
     /// Marked on every watch event of any kind: a controller that re-decides on change clones this receiver
@@ -65,8 +68,14 @@ pub struct SpreadSources {
 impl ClusterState {
     /// Starts the reflectors on `tasks` (they run until the set is dropped); the stores fill as the lists arrive,
     /// [`ClusterState::synced`] waits for all of them. `spread_sources`: also watch what deduces pods' default
-    /// spread selectors (only when a default spread is configured: no other decision reads them).
-    pub fn start(client: &Client, tasks: &mut JoinSet<()>, spread_sources: bool) -> ClusterState {
+    /// spread selectors (only when a default spread is configured: no other decision reads them);
+    /// `node_overlays`: also watch NodeOverlays (the `NodeOverlay` gate).
+    pub fn start(
+        client: &Client,
+        tasks: &mut JoinSet<()>,
+        spread_sources: bool,
+        node_overlays: bool,
+    ) -> ClusterState {
         let (changed, changed_rx) = watch::channel(());
         let changed = Arc::new(changed);
         let (synced_tx, synced) = watch::channel(None);
@@ -81,6 +90,8 @@ impl ClusterState {
             persistent_volumes: reflect(Api::all(client.clone()), &changed, tasks),
             storage_classes: reflect(Api::all(client.clone()), &changed, tasks),
             csi_nodes: reflect(Api::all(client.clone()), &changed, tasks),
+            node_overlays: node_overlays
+                .then(|| reflect(Api::all(client.clone()), &changed, tasks)),
             spread_sources: spread_sources.then(|| SpreadSources {
                 services: reflect(Api::all(client.clone()), &changed, tasks),
                 replica_sets: reflect_with(
@@ -148,6 +159,9 @@ impl ClusterState {
         self.persistent_volumes.wait_until_ready().await?;
         self.storage_classes.wait_until_ready().await?;
         self.csi_nodes.wait_until_ready().await?;
+        if let Some(overlays) = &self.node_overlays {
+            overlays.wait_until_ready().await?;
+        }
         if let Some(sources) = &self.spread_sources {
             sources.services.wait_until_ready().await?;
             sources.replica_sets.wait_until_ready().await?;
@@ -155,6 +169,12 @@ impl ClusterState {
             sources.replication_controllers.wait_until_ready().await?;
         }
         Ok(())
+    }
+
+    /// The NodeOverlays in force: `None` without the `NodeOverlay` gate.
+    pub fn overlays(&self) -> Option<Vec<NodeOverlay>> {
+        let store = self.node_overlays.as_ref()?;
+        Some(store.state().iter().map(|o| o.as_ref().clone()).collect())
     }
 
     /// `config`'s default spread with the Services and controllers in the stores. Without a default constraint

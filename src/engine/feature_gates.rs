@@ -17,7 +17,7 @@ pub const GATES: [(&str, bool); 6] = [
 ];
 
 /// Gates whose capability kerf does not implement yet: on, they would promise what does not happen.
-pub const NOT_IMPLEMENTED: [&str; 2] = ["NodeOverlay", "CapacityBuffer"];
+pub const NOT_IMPLEMENTED: [&str; 1] = ["CapacityBuffer"];
 
 /// The gates in force.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +30,7 @@ pub struct FeatureGates {
     pub reserved_capacity: bool,
     /// Consolidation may replace spot nodes with cheaper spot nodes (otherwise spot nodes are only deleted).
     pub spot_to_spot_consolidation: bool,
+    /// NodeOverlays change instance types' prices and extended resources in every decision ([`super::overlay`]).
     pub node_overlay: bool,
     /// NodePools with `spec.replicas` keep that many nodes ([`super::static_capacity`]).
     pub static_capacity: bool,
@@ -258,10 +259,6 @@ mod tests {
             (
                 "spottospotconsolidation=true",
                 "did you mean SpotToSpotConsolidation?",
-            ),
-            (
-                "NodeOverlay=true",
-                "feature gate NodeOverlay cannot be enabled",
             ),
             (
                 "CapacityBuffer=t",

@@ -12,6 +12,7 @@ pub mod feature_gates;
 pub mod launch;
 pub mod marks;
 pub mod nominations;
+pub mod overlay;
 pub mod pod_events;
 pub mod provisioning;
 pub mod repair;

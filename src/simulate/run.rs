@@ -8,6 +8,7 @@ use super::report::Report;
 use super::scenario::{Scenario, ScenarioError};
 use crate::catalog::Catalog;
 use crate::disruption::is_daemonset_pod;
+use crate::engine::overlay;
 use crate::engine::provisioning::plan::{self, Decisions, Preparations, Snapshot};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
@@ -45,6 +46,9 @@ impl Simulation {
                 )
             })
             .collect();
+        // `nodeoverlays` is empty without the gate (`scenario::load` leaves them out).
+        let (catalogs, _) =
+            overlay::overlaid_catalogs(&scenario.nodeoverlays, &scenario.nodepools, &catalogs);
         let snapshot = Snapshot {
             nodes: scenario.nodes.clone(),
             node_claims: scenario.nodeclaims.clone(),

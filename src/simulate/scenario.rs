@@ -143,6 +143,9 @@ pub struct Scenario {
     pub storage_classes: Vec<StorageClass>,
     /// How many volumes each CSI driver may attach to each node.
     pub csi_nodes: Vec<CSINode>,
+    /// NodeOverlays, validated: in force with the `NodeOverlay` gate (`spec.featureGates.nodeOverlay`), listed in
+    /// `ignored` without it.
+    pub nodeoverlays: Vec<crate::api::nodeoverlay::NodeOverlay>,
     /// The `duration` and `events` of the Simulation document, checked; `None` without a `duration`.
     pub timeline: Option<Timeline>,
     /// Objects of kinds the simulation does not model yet, as `Kind/name`.
@@ -265,6 +268,9 @@ pub fn from_documents(
                         .nodepools
                         .push(NodePool::deserialize(&object).map_err(bad)?),
                     "EC2NodeClass" => scenario.nodeclasses.push(object),
+                    "NodeOverlay" => scenario.nodeoverlays.push(
+                        crate::api::nodeoverlay::NodeOverlay::deserialize(&object).map_err(bad)?,
+                    ),
                     _ => {}
                 }
             }
@@ -355,6 +361,19 @@ pub fn from_documents(
         }
     }
     invalid.extend(runtime_overhead(&mut scenario, &runtime_classes));
+    // Without the gate Karpenter does not read NodeOverlays; the report says they were left out.
+    if scenario
+        .settings
+        .feature_gates()
+        .is_ok_and(|gates| !gates.node_overlay)
+    {
+        for overlay in std::mem::take(&mut scenario.nodeoverlays) {
+            let name = overlay.metadata.name.unwrap_or_default();
+            scenario.ignored.push(format!(
+                "NodeOverlay/{name} (the NodeOverlay feature gate is off)"
+            ));
+        }
+    }
     if !invalid.is_empty() {
         return Err(ScenarioError::Invalid(invalid));
     }

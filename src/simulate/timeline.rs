@@ -22,6 +22,7 @@ use crate::engine::disruption_input::{node_inputs, Facts};
 use crate::engine::launch::{kubelet_labels, launched_labels, registered_metadata};
 use crate::engine::marks;
 use crate::engine::nominations::{self, Nominations};
+use crate::engine::overlay;
 use crate::engine::pod_events::stamp_due;
 use crate::engine::provisioning::claim::node_claim;
 use crate::engine::provisioning::plan::{self, Preparations, Snapshot};
@@ -61,6 +62,16 @@ struct SimClaim {
 impl SimClaim {
     fn name(&self) -> &str {
         self.claim.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// Its NodePool (`karpenter.sh/nodepool`).
+    fn nodepool(&self) -> &str {
+        self.claim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(labels::NODEPOOL))
+            .map_or("", String::as_str)
     }
 
     /// Its instance booted and its Node registered and initialized (at `since`, for a claim taken over).
@@ -116,8 +127,11 @@ pub struct TimelineRun<'a> {
     nominations: Nominations,
     /// Nodes of the starting cluster that no claim owns: capacity that disruption never takes.
     fixed_nodes: Vec<Node>,
-    /// The catalog, shared as the provisioning decision takes each class's catalog.
+    /// The catalog with the NodeOverlays in it (the scenario's catalog itself without overlays), shared as the
+    /// provisioning decision takes each class's catalog; made again when the pools change.
     shared_catalog: Arc<Catalog>,
+    /// The pools (name and spec) `shared_catalog` was overlaid for.
+    overlaid_for: Option<Vec<(Option<String>, crate::api::nodepool::NodePoolSpec)>>,
     /// What the provisioning decision prepared from the pools, kept while they do not change.
     preparations: Preparations,
     /// The scenario's claims, volumes and classes: where pods' volumes let them go.
@@ -195,6 +209,7 @@ impl<'a> TimelineRun<'a> {
             nominations: Nominations::default(),
             fixed_nodes,
             shared_catalog: Arc::new(catalog.clone()),
+            overlaid_for: None,
             preparations: Preparations::default(),
             volumes: scenario.volumes(),
             default_spread: scenario
@@ -243,6 +258,7 @@ impl<'a> TimelineRun<'a> {
             while let Some(event) = events.next_if(|e| e.at <= elapsed) {
                 self.apply(event)?;
             }
+            self.overlay_pools();
             self.make_ready();
             if self.node_repair {
                 self.repair();
@@ -692,16 +708,55 @@ impl<'a> TimelineRun<'a> {
         }
     }
 
+    /// The type `name` as `pool` sees it: with its NodeOverlays (a capacity overlay's resources are what the node's
+    /// device plugin would report).
+    fn instance_type(&self, name: &str, pool: &str) -> Option<&crate::catalog::InstanceType> {
+        self.shared_catalog.instance_types.iter().find(|it| {
+            it.name == name
+                && it
+                    .requirements
+                    .get(labels::NODEPOOL)
+                    .is_none_or(|r| r.has(pool))
+        })
+    }
+
+    /// Makes `shared_catalog` the scenario's catalog with its NodeOverlays, for the pools as they are now.
+    fn overlay_pools(&mut self) {
+        let pools: Vec<(Option<String>, crate::api::nodepool::NodePoolSpec)> = self
+            .pools
+            .iter()
+            .map(|p| (p.metadata.name.clone(), p.spec.clone()))
+            .collect();
+        if self.scenario.nodeoverlays.is_empty() || self.overlaid_for.as_ref() == Some(&pools) {
+            return;
+        }
+        // Every class has the scenario's catalog, so the pools are overlaid together over it.
+        let base = Arc::new(self.catalog.clone());
+        let catalogs: BTreeMap<String, Arc<Catalog>> = self
+            .pools
+            .iter()
+            .map(|p| {
+                (
+                    p.spec.template.spec.node_class_ref.name.clone(),
+                    base.clone(),
+                )
+            })
+            .collect();
+        let evaluation = overlay::evaluate(&self.scenario.nodeoverlays, &self.pools, &catalogs);
+        let pool_refs: Vec<&NodePool> = self.pools.iter().collect();
+        self.shared_catalog = Arc::new(
+            overlay::overlaid(self.catalog, &pool_refs, &evaluation)
+                .unwrap_or_else(|| self.catalog.clone()),
+        );
+        self.overlaid_for = Some(pools);
+    }
+
     /// The Node of a ready claim; nodes that disruption queued are tainted so provisioning leaves them be.
     fn node(&self, claim: &SimClaim) -> Option<Node> {
         if !claim.ready {
             return None;
         }
-        let it = self
-            .catalog
-            .instance_types
-            .iter()
-            .find(|it| it.name == claim.choice.instance_type)?;
+        let it = self.instance_type(&claim.choice.instance_type, claim.nodepool())?;
         // What the kubelet registers, then what registration syncs from the claim, as on a real node.
         let region = it
             .requirements
@@ -971,7 +1026,7 @@ impl<'a> TimelineRun<'a> {
             pending,
             pdbs: &self.scenario.disruption_budgets,
             daemonsets: &self.scenario.daemonsets,
-            catalog: self.catalog,
+            catalog: &self.shared_catalog,
             volumes: &self.volumes,
             default_spread: &self.default_spread,
             settings,

@@ -29,6 +29,7 @@ pub enum Kind {
     NodePool,
     NodeClaim,
     EC2NodeClass,
+    NodeOverlay,
 }
 
 impl Kind {
@@ -37,6 +38,7 @@ impl Kind {
             Kind::NodePool => "NodePool",
             Kind::NodeClaim => "NodeClaim",
             Kind::EC2NodeClass => "EC2NodeClass",
+            Kind::NodeOverlay => "NodeOverlay",
         }
     }
 }
@@ -136,6 +138,7 @@ impl Apiserver {
                 "NodePool" => Kind::NodePool,
                 "NodeClaim" => Kind::NodeClaim,
                 "EC2NodeClass" => Kind::EC2NodeClass,
+                "NodeOverlay" => Kind::NodeOverlay,
                 other => return Err(format!("unexpected CRD kind {other}")),
             };
             let schema = crd

@@ -40,6 +40,7 @@ const NP: &str = "karpenter nodepool_validation_cel_test.go";
 const NC: &str = "karpenter nodeclaim_validation_cel_test.go";
 const AWS_NP: &str = "aws nodepool_validation_cel_test.go";
 const EC2: &str = "aws ec2nodeclass_validation_cel_test.go";
+const NO: &str = "karpenter nodeoverlay_validation_test.go";
 
 fn create(source: String, kind: Kind, object: Value, expect: Expect) -> Case {
     Case {
@@ -163,6 +164,132 @@ pub fn all() -> Vec<Case> {
     cases.extend(aws_nodepool_cases());
     cases.extend(nodeclaim_cases());
     cases.extend(nodeclass_cases());
+    cases.extend(nodeoverlay_cases());
+    cases
+}
+
+fn nodeoverlay(spec: Value) -> Value {
+    json!({"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": "overlay"}, "spec": spec})
+}
+
+/// kubernetes-sigs/karpenter pkg/apis/v1alpha1/nodeoverlay_validation_test.go (its CEL half; the base object has one
+/// `karpenter.sh/capacity-type Exists` requirement).
+fn nodeoverlay_cases() -> Vec<Case> {
+    let c = |context: &str, it: &str| format!("{NO}: {context}: {it}");
+    let k = Kind::NodeOverlay;
+    let base = || json!([{"key": "karpenter.sh/capacity-type", "operator": "Exists"}]);
+    let reqs = |list: Value| nodeoverlay(json!({ "requirements": list }));
+    let with = |field: &str, value: Value| {
+        let mut spec = json!({ "requirements": base() });
+        spec[field] = value;
+        nodeoverlay(spec)
+    };
+    let mut cases = vec![
+        // Go leaves the empty `values` out, so the rule cannot read it: refused as an evaluation error.
+        create(c("Requirements", "should fail for no values for In operator"), k,
+            reqs(json!([{"key": "Test", "operator": "In"}])), Expect::EvalError),
+        create(c("Requirements", "should fail for no values for NotIn operator"), k,
+            reqs(json!([{"key": "Test", "operator": "NotIn"}])), Expect::EvalError),
+        create("kerf: NodeOverlay In with an empty values list".to_owned(), k,
+            reqs(json!([{"key": "Test", "operator": "In", "values": []}])), rule("requirements with operator 'In' must have a value defined")),
+        create("kerf: NodeOverlay NotIn with an empty values list".to_owned(), k,
+            reqs(json!([{"key": "Test", "operator": "NotIn", "values": []}])), rule("requirements with operator 'NotIn' must have a value defined")),
+        create(c("Requirements", "should allow for the karpenter.sh/nodepool label"), k,
+            reqs(json!([{"key": "karpenter.sh/nodepool", "operator": "In", "values": ["pool"]}])), Expect::Admit),
+        create(c("Requirements", "should fail for restricted domains"), k,
+            reqs(json!([{"key": "karpenter.sh/test", "operator": "In", "values": ["test"]}])), rule(KARPENTER_SH_DOMAIN)),
+        create(c("Requirements", "should fail for restricted domains"), k,
+            reqs(json!([{"key": "karpenter.k8s.aws/test", "operator": "In", "values": ["test"]}])), rule(AWS_DOMAIN)),
+        create("kerf: NodeOverlay requirement on the hostname".to_owned(), k,
+            reqs(json!([{"key": "kubernetes.io/hostname", "operator": "In", "values": ["h"]}])), rule(HOSTNAME_LABEL)),
+        create(c("Requirements", "should allow well known label exceptions"), k,
+            reqs(json!([{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m5"]}])), Expect::Admit),
+        create(c("Requirements", "should fail with invalid GT or LT values"), k,
+            reqs(json!([{"key": "key", "operator": "Gt", "values": ["1", "2"]}])),
+            rule("requirements operator 'Gt', 'Lt', 'Gte' or 'Lte' must have a single positive integer value")),
+        create(c("Requirements", "should allow empty requirements"), k, reqs(json!([])), Expect::Admit),
+        create(c("", "shout not be able to set both price and priceAdjustment"), k,
+            nodeoverlay(json!({"requirements": base(), "price": "0.432", "priceAdjustment": "+10%"})),
+            rule("cannot set both 'price' and 'priceAdjustment'")),
+        create(c("Capacity", "should allow custom resources"), k,
+            with("capacity", json!({"smarter-devices/fuse": "1"})), Expect::Admit),
+    ];
+    for resource in ["cpu", "memory", "pods", "ephemeral-storage"] {
+        cases.push(create(
+            c(
+                "Capacity",
+                "should not allow cpu/memory/pod resources override",
+            ),
+            k,
+            with("capacity", json!({ resource: "1" })),
+            rule("invalid resource restricted"),
+        ));
+    }
+    // The "Invalid Input" table sets `price` (in both contexts upstream).
+    for bad in [
+        "+42",
+        ".5",
+        "42.",
+        "42%",
+        "3,14",
+        "1e10",
+        "0x42",
+        "forty-two",
+        "42a",
+        "42 ",
+        " 42",
+        "42.0.0",
+        "-",
+        ".",
+        "-.42",
+    ] {
+        cases.push(create(
+            c("price", "Invalid Input"),
+            k,
+            with("price", json!(bad)),
+            Expect::Schema,
+        ));
+    }
+    for good in ["42", "0.432"] {
+        cases.push(create(
+            c("price", "should allow integer/float value"),
+            k,
+            with("price", json!(good)),
+            Expect::Admit,
+        ));
+    }
+    for bad in ["1%", "1", "1.3", "-100.0%", "-101.1%"] {
+        cases.push(create(
+            c(
+                "priceAdjustment",
+                "should not allow an unsigned priceAdjustment / below -100%",
+            ),
+            k,
+            with("priceAdjustment", json!(bad)),
+            Expect::Schema,
+        ));
+    }
+    for good in [
+        "+1%",
+        "-1%",
+        "-100%",
+        "+100.102%",
+        "+298%",
+        "+43",
+        "-43",
+        "+0.5",
+        "-0.5",
+    ] {
+        cases.push(create(
+            c(
+                "priceAdjustment",
+                "should allow a signed value or percentage",
+            ),
+            k,
+            with("priceAdjustment", json!(good)),
+            Expect::Admit,
+        ));
+    }
     cases
 }
 

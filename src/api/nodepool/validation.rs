@@ -168,7 +168,7 @@ fn validate_requirements(
         ));
     }
     for (i, req) in reqs.iter().enumerate() {
-        validate_requirement(req, &path.index(i), findings);
+        validate_requirement(req, &path.index(i), labels::restriction, findings);
     }
 }
 
@@ -177,21 +177,24 @@ fn shown(text: &str) -> std::borrow::Cow<'_, str> {
     elide(text, MAX_VALUE_CHARS)
 }
 
-fn is_single_non_negative_integer(values: Option<&[String]>) -> bool {
+pub(crate) fn is_single_non_negative_integer(values: Option<&[String]>) -> bool {
     match values {
         Some([value]) => value.parse::<i64>().is_ok_and(|n| n >= 0),
         _ => false,
     }
 }
 
-fn validate_requirement(
+/// One requirement's key and values; `restriction` is the CRD's key rule (NodePools and NodeOverlays restrict
+/// different keys), the rest is Karpenter's runtime `ValidateRequirement`.
+pub(crate) fn validate_requirement(
     req: &NodeSelectorRequirementWithMinValues,
     path: &FieldPath,
+    restriction: fn(&str) -> Option<&'static str>,
     findings: &mut Findings,
 ) {
     let key_path = path.child("key");
     let key = labels::normalize_key(&req.key);
-    if let Some(message) = labels::restriction(&req.key) {
+    if let Some(message) = restriction(&req.key) {
         findings.error(FieldError::rule(&key_path, SchemaType::String, message));
     } else if labels::is_runtime_restricted(key) {
         findings.error(FieldError::invalid(

@@ -113,21 +113,32 @@ pub async fn snapshot<C: CloudProvider>(
     })
 }
 
-/// One catalog of the instance types of all `catalogs`; a type listed by several classes is kept once (the
-/// first), since the engine looks types up by name. A single class's catalog is shared, not copied: a copy of
+/// One catalog of the instance types of all `catalogs`; a type listed by several classes is kept as the first
+/// class lists it, since the engine looks types up by name (and pool). A single class's catalog is shared, not copied: a copy of
 /// every EC2 type's requirements is over 20 MB, made again on every pass.
 fn merge<'a>(catalogs: impl IntoIterator<Item = &'a Arc<Catalog>>) -> Arc<Catalog> {
     let catalogs: Vec<&Arc<Catalog>> = catalogs.into_iter().collect();
     if let [only] = catalogs[..] {
         return only.clone();
     }
-    let mut seen = HashSet::new();
-    let instance_types: Vec<InstanceType> = catalogs
-        .iter()
-        .flat_map(|c| c.instance_types.iter())
-        .filter(|t| seen.insert(t.name.clone()))
-        .cloned()
-        .collect();
+    // Within one class a name may repeat: NodeOverlays give pools that see a type differently their own entry.
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut instance_types: Vec<InstanceType> = Vec::new();
+    for catalog in catalogs {
+        let names: HashSet<&str> = catalog
+            .instance_types
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect();
+        instance_types.extend(
+            catalog
+                .instance_types
+                .iter()
+                .filter(|t| !seen.contains(t.name.as_str()))
+                .cloned(),
+        );
+        seen.extend(names);
+    }
     Arc::new(Catalog { instance_types })
 }
 

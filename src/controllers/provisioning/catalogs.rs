@@ -6,9 +6,12 @@
 //! security groups) is kept beside it: disruption judges cloud drift against it.
 
 use crate::api::ec2nodeclass::EC2NodeClass;
+use crate::api::nodeoverlay::NodeOverlay;
+use crate::api::nodepool::NodePool;
 use crate::catalog::Catalog;
 use crate::cloud::{CloudError, CloudProvider, NodeClass};
-use std::collections::HashMap;
+use crate::engine::overlay::{self, Evaluation};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::sync::Mutex;
@@ -25,6 +28,9 @@ pub struct Catalogs(Arc<Mutex<Cache>>);
 #[derive(Default)]
 struct Cache {
     cached: HashMap<String, Cached>,
+    /// The last overlaid catalogs and what they were made from: kept while nothing they depend on changes, so a
+    /// solve reuses what it prepared from them (`plan::Preparations` compares the catalogs' `Arc`s).
+    overlaid: Option<(OverlayInputs, Overlaid)>,
     /// When each class last failed to resolve, and its generation then.
     failed: HashMap<String, (SystemTime, Option<i64>)>,
 }
@@ -37,7 +43,53 @@ struct Cached {
     node_class: Arc<NodeClass>,
 }
 
+/// What overlaid catalogs depend on: the classes' catalogs (by identity), the pools' names, classes and template
+/// labels (by generation), and the overlays (by generation).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct OverlayInputs {
+    catalogs: Vec<(String, usize)>,
+    pools: Vec<(Option<String>, Option<i64>)>,
+    overlays: Vec<(Option<String>, Option<i64>)>,
+}
+
+/// Each class's catalog with its pools' NodeOverlays in it, and the overlays' verdicts.
+pub type Overlaid = (BTreeMap<String, Arc<Catalog>>, Arc<Evaluation>);
+
 impl Catalogs {
+    /// `catalogs` (by class) as `pools` see them under `overlays` ([`overlay::overlaid_catalogs`]), the answer
+    /// of the last call while its inputs are the same.
+    pub async fn overlaid(
+        &self,
+        catalogs: BTreeMap<String, Arc<Catalog>>,
+        pools: &[NodePool],
+        overlays: &[NodeOverlay],
+    ) -> Overlaid {
+        let inputs = OverlayInputs {
+            catalogs: catalogs
+                .iter()
+                .map(|(class, c)| (class.clone(), Arc::as_ptr(c) as usize))
+                .collect(),
+            pools: pools
+                .iter()
+                .map(|p| (p.metadata.name.clone(), p.metadata.generation))
+                .collect(),
+            overlays: overlays
+                .iter()
+                .map(|o| (o.metadata.name.clone(), o.metadata.generation))
+                .collect(),
+        };
+        let mut cache = self.0.lock().await;
+        if let Some((kept, overlaid)) = &cache.overlaid {
+            if *kept == inputs {
+                return overlaid.clone();
+            }
+        }
+        let (overlaid, evaluation) = overlay::overlaid_catalogs(overlays, pools, &catalogs);
+        let answer = (overlaid, Arc::new(evaluation));
+        cache.overlaid = Some((inputs, answer.clone()));
+        answer
+    }
+
     /// The catalog of `class` at `now`, from the cache while fresh; `None` when the class does not resolve
     /// (logged once per attempt; attempts are [`RETRY_AFTER`] apart). A caller that finds the class being
     /// fetched by another waits for that fetch instead of making the same calls.

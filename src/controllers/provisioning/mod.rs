@@ -273,14 +273,30 @@ async fn warm<C: CloudProvider>(ctx: &Context<C>, catalogs: &mut Catalogs) {
     class_catalogs(ctx, catalogs, &pools, &classes).await;
 }
 
-/// The catalog of every EC2NodeClass a NodePool references, from the cache or the cloud. A class that is
-/// missing, being deleted or does not resolve is left out, with a log line saying why.
+/// The catalog of every EC2NodeClass a NodePool references, from the cache or the cloud, with the NodeOverlays in
+/// it (the `NodeOverlay` gate). A class that is missing, being deleted or does not resolve is left out, with a
+/// log line saying why.
 pub(crate) async fn class_catalogs<C: CloudProvider>(
     ctx: &Context<C>,
     catalogs: &mut Catalogs,
     pools: &[NodePool],
     classes: &[EC2NodeClass],
 ) -> BTreeMap<String, Arc<Catalog>> {
+    overlaid_class_catalogs(ctx, catalogs, pools, classes)
+        .await
+        .0
+}
+
+/// [`class_catalogs`], with the overlays' verdicts (`None` without the `NodeOverlay` gate).
+pub(crate) async fn overlaid_class_catalogs<C: CloudProvider>(
+    ctx: &Context<C>,
+    catalogs: &mut Catalogs,
+    pools: &[NodePool],
+    classes: &[EC2NodeClass],
+) -> (
+    BTreeMap<String, Arc<Catalog>>,
+    Option<Arc<crate::engine::overlay::Evaluation>>,
+) {
     let now = ctx.clock.now();
     let mut found = BTreeMap::new();
     let referenced: HashSet<&str> = pools
@@ -301,7 +317,13 @@ pub(crate) async fn class_catalogs<C: CloudProvider>(
         .filter_map(|c| c.metadata.name.as_deref())
         .collect();
     catalogs.retain(&names).await;
-    found
+    match ctx.state.overlays() {
+        Some(overlays) => {
+            let (overlaid, evaluation) = catalogs.overlaid(found, pools, &overlays).await;
+            (overlaid, Some(evaluation))
+        }
+        None => (found, None),
+    }
 }
 
 /// Creates the claims in parallel, counted as created for `reason` (`provisioned`, or the disruption reason of

@@ -162,13 +162,13 @@ fn replace(
         .instance_types
         .iter()
         .filter_map(|name| {
-            let it = pass.types.get::<str>(name.as_ref())?;
+            let it = pass.types.get(name.as_ref(), &claim.nodepool)?;
             let price = price_of(it)?;
             let same_type_no_cheaper = facts.iter().any(|f| {
                 f.offering
                     .is_some_and(|o| o.instance_type == it.name && o.price <= price)
             });
-            (price < threshold && !same_type_no_cheaper).then(|| (name.clone(), *it, price))
+            (price < threshold && !same_type_no_cheaper).then(|| (name.clone(), it, price))
         })
         .collect();
     kept.sort_by(|a, b| a.2.total_cmp(&b.2));

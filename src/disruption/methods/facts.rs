@@ -7,6 +7,7 @@ use super::super::costs::{disruption_cost, is_empty, reschedule_cost};
 use super::super::drift_hash::{static_drift, StaticDrift};
 use super::super::input::{DisruptionInput, NodeInput};
 use super::super::lifetime::{consolidatable, is_expired, Consolidatable};
+use super::TypesByName;
 use crate::api::labels;
 use crate::api::nodepool::{ConsolidationPolicy, NodePool};
 use crate::api::requirements::{AllowUndefined, Requirements};
@@ -56,7 +57,7 @@ impl<'a> Facts<'a> {
     /// The facts of every node of `input`.
     pub fn all(
         input: &DisruptionInput<'a>,
-        types: &HashMap<&'a str, &'a InstanceType>,
+        types: &TypesByName<'a>,
         now: Timestamp,
     ) -> Vec<Facts<'a>> {
         let allocatable: Vec<Resources> = input
@@ -98,7 +99,7 @@ impl<'a> Facts<'a> {
         node: &'a NodeInput,
         input: &DisruptionInput<'a>,
         pools: &HashMap<&str, Pool<'a>>,
-        types: &HashMap<&str, &'a InstanceType>,
+        types: &TypesByName<'a>,
         now: Timestamp,
     ) -> Facts<'a> {
         let claim = &node.claim;
@@ -120,7 +121,8 @@ impl<'a> Facts<'a> {
             nodepool: pool_name.unwrap_or_default().to_owned(),
         };
         let offering = (|| {
-            let instance_type = types.get(label(labels::INSTANCE_TYPE)?)?;
+            let instance_type =
+                types.get(label(labels::INSTANCE_TYPE)?, pool_name.unwrap_or_default())?;
             let zone = label(labels::ZONE)?;
             let capacity_type: CapacityType = label(labels::CAPACITY_TYPE)?.parse().ok()?;
             let price = instance_type

@@ -110,13 +110,41 @@ fn eligible(method: Method, facts: &[Facts<'_>]) -> usize {
         .count()
 }
 
+/// The catalog's types by name. Where NodeOverlays gave some pools their own entry of a type (restricted to them
+/// by a `karpenter.sh/nodepool` requirement), a pool's nodes are priced from its entry.
+pub(crate) struct TypesByName<'a>(HashMap<&'a str, Vec<&'a InstanceType>>);
+
+impl<'a> TypesByName<'a> {
+    fn new(catalog: &'a crate::catalog::Catalog) -> Self {
+        let mut types: HashMap<&'a str, Vec<&'a InstanceType>> = HashMap::new();
+        for it in &catalog.instance_types {
+            types.entry(it.name.as_str()).or_default().push(it);
+        }
+        TypesByName(types)
+    }
+
+    /// The type `name` as `pool` sees it.
+    pub fn get(&self, name: &str, pool: &str) -> Option<&'a InstanceType> {
+        let entries = self.0.get(name)?;
+        entries
+            .iter()
+            .find(|it| {
+                it.requirements
+                    .get(crate::api::labels::NODEPOOL)
+                    .is_none_or(|r| r.has(pool))
+            })
+            .or(entries.first())
+            .copied()
+    }
+}
+
 /// The state of one pass: the facts of every node (same indices as the input's nodes), the budgets, what was
 /// skipped so far, and the simulator, built on first use (emptiness and expiration need none).
 pub(crate) struct Pass<'a> {
     pub input: DisruptionInput<'a>,
     pub now: Timestamp,
     pub facts: Vec<Facts<'a>>,
-    pub types: HashMap<&'a str, &'a InstanceType>,
+    pub types: TypesByName<'a>,
     pub ledger: Ledger,
     pub skips: Vec<Skip>,
     simulator: Option<Simulator<'a>>,
@@ -130,12 +158,7 @@ pub(crate) struct Pass<'a> {
 
 impl<'a> Pass<'a> {
     fn new(input: DisruptionInput<'a>, now: Timestamp) -> Self {
-        let types: HashMap<&'a str, &'a InstanceType> = input
-            .catalog
-            .instance_types
-            .iter()
-            .map(|it| (it.name.as_str(), it))
-            .collect();
+        let types = TypesByName::new(input.catalog);
         let facts = Facts::all(&input, &types, now);
         let ledger = Ledger::new(&facts, now);
         Pass {

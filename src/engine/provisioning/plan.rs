@@ -407,8 +407,20 @@ pub fn decide(
                 .iter()
                 .filter_map(|p| identities.get(p).map(String::as_str))
                 .collect();
+            let mut node_claim = claim::node_claim(pool, &planned, &claim_pods);
+            let overlaid = crate::engine::overlay::claim_annotations(
+                catalog,
+                &planned.nodepool,
+                planned.instance_types.iter().map(|t| t.as_ref()),
+            );
+            if !overlaid.is_empty() {
+                let annotations = node_claim.metadata.annotations.get_or_insert_default();
+                for (key, value) in overlaid {
+                    annotations.insert(key.to_owned(), value.to_owned());
+                }
+            }
             decisions.claims.push(NewClaim {
-                node_claim: claim::node_claim(pool, &planned, &claim_pods),
+                node_claim,
                 nodepool: planned.nodepool.clone(),
                 choice: planned.cheapest.clone(),
                 pods: planned.pods,
