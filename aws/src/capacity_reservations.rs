@@ -514,6 +514,7 @@ mod tests {
         LaunchPlan {
             capacity_type: CapacityType::Reserved,
             overrides,
+            prioritized: false,
         }
     }
 
@@ -557,6 +558,7 @@ mod tests {
         let mut on_demand = LaunchPlan {
             capacity_type: CapacityType::OnDemand,
             overrides: vec![],
+            prioritized: false,
         };
         assert_eq!(narrow(&mut on_demand, &class()), None);
     }

@@ -16,7 +16,8 @@ pub struct TemplateOverrides<'a> {
     pub overrides: Vec<&'a LaunchOverride>,
 }
 
-/// The CreateFleet request of one instance: spot with price-capacity-optimized, on-demand with lowest-price;
+/// The CreateFleet request of one instance: spot with price-capacity-optimized, on-demand with lowest-price (with
+/// a NodeOverlay's prices, capacity-optimized-prioritized and prioritized: EC2 follows the priorities);
 /// overrides per type × zone with their subnet and image, `Priority` = price (cheapest first); the tags on
 /// the instance, its volumes and the fleet; the class's `context` as the request's `Context`. A reserved plan
 /// (its templates target the reservations) is launched as Karpenter does for its `market`: an ODCR as on-demand
@@ -56,7 +57,11 @@ pub fn request(
     request = match (plan.capacity_type, market) {
         (CapacityType::Spot, _) => request.spot_options(
             ec2::SpotOptionsRequest::builder()
-                .allocation_strategy(ec2::SpotAllocationStrategy::PriceCapacityOptimized)
+                .allocation_strategy(if plan.prioritized {
+                    ec2::SpotAllocationStrategy::CapacityOptimizedPrioritized
+                } else {
+                    ec2::SpotAllocationStrategy::PriceCapacityOptimized
+                })
                 .build(),
         ),
         (_, Some(ReservedMarket::CapacityBlock)) => request,
@@ -67,7 +72,11 @@ pub fn request(
         ),
         _ => request.on_demand_options(
             ec2::OnDemandOptionsRequest::builder()
-                .allocation_strategy(ec2::FleetOnDemandAllocationStrategy::LowestPrice)
+                .allocation_strategy(if plan.prioritized {
+                    ec2::FleetOnDemandAllocationStrategy::Prioritized
+                } else {
+                    ec2::FleetOnDemandAllocationStrategy::LowestPrice
+                })
                 .build(),
         ),
     };
@@ -225,6 +234,7 @@ mod tests {
                 pool("c5.large", "us-west-2a"),
                 pool("m5.large", "us-west-2a"),
             ],
+            prioritized: false,
         }
     }
 
@@ -256,6 +266,57 @@ mod tests {
         )
     }
 
+    // Karpenter's instance provider suite: "should use prioritized allocation strategy for on-demand when node
+    // overlay is applied" and its spot, no-overlay counterparts.
+    #[test]
+    fn a_plan_with_overlaid_prices_asks_ec2_to_follow_the_priorities() {
+        for (capacity_type, prioritized) in [
+            (CapacityType::OnDemand, true),
+            (CapacityType::OnDemand, false),
+            (CapacityType::Spot, true),
+            (CapacityType::Spot, false),
+        ] {
+            let plan = LaunchPlan {
+                capacity_type,
+                prioritized,
+                ..plan()
+            };
+            let templates = [TemplateOverrides {
+                template_name: "t".into(),
+                overrides: plan.overrides.iter().collect(),
+            }];
+            let input = request(&client(), &plan, None, &templates, &BTreeMap::new(), None)
+                .as_input()
+                .clone();
+            let on_demand = input
+                .get_on_demand_options()
+                .as_ref()
+                .and_then(|o| o.allocation_strategy().cloned());
+            let spot = input
+                .get_spot_options()
+                .as_ref()
+                .and_then(|o| o.allocation_strategy().cloned());
+            match (capacity_type, prioritized) {
+                (CapacityType::OnDemand, true) => assert_eq!(
+                    on_demand,
+                    Some(ec2::FleetOnDemandAllocationStrategy::Prioritized)
+                ),
+                (CapacityType::OnDemand, false) => assert_eq!(
+                    on_demand,
+                    Some(ec2::FleetOnDemandAllocationStrategy::LowestPrice)
+                ),
+                (_, true) => assert_eq!(
+                    spot,
+                    Some(ec2::SpotAllocationStrategy::CapacityOptimizedPrioritized)
+                ),
+                (_, false) => assert_eq!(
+                    spot,
+                    Some(ec2::SpotAllocationStrategy::PriceCapacityOptimized)
+                ),
+            }
+        }
+    }
+
     #[test]
     fn the_class_s_context_is_the_request_s_context() {
         let plan = plan();
@@ -283,6 +344,7 @@ mod tests {
                 reservation_id: Some("cr-1".into()),
                 ..pool("m5.large", "us-west-2a")
             }],
+            prioritized: false,
         };
         let templates = [TemplateOverrides {
             template_name: "karpenter.k8s.aws/0123456789abcdef".into(),

@@ -376,14 +376,18 @@ fn large_scenarios_show_progress_on_stderr_and_small_ones_stay_quiet() {
 
 /// A timeline example's JSON report, as `kerf simulate -o json` prints it.
 fn timeline_json(example_name: &str, catalog: &Catalog) -> String {
-    let scenario = example(example_name);
+    timeline_json_of(&example(example_name), catalog)
+}
+
+/// [`timeline_json`] of a loaded scenario.
+fn timeline_json_of(scenario: &Scenario, catalog: &Catalog) -> String {
     let simulation =
-        Simulation::new(&scenario, std::sync::Arc::new(catalog.clone())).expect("simulation");
+        Simulation::new(scenario, std::sync::Arc::new(catalog.clone())).expect("simulation");
     let mut report = simulation.report(&simulation.solve().expect("decide"), 0.0);
     report.summary.solve_seconds = None;
     let timeline = scenario.timeline.as_ref().expect("a timeline example");
     report.timeline = Some(
-        TimelineRun::new(&scenario, timeline, catalog)
+        TimelineRun::new(scenario, timeline, catalog)
             .and_then(TimelineRun::run)
             .expect("run"),
     );
@@ -400,6 +404,7 @@ fn timeline_examples_are_reproducible_and_golden() {
         "timeline-maintenance-window",
         "timeline-drift",
         "timeline-node-repair",
+        "timeline-node-overlay",
     ] {
         let first = timeline_json(&format!("{example}.yaml"), &catalog);
         let second = timeline_json(&format!("{example}.yaml"), &catalog);
@@ -614,5 +619,53 @@ fn a_node_overlay_changes_the_type_chosen_only_with_its_gate() {
         "{} vs {}",
         cost(&with),
         cost(&without)
+    );
+}
+
+/// A NodeOverlay applied mid-run (examples/timeline-node-overlay.yaml): consolidation replaces the c5 node the list
+/// prices chose with the m5 node the overlay makes cheaper, and the cost follows the overlaid price. Without the gate
+/// the applied overlay is reported as left out and nothing is disrupted.
+#[test]
+fn a_node_overlay_applied_mid_run_moves_consolidation() {
+    let catalog = catalog();
+    let with: Value =
+        serde_json::from_str(&timeline_json("timeline-node-overlay.yaml", &catalog)).expect("json");
+    let entries = with["timeline"].as_array().expect("timeline");
+    let launched: Vec<&str> = entries
+        .iter()
+        .filter(|e| e["action"] == "launch")
+        .filter_map(|e| e["detail"].as_str()?.split(' ').nth(1))
+        .collect();
+    assert_eq!(launched.len(), 2, "{entries:?}");
+    assert!(
+        launched[0].starts_with("c5.") && launched[1].starts_with("m5."),
+        "{launched:?}"
+    );
+    assert!(
+        entries.iter().any(|e| e["action"] == "disrupt"),
+        "{entries:?}"
+    );
+
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/timeline-node-overlay.yaml"
+    ))
+    .expect("example")
+    .replace("nodeOverlay: true", "nodeOverlay: false");
+    let without: Value = serde_json::from_str(&timeline_json_of(
+        &load(&text).expect("valid scenario"),
+        &catalog,
+    ))
+    .expect("json");
+    let entries = without["timeline"].as_array().expect("timeline");
+    assert!(
+        !entries.iter().any(|e| e["action"] == "disrupt"),
+        "{entries:?}"
+    );
+    assert!(
+        entries.iter().any(|e| e["detail"]
+            .as_str()
+            .is_some_and(|m| m.contains("left out: the NodeOverlay feature gate is off"))),
+        "{entries:?}"
     );
 }

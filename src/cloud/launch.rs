@@ -158,6 +158,10 @@ impl<'a> LaunchRequest<'a> {
 pub struct LaunchPlan {
     pub capacity_type: CapacityType,
     pub overrides: Vec<LaunchOverride>,
+    /// A NodeOverlay priced some of the types: EC2 must follow the overrides' priorities (the overlaid prices)
+    /// rather than its own prices, as Karpenter's AWS provider launches such claims (`prioritized` on-demand,
+    /// `capacity-optimized-prioritized` spot).
+    pub prioritized: bool,
 }
 
 /// One pool CreateFleet may launch from.
@@ -285,6 +289,7 @@ pub fn plan(
     Ok(LaunchPlan {
         capacity_type,
         overrides,
+        prioritized: request.instance_types.iter().any(|t| t.overlaid.price),
     })
 }
 

@@ -385,6 +385,26 @@ pub fn overlaid(
     Some(Catalog { instance_types })
 }
 
+/// `types` (the catalog of `pool`'s class) as `pool` sees them under `evaluation`, for a launch of one of its
+/// claims; `None` when no overlay changes any type for it.
+pub fn for_pool(
+    types: &[InstanceType],
+    pool: &str,
+    evaluation: &Evaluation,
+) -> Option<Vec<InstanceType>> {
+    let updates = evaluation.updates.get(pool).filter(|u| !u.is_empty())?;
+    Some(
+        types
+            .iter()
+            .map(|it| {
+                updates
+                    .get(&it.name)
+                    .map_or_else(|| it.clone(), |u| apply(it, u))
+            })
+            .collect(),
+    )
+}
+
 /// Each class's catalog as its pools see it under `overlays`; the catalogs no overlay changes are the same
 /// `Arc`s. With no overlays, `catalogs` itself.
 pub fn overlaid_catalogs(

@@ -48,6 +48,8 @@ pub enum Action {
     ApplyNodePool(Box<NodePool>),
     /// An EC2NodeClass replacing the one of the same name, defaulted (its nodes drift).
     ApplyNodeClass(Value),
+    /// A NodeOverlay added or replacing the one of the same name (the `NodeOverlay` gate).
+    ApplyNodeOverlay(Box<crate::api::nodeoverlay::NodeOverlay>),
 }
 
 /// Which nodes an interruption hits.
@@ -266,7 +268,7 @@ fn one_selector(field: &str, nodes: &Interruption) -> Result<(), TimelineError> 
 fn apply(field: &str, object: &Value) -> Result<Action, TimelineError> {
     let (group, kind) = group_kind(object);
     let admission = match (group, kind) {
-        ("karpenter.sh", "NodePool") | ("karpenter.k8s.aws", "EC2NodeClass") => {
+        ("karpenter.sh", "NodePool" | "NodeOverlay") | ("karpenter.k8s.aws", "EC2NodeClass") => {
             admission::for_kind(group, kind)
         }
         _ => None,
@@ -274,7 +276,7 @@ fn apply(field: &str, object: &Value) -> Result<Action, TimelineError> {
     .ok_or_else(|| {
         error(
             field,
-            format!("only a NodePool or an EC2NodeClass can be applied, not {group}/{kind}"),
+            format!("only a NodePool, an EC2NodeClass or a NodeOverlay can be applied, not {group}/{kind}"),
         )
     })?;
     let admitted = admit(admission, object).map_err(|invalid| error(field, invalid.to_string()))?;
@@ -282,6 +284,10 @@ fn apply(field: &str, object: &Value) -> Result<Action, TimelineError> {
         let pool =
             NodePool::deserialize(&admitted.object).map_err(|e| error(field, e.to_string()))?;
         Ok(Action::ApplyNodePool(Box::new(pool)))
+    } else if kind == "NodeOverlay" {
+        let overlay = crate::api::nodeoverlay::NodeOverlay::deserialize(&admitted.object)
+            .map_err(|e| error(field, e.to_string()))?;
+        Ok(Action::ApplyNodeOverlay(Box::new(overlay)))
     } else {
         Ok(Action::ApplyNodeClass(admitted.object))
     }

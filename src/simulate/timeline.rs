@@ -99,6 +99,12 @@ impl SimClaim {
     }
 }
 
+/// What the overlaid catalog was made from: the pools (name and spec) and the overlays.
+type OverlaidFor = (
+    Vec<(Option<String>, crate::api::nodepool::NodePoolSpec)>,
+    Vec<(Option<String>, crate::api::nodeoverlay::NodeOverlaySpec)>,
+);
+
 /// A pod and the claim it is bound (or nominated) to.
 struct SimPod {
     pod: Pod,
@@ -130,8 +136,12 @@ pub struct TimelineRun<'a> {
     /// The catalog with the NodeOverlays in it (the scenario's catalog itself without overlays), shared as the
     /// provisioning decision takes each class's catalog; made again when the pools change.
     shared_catalog: Arc<Catalog>,
-    /// The pools (name and spec) `shared_catalog` was overlaid for.
-    overlaid_for: Option<Vec<(Option<String>, crate::api::nodepool::NodePoolSpec)>>,
+    /// The NodeOverlays in force: the scenario's, and those events applied (none without the gate).
+    overlays: Vec<crate::api::nodeoverlay::NodeOverlay>,
+    /// Whether the `NodeOverlay` gate is on: without it an applied overlay is reported and left out.
+    node_overlay: bool,
+    /// The pools (name and spec) and overlays `shared_catalog` was overlaid for.
+    overlaid_for: Option<OverlaidFor>,
     /// What the provisioning decision prepared from the pools, kept while they do not change.
     preparations: Preparations,
     /// The scenario's claims, volumes and classes: where pods' volumes let them go.
@@ -209,6 +219,8 @@ impl<'a> TimelineRun<'a> {
             nominations: Nominations::default(),
             fixed_nodes,
             shared_catalog: Arc::new(catalog.clone()),
+            overlays: scenario.nodeoverlays.clone(),
+            node_overlay: gates.node_overlay,
             overlaid_for: None,
             preparations: Preparations::default(),
             volumes: scenario.volumes(),
@@ -307,6 +319,18 @@ impl<'a> TimelineRun<'a> {
                 self.set_pool((**pool).clone());
                 self.entries
                     .push(self.entry("apply", format!("NodePool {name} changed")));
+            }
+            Action::ApplyNodeOverlay(overlay) => {
+                let name = overlay.metadata.name.clone().unwrap_or_default();
+                let said = if self.node_overlay {
+                    self.overlays
+                        .retain(|o| o.metadata.name != overlay.metadata.name);
+                    self.overlays.push((**overlay).clone());
+                    format!("NodeOverlay {name} applied")
+                } else {
+                    format!("NodeOverlay {name} left out: the NodeOverlay feature gate is off")
+                };
+                self.entries.push(self.entry("apply", said));
             }
             Action::ApplyNodeClass(class) => {
                 self.set_nodeclass(class);
@@ -722,12 +746,21 @@ impl<'a> TimelineRun<'a> {
 
     /// Makes `shared_catalog` the scenario's catalog with its NodeOverlays, for the pools as they are now.
     fn overlay_pools(&mut self) {
-        let pools: Vec<(Option<String>, crate::api::nodepool::NodePoolSpec)> = self
-            .pools
-            .iter()
-            .map(|p| (p.metadata.name.clone(), p.spec.clone()))
-            .collect();
-        if self.scenario.nodeoverlays.is_empty() || self.overlaid_for.as_ref() == Some(&pools) {
+        // Overlays are only ever added during a run: without any, the catalog is the scenario's.
+        if self.overlays.is_empty() {
+            return;
+        }
+        let inputs: OverlaidFor = (
+            self.pools
+                .iter()
+                .map(|p| (p.metadata.name.clone(), p.spec.clone()))
+                .collect(),
+            self.overlays
+                .iter()
+                .map(|o| (o.metadata.name.clone(), o.spec.clone()))
+                .collect(),
+        );
+        if self.overlaid_for.as_ref() == Some(&inputs) {
             return;
         }
         // Every class has the scenario's catalog, so the pools are overlaid together over it.
@@ -742,13 +775,13 @@ impl<'a> TimelineRun<'a> {
                 )
             })
             .collect();
-        let evaluation = overlay::evaluate(&self.scenario.nodeoverlays, &self.pools, &catalogs);
+        let evaluation = overlay::evaluate(&self.overlays, &self.pools, &catalogs);
         let pool_refs: Vec<&NodePool> = self.pools.iter().collect();
         self.shared_catalog = Arc::new(
             overlay::overlaid(self.catalog, &pool_refs, &evaluation)
                 .unwrap_or_else(|| self.catalog.clone()),
         );
-        self.overlaid_for = Some(pools);
+        self.overlaid_for = Some(inputs);
     }
 
     /// The Node of a ready claim; nodes that disruption queued are tainted so provisioning leaves them be.

@@ -14,6 +14,7 @@ pub mod registration;
 use super::backoff::key_of;
 use super::metrics::{DisruptedLabels, LaunchFailureLabels, NodePoolLabels, NodePoolZoneLabels};
 use super::nodepool::registration_health::{self, Outcome};
+use super::provisioning::{overlaid_class_catalogs, owned};
 use super::termination::taints_patch;
 use super::{Context, Error};
 use crate::api::ec2nodeclass::EC2NodeClass;
@@ -22,6 +23,7 @@ use crate::api::nodeclaim::NodeClaim;
 use crate::catalog::Catalog;
 use crate::cloud::{CloudError, CloudProvider};
 use crate::engine::conditions::{self, INITIALIZED, LAUNCHED, REGISTERED};
+use crate::engine::overlay;
 use ::kube::api::Api;
 use ::kube::runtime::controller::{Action, Controller};
 use ::kube::runtime::reflector::{ObjectRef, Store};
@@ -151,13 +153,7 @@ fn now<C>(ctx: &Context<C>) -> Result<Timestamp, ReconcileError> {
 }
 
 fn node_pool(claim: &NodeClaim) -> String {
-    claim
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(labels::NODEPOOL))
-        .cloned()
-        .unwrap_or_default()
+    node_pool_label(claim).unwrap_or_default().to_owned()
 }
 
 fn count_disrupted<C>(ctx: &Context<C>, claim: &NodeClaim, reason: &str) {
@@ -230,8 +226,31 @@ async fn launch_with_class<C: CloudProvider>(
             )
         }
     };
-    let types = &types.instance_types;
+    // A claim of a pool NodeOverlays price is launched at the prices the solve chose it with (Karpenter's AWS
+    // provider applies the overlays in `Create` too): the overrides' priorities are the overlaid prices.
+    let overlaid = match (node_pool_label(claim), ctx.state.node_overlays.is_some()) {
+        (Some(pool), true) => {
+            let pools = owned(ctx.state.node_pools.state());
+            let classes = owned(ctx.state.node_classes.state());
+            let mut catalogs = ctx.catalogs.clone();
+            let (_, evaluation) =
+                overlaid_class_catalogs(ctx, &mut catalogs, &pools, &classes).await;
+            evaluation.and_then(|e| overlay::for_pool(&types.instance_types, pool, &e))
+        }
+        _ => None,
+    };
+    let types = overlaid.as_deref().unwrap_or(&types.instance_types);
     launch::launch(&ctx.cloud, claim, node_class, types, adoption, now).await
+}
+
+/// The claim's `karpenter.sh/nodepool` label.
+fn node_pool_label(claim: &NodeClaim) -> Option<&str> {
+    claim
+        .metadata
+        .labels
+        .as_ref()?
+        .get(labels::NODEPOOL)
+        .map(String::as_str)
 }
 
 async fn launch_step<C: CloudProvider>(
