@@ -148,6 +148,7 @@ fn balanced_refuses_a_saving_too_small_for_its_evictions() {
         panic!("one move: {:?}", d.consolidation_moves)
     };
     assert!(!refused.move_approved, "{refused:?}");
-    let (score, passed) = refused.score.expect("a Balanced pool is scored");
-    assert!(!passed && score < 0.5, "{refused:?}");
+    let score = refused.score.as_ref().expect("a Balanced pool is scored");
+    assert!(!score.passed && score.value < 0.5, "{refused:?}");
+    assert_eq!((score.k, score.threshold), (2, 0.5));
 }

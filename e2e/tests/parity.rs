@@ -8,7 +8,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kerf::api::labels;
 use kerf_e2e::aws::{node_class_spec, TEST_PRICES};
-use kerf_e2e::controller::{create_inflate, node_claims, node_pool};
+use kerf_e2e::controller::{create_inflate, events_with_reason, node_claims, node_pool};
 use kerf_e2e::kerf::kerf_binary;
 use kerf_e2e::poll;
 use kerf_e2e::testbed::{apply_ok, tail, Testbed};
@@ -328,5 +328,35 @@ async fn the_controller_consolidates_to_what_simulate_predicts() -> Result<()> {
             tail(&bed.log(), 60)
         )
     })?;
+    // A consolidation (not an emptiness) command says so on its nodes, in Karpenter's words.
+    let underutilized = report["timeline"].as_array().is_some_and(|entries| {
+        entries.iter().any(|e| {
+            e["action"] == "disrupt"
+                && e["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("Underutilized"))
+        })
+    });
+    eprintln!("figures parity_consolidation: an Underutilized command predicted: {underutilized}");
+    if underutilized {
+        let candidates = poll(
+            "ConsolidationCandidate Events",
+            Duration::from_secs(30),
+            || async move {
+                let events = events_with_reason(cluster, "ConsolidationCandidate").await?;
+                Ok((!events.is_empty()).then_some(events))
+            },
+        )
+        .await?;
+        ensure!(
+            candidates.iter().all(|e| e
+                .message
+                .as_deref()
+                .is_some_and(|m| m.starts_with("Consolidation candidate: Underutilized/")
+                    || m.starts_with("Consolidation candidate: replace: [")
+                    || m.starts_with("Consolidation candidate: delete: ["))),
+            "{candidates:?}"
+        );
+    }
     Ok(())
 }

@@ -132,8 +132,26 @@ pub struct ConsolidationMove {
     pub nodepool: String,
     pub policy: crate::api::nodepool::ConsolidationPolicy,
     pub move_approved: bool,
-    /// `(score, passed)`, for a `Balanced` pool.
-    pub score: Option<(f64, bool)>,
+    /// The score in this pool, for a `Balanced` pool.
+    pub score: Option<MoveScore>,
+    /// The move's candidates in this pool, by claim name.
+    pub claims: Vec<String>,
+}
+
+/// A `Balanced` pool's score of one move, with what Karpenter's `ConsolidationApproved` Event says of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MoveScore {
+    /// Savings fraction over disruption fraction (infinite without disruption).
+    pub value: f64,
+    /// Whether `value` reaches `threshold`.
+    pub passed: bool,
+    /// `1/k`.
+    pub threshold: f64,
+    pub k: u32,
+    /// The share of the pool's cost the move saves.
+    pub savings_fraction: f64,
+    /// The share of the pool's disruption cost the move causes.
+    pub disruption_fraction: f64,
 }
 
 /// Something a method considered and left alone.

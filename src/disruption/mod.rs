@@ -35,7 +35,8 @@ pub use budgets::{
 };
 pub use candidate::{blocker, Blocker, NodeView};
 pub use command::{
-    Command, ConsolidationMove, Decision, Method, Reason, Skip, Target, Why, VALIDATION_DELAY,
+    Command, ConsolidationMove, Decision, Method, MoveScore, Reason, Skip, Target, Why,
+    VALIDATION_DELAY,
 };
 pub use costs::{
     disruption_cost, eviction_cost, is_empty, lifetime_remaining, reschedule_cost,

@@ -196,8 +196,10 @@ impl DisruptionMetrics {
             self.moves
                 .get_or_create(&labels(judged.move_approved))
                 .inc();
-            if let Some((score, passed)) = judged.score {
-                self.score.get_or_create(&labels(passed)).observe(score);
+            if let Some(score) = &judged.score {
+                self.score
+                    .get_or_create(&labels(score.passed))
+                    .observe(score.value);
             }
         }
     }
@@ -342,13 +344,22 @@ mod tests {
     fn judged_moves_are_counted_and_balanced_scores_observed() {
         let mut registry = Registry::default();
         let metrics = DisruptionMetrics::register(&mut registry);
-        let judged =
-            |nodepool: &str, policy, move_approved, score| crate::disruption::ConsolidationMove {
+        let judged = |nodepool: &str, policy, move_approved, score: Option<(f64, bool)>| {
+            crate::disruption::ConsolidationMove {
                 nodepool: nodepool.to_owned(),
                 policy,
                 move_approved,
-                score,
-            };
+                score: score.map(|(value, passed)| crate::disruption::MoveScore {
+                    value,
+                    passed,
+                    threshold: 0.5,
+                    k: 2,
+                    savings_fraction: 0.1,
+                    disruption_fraction: 0.5,
+                }),
+                claims: vec!["a".into()],
+            }
+        };
         metrics.count_moves(&[
             judged(
                 "general",

@@ -88,13 +88,80 @@ async fn pass<C: CloudProvider>(ctx: &Context<C>, memory: &mut Memory) {
         crate::engine::marks::of_pass(&snapshot.nodes, &decision, now),
     )
     .await;
-    report_nodes(ctx, &snapshot, &decision.skipped, &mut memory.node_events).await;
+    report_nodes(
+        ctx,
+        &snapshot,
+        disruption_events::of(&decision.skipped),
+        &mut memory.node_events,
+    )
+    .await;
+    report_approved(ctx, &snapshot, &decision.consolidation_moves).await;
     let alive: Vec<&str> = snapshot.nodes.iter().map(|n| n.claim_name()).collect();
     memory
         .replacements
         .retain(|name, _| alive.contains(&name.as_str()));
     for command in decision.commands {
-        carry_out(ctx, memory, &snapshot, command).await;
+        let id = command_id(&command, now);
+        let candidates = disruption_events::candidate_events(&command, &id);
+        report_nodes(ctx, &snapshot, candidates, &mut memory.node_events).await;
+        carry_out(ctx, memory, &snapshot, command, &id).await;
+    }
+}
+
+/// A name for one command in its Events (Karpenter's command ID): a hash of when it was decided and its nodes.
+fn command_id(command: &Command, now: Timestamp) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    now.as_nanosecond().hash(&mut hasher);
+    for target in &command.candidates {
+        target.claim.hash(&mut hasher);
+    }
+    format!("{:016x}", hasher.finish())
+}
+
+/// Publishes Karpenter's `ConsolidationApproved` for the moves a `Balanced` score approved: on the Node and
+/// NodeClaim of a single-node move, on the NodePool of a multi-node one.
+async fn report_approved<C>(
+    ctx: &Context<C>,
+    snapshot: &Snapshot,
+    moves: &[crate::disruption::ConsolidationMove],
+) {
+    for (on, message) in disruption_events::approved_events(moves) {
+        match on {
+            disruption_events::ApprovedOn::Node(claim) => {
+                let Some(node) = snapshot.nodes.iter().find(|n| n.claim_name() == claim) else {
+                    continue;
+                };
+                if let Some(object) = &node.node {
+                    ctx.events
+                        .normal(
+                            object,
+                            disruption_events::CONSOLIDATION_APPROVED,
+                            message.clone(),
+                        )
+                        .await;
+                }
+                ctx.events
+                    .normal(
+                        &node.claim,
+                        disruption_events::CONSOLIDATION_APPROVED,
+                        message,
+                    )
+                    .await;
+            }
+            disruption_events::ApprovedOn::NodePool(pool) => {
+                let Some(pool) = snapshot
+                    .nodepools
+                    .iter()
+                    .find(|p| p.metadata.name.as_deref() == Some(pool.as_str()))
+                else {
+                    continue;
+                };
+                ctx.events
+                    .normal(pool, disruption_events::CONSOLIDATION_APPROVED, message)
+                    .await;
+            }
+        }
     }
 }
 
@@ -147,6 +214,7 @@ async fn carry_out<C: CloudProvider>(
     memory: &mut Memory,
     decided_on: &Snapshot,
     command: Command,
+    id: &str,
 ) {
     let needs_validation = command.method.needs_validation();
     let fresh;
@@ -170,6 +238,8 @@ async fn carry_out<C: CloudProvider>(
                     })
                     .inc_by(u64::try_from(command.candidates.len()).unwrap_or(u64::MAX));
                 tracing::info!(reason = %command.reason, nodes = %names(&command), %why, "disruption command no longer valid; dropped");
+                let rejected = disruption_events::rejected_events(&command, id, &why);
+                report_nodes(ctx, &snapshot, rejected, &mut memory.node_events).await;
                 return;
             }
         }
@@ -270,16 +340,17 @@ async fn report_blocked<C>(
     }
 }
 
-/// Publishes each node Event of the pass ([`disruption_events::of`]: `DisruptionBlocked`, `Unconsolidatable`)
-/// on the node's Node and NodeClaim, unless the same one was published within its dedupe window.
+/// Publishes node Events (the pass's `DisruptionBlocked` and `Unconsolidatable` from [`disruption_events::of`], a
+/// command's `ConsolidationCandidate` or `ConsolidationRejected`) on the node's Node and NodeClaim, unless the same
+/// one was published within its dedupe window.
 async fn report_nodes<C>(
     ctx: &Context<C>,
     snapshot: &Snapshot,
-    skipped: &[crate::disruption::Skip],
+    events: Vec<disruption_events::NodeEvent>,
     published: &mut HashMap<(String, &'static str, String), (Instant, Duration)>,
 ) {
     published.retain(|_, (at, window)| at.elapsed() < *window);
-    for event in disruption_events::of(skipped) {
+    for event in events {
         let key = (event.claim.clone(), event.reason, event.message.clone());
         if published.contains_key(&key) {
             continue;

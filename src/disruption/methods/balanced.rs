@@ -5,7 +5,7 @@
 //! Every scored move is also reported ([`ConsolidationMove`]), for Karpenter's `karpenter_consolidation_*`
 //! metrics.
 
-use super::super::command::ConsolidationMove;
+use super::super::command::{ConsolidationMove, MoveScore};
 use super::facts::Facts;
 use super::Pass;
 use crate::api::nodepool::ConsolidationPolicy;
@@ -98,6 +98,7 @@ pub(crate) fn evaluate(
             policy,
             move_approved: true,
             score: None,
+            claims: in_pool.iter().map(|f| f.target.claim.clone()).collect(),
         };
         if policy == ConsolidationPolicy::Balanced {
             let share = if total_price > 0.0 && by_pool.len() > 1 {
@@ -110,7 +111,14 @@ pub(crate) fn evaluate(
             let score = score_move(share, disruption, totals);
             let passed = score.approved(BALANCED_K);
             approved &= passed;
-            report.score = Some((score.value(), passed));
+            report.score = Some(MoveScore {
+                value: score.value(),
+                passed,
+                threshold: 1.0 / f64::from(BALANCED_K),
+                k: BALANCED_K,
+                savings_fraction: score.savings_fraction,
+                disruption_fraction: score.disruption_fraction,
+            });
         }
         moves.push(report);
     }
