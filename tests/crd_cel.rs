@@ -8,7 +8,7 @@ mod apiserver_cel;
 mod upstream_cel_cases;
 
 use apiserver_cel::{Apiserver, CelError, Kind, Verdict};
-use kerf::admission::{KindAdmission, EC2NODECLASS, NODEOVERLAY, NODEPOOL};
+use kerf::admission::{KindAdmission, CAPACITYBUFFER, EC2NODECLASS, NODEOVERLAY, NODEPOOL};
 use kerf::api::validation::ErrorKind;
 use serde_json::{json, Value};
 use std::sync::OnceLock;
@@ -50,6 +50,7 @@ fn the_crds_carry_karpenters_rules_and_they_compile() {
     assert_eq!(apiserver.rules(Kind::NodeClaim).len(), 10);
     assert_eq!(apiserver.rules(Kind::EC2NodeClass).len(), 54);
     assert_eq!(apiserver.rules(Kind::NodeOverlay).len(), 8);
+    assert_eq!(apiserver.rules(Kind::CapacityBuffer).len(), 2);
 }
 
 #[test]
@@ -77,6 +78,7 @@ fn webhook(kind: Kind) -> Option<&'static KindAdmission> {
         Kind::NodePool => Some(&NODEPOOL),
         Kind::EC2NodeClass => Some(&EC2NODECLASS),
         Kind::NodeOverlay => Some(&NODEOVERLAY),
+        Kind::CapacityBuffer => Some(&CAPACITYBUFFER),
         Kind::NodeClaim => None,
     }
 }
@@ -168,6 +170,7 @@ fn every_rule_has_a_case_it_refuses() {
         Kind::NodeClaim,
         Kind::EC2NodeClass,
         Kind::NodeOverlay,
+        Kind::CapacityBuffer,
     ] {
         for rule in apiserver().rules(kind) {
             assert!(

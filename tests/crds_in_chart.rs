@@ -25,7 +25,8 @@ fn crds_have_the_names_and_columns_users_expect() {
             "nodepools.karpenter.sh",
             "nodeclaims.karpenter.sh",
             "ec2nodeclasses.karpenter.k8s.aws",
-            "nodeoverlays.karpenter.sh"
+            "nodeoverlays.karpenter.sh",
+            "capacitybuffers.autoscaling.x-k8s.io"
         ]
     );
     let columns = |i: usize| -> Vec<String> {
@@ -61,7 +62,26 @@ fn crds_have_the_names_and_columns_users_expect() {
         ["overlays"]
     );
     assert_eq!(columns(3), ["Ready", "Age"]);
-    for crd in &crds {
+    // The CapacityBuffer CRD Karpenter ships: namespaced, `cb` for short, its printer columns.
+    assert_eq!(crds[4].spec.versions[0].name, "v1beta1");
+    assert_eq!(crds[4].spec.scope, "Namespaced");
+    assert_eq!(
+        crds[4].spec.names.short_names.clone().unwrap_or_default(),
+        ["cb"]
+    );
+    assert_eq!(
+        columns(4),
+        [
+            "Strategy",
+            "PodTemplate",
+            "Replicas",
+            "ConditionsType",
+            "ConditionsStatus",
+            "ConditionsReason",
+            "Age"
+        ]
+    );
+    for crd in &crds[..4] {
         assert_eq!(crd.spec.scope, "Cluster");
         assert!(crd.spec.versions[0]
             .subresources

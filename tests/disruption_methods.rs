@@ -488,3 +488,28 @@ fn a_node_without_its_class_label_has_not_drifted() {
         d.commands
     );
 }
+
+/// Karpenter's emptiness with CapacityBuffers (`emptiness.go`, `HasBufferPods`): a node provisioning planned
+/// buffer virtual pods onto is not deleted as empty (their lowest priority makes their eviction cost nothing,
+/// so they would not keep it busy), and the skip says so as Karpenter's `Unconsolidatable` Event does.
+#[test]
+fn a_node_holding_buffer_pods_is_not_empty() {
+    let mut w = World::new(vec![pool("p", json!({}))], 1);
+    w.node("b", "p", "f0-8", "on-demand");
+    let annotations = json!({"annotations": {
+        "karpenter.sh/capacity-buffer-fake-pod": "true",
+        "karpenter.sh/capacity-buffer-name": "burst",
+        "karpenter.sh/capacity-buffer-namespace": "default"}});
+    let mut virtual_pod = pod("capacity-buffer-burst-1", Some("b"), "1", annotations);
+    virtual_pod.spec.as_mut().expect("spec").priority = Some(i32::MIN);
+    w.find("b").pods.push(virtual_pod);
+    let d = w.decide(NOW);
+    assert!(
+        !d.commands.iter().any(|c| c.method == Method::Emptiness),
+        "{:?}",
+        d.commands
+    );
+    let why = skipped_for(&d, "b-claim", Method::Emptiness);
+    assert!(matches!(why[..], [Why::HasBufferPods(_)]), "{why:?}");
+    assert_eq!(why[0].to_string(), "Node \"b\" has buffer pods");
+}

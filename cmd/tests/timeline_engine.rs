@@ -485,7 +485,8 @@ spec:
     let text = "apiVersion: kerf.sh/v1alpha1\nkind: Simulation\nspec: {featureGates: {capacityBuffer: true}}\n";
     let error = load(text).expect_err("refused").to_string();
     assert!(
-        error.contains("spec.featureGates") && error.contains("CapacityBuffer cannot be enabled"),
+        error.contains("spec.featureGates")
+            && error.contains("CapacityBuffer cannot be enabled in kerf simulate"),
         "{error}"
     );
 }

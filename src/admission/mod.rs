@@ -11,7 +11,7 @@ pub use hooks::ObjectHook;
 
 pub use pipeline::{typed_rules, Admitted, KindAdmission};
 
-use crate::api::{crds, ec2nodeclass, nodeoverlay, nodepool};
+use crate::api::{capacitybuffer, crds, ec2nodeclass, nodeoverlay, nodepool};
 
 /// NodePool (karpenter.sh/v1).
 pub static NODEPOOL: KindAdmission = KindAdmission {
@@ -48,9 +48,28 @@ pub static NODEOVERLAY: KindAdmission = KindAdmission {
     },
 };
 
+/// CapacityBuffer (autoscaling.x-k8s.io/v1beta1): `provisioningStrategy` defaults to active capacity, as its CRD
+/// does.
+pub static CAPACITYBUFFER: KindAdmission = KindAdmission {
+    group: "autoscaling.x-k8s.io",
+    kind: "CapacityBuffer",
+    default: |object| {
+        if let Some(spec) = object.get_mut("spec").and_then(|s| s.as_object_mut()) {
+            spec.entry("provisioningStrategy")
+                .or_insert_with(|| capacitybuffer::ACTIVE_CAPACITY.into());
+        }
+    },
+    schema: crds::capacitybuffer_schema,
+    rules: |new, old, findings| {
+        typed_rules(new, old, findings, |b, _, f| {
+            capacitybuffer::validate_capacitybuffer(b, f)
+        })
+    },
+};
+
 /// The kind kerf admits for an `apiVersion` group and `kind`, if any.
 pub fn for_kind(group: &str, kind: &str) -> Option<&'static KindAdmission> {
-    [&NODEPOOL, &EC2NODECLASS, &NODEOVERLAY]
+    [&NODEPOOL, &EC2NODECLASS, &NODEOVERLAY, &CAPACITYBUFFER]
         .into_iter()
         .find(|k| k.group == group && k.kind == kind)
 }

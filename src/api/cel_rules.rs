@@ -20,6 +20,7 @@ pub enum Crd {
     NodeClaim,
     EC2NodeClass,
     NodeOverlay,
+    CapacityBuffer,
 }
 
 impl Crd {
@@ -30,6 +31,7 @@ impl Crd {
             Crd::NodeClaim => "NodeClaim",
             Crd::EC2NodeClass => "EC2NodeClass",
             Crd::NodeOverlay => "NodeOverlay",
+            Crd::CapacityBuffer => "CapacityBuffer",
         }
     }
 }
@@ -617,6 +619,21 @@ pub const PLACEMENTS: &[Placement] = &[
             CelRule {
                 rule: "self.all(k, k !='karpenter.k8s.aws/ec2nodeclass')",
                 message: "tag contains a restricted tag matching karpenter.k8s.aws/ec2nodeclass",
+            },
+        ],
+    },
+    // CapacityBufferSpec (the CRD Karpenter v1.14.1 ships, `autoscaling.x-k8s.io_capacitybuffers.yaml`).
+    Placement {
+        crd: Crd::CapacityBuffer,
+        path: "spec",
+        rules: &[
+            CelRule {
+                rule: "!has(self.podTemplateRef) || has(self.replicas) || has(self.limits)",
+                message: "If podTemplateRef is set, replicas or limits must also be set",
+            },
+            CelRule {
+                rule: "!(has(self.podTemplateRef) && has(self.scalableRef))",
+                message: "You must define either PodTemplateRef or ScalableRef, but not both",
             },
         ],
     },

@@ -1,6 +1,7 @@
 //! The CustomResourceDefinitions kerf installs (`kerf crds`), and the compiled schemas the webhooks check
 //! objects against, both generated from the Rust types so they cannot drift apart.
 
+use crate::api::capacitybuffer::CapacityBuffer;
 use crate::api::cel_rules;
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodeclaim::NodeClaim;
@@ -42,6 +43,7 @@ fn built(cel: CelRules) -> Vec<CustomResourceDefinition> {
         structural(NodeClaim::crd(), cel),
         structural(EC2NodeClass::crd(), cel),
         structural(NodeOverlay::crd(), cel),
+        structural(CapacityBuffer::crd(), cel),
     ]
 }
 
@@ -169,6 +171,7 @@ type Compiled = OnceLock<Result<CompiledSchema, SchemaError>>;
 static NODEPOOL: Compiled = OnceLock::new();
 static EC2NODECLASS: Compiled = OnceLock::new();
 static NODEOVERLAY: Compiled = OnceLock::new();
+static CAPACITYBUFFER: Compiled = OnceLock::new();
 
 /// The compiled schema of one kind, built on first use.
 fn compiled(
@@ -196,6 +199,11 @@ pub fn nodeoverlay_schema() -> Result<&'static CompiledSchema, &'static SchemaEr
     compiled(&NODEOVERLAY, NodeOverlay::crd)
 }
 
+/// The CapacityBuffer schema the apiserver enforces.
+pub fn capacitybuffer_schema() -> Result<&'static CompiledSchema, &'static SchemaError> {
+    compiled(&CAPACITYBUFFER, CapacityBuffer::crd)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,6 +213,7 @@ mod tests {
         assert!(nodepool_schema().is_ok());
         assert!(ec2nodeclass_schema().is_ok());
         assert!(nodeoverlay_schema().is_ok());
+        assert!(capacitybuffer_schema().is_ok());
         for cel in [CelRules::Without, CelRules::With] {
             let yaml = to_yaml(cel).expect("CRDs serialize");
             assert!(!yaml.contains("nullable"));

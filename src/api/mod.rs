@@ -2,6 +2,7 @@
 //! (karpenter.k8s.aws/v1), their defaults and validation, the well-known labels and the requirements algebra.
 //! Nothing here depends on the rest of kerf, does I/O or reads the clock.
 
+pub mod capacitybuffer;
 pub mod cel_rules;
 pub mod condition;
 pub mod crds;

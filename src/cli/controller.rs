@@ -204,6 +204,7 @@ where
         &mut background,
         spread_sources,
         settings.feature_gates.node_overlay,
+        settings.feature_gates.capacity_buffer,
     );
     let readiness = ReadyFlag::new(false);
     let mut servers = JoinSet::new();
@@ -237,6 +238,7 @@ where
         registration_health: Default::default(),
         catalogs: Catalogs::default(),
         advice_catalog: advice_catalog(args),
+        buffer_pods: Default::default(),
     });
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
@@ -440,10 +442,6 @@ mod tests {
             (
                 "--feature-gates=Hello=true",
                 "unknown feature gate \"Hello\"",
-            ),
-            (
-                "--feature-gates=CapacityBuffer=true",
-                "does not implement it yet",
             ),
             ("--feature-gates=SpotToSpotConsolidation", "malformed pair"),
         ] {

@@ -2,7 +2,7 @@
 
 use super::validate::CatalogArgs;
 use crate::admission::pods::{PodAdvisor, PodHook, VolumeSource};
-use crate::admission::{ObjectHook, EC2NODECLASS, NODEOVERLAY, NODEPOOL};
+use crate::admission::{ObjectHook, CAPACITYBUFFER, EC2NODECLASS, NODEOVERLAY, NODEPOOL};
 use crate::catalog::Catalog;
 use crate::kube::ca_bundle::{self, WebhookConfigurations};
 use crate::kube::self_signed::{self, SecretSettings};
@@ -201,7 +201,7 @@ pub fn router(request_timeout: Duration, catalog: Option<Arc<Catalog>>) -> axum:
     object_hooks(request_timeout, catalog).into_router()
 }
 
-/// The NodePool, EC2NodeClass and NodeOverlay hooks.
+/// The NodePool, EC2NodeClass, NodeOverlay and CapacityBuffer hooks.
 fn object_hooks(request_timeout: Duration, catalog: Option<Arc<Catalog>>) -> Webhooks {
     let nodepools = ObjectHook {
         kind: &NODEPOOL,
@@ -215,10 +215,15 @@ fn object_hooks(request_timeout: Duration, catalog: Option<Arc<Catalog>>) -> Web
         kind: &NODEOVERLAY,
         catalog: None,
     };
+    let capacitybuffers = ObjectHook {
+        kind: &CAPACITYBUFFER,
+        catalog: None,
+    };
     Webhooks::new()
         .hook(NODEPOOL.group, NODEPOOL.kind, nodepools)
         .hook(EC2NODECLASS.group, EC2NODECLASS.kind, nodeclasses)
         .hook(NODEOVERLAY.group, NODEOVERLAY.kind, nodeoverlays)
+        .hook(CAPACITYBUFFER.group, CAPACITYBUFFER.kind, capacitybuffers)
         .timeout(request_timeout)
 }
 

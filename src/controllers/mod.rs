@@ -20,6 +20,7 @@
 //! Events and metrics.
 
 pub mod backoff;
+pub mod capacity_buffer;
 pub mod disruption;
 pub mod garbage;
 pub mod hashes;
@@ -127,6 +128,8 @@ pub struct Context<C> {
     pub registration_health: nodepool::registration_health::RegistrationHealth,
     /// The catalog the webhook advises pods from, for recomputing stale advice.
     pub advice_catalog: provisioning::advice_refresh::AdviceCatalog,
+    /// The CapacityBuffers' virtual pods, and where provisioning last put them.
+    pub buffer_pods: capacity_buffer::BufferPods,
 }
 
 /// Nominations shared by provisioning (which makes them) and disruption (which reads and makes them).
@@ -226,6 +229,7 @@ where
     }
     controllers.spawn(within("static.capacity", static_capacity::run(ctx.clone())));
     controllers.spawn(within("nodeoverlay", nodeoverlay::run(ctx.clone())));
+    controllers.spawn(within("capacitybuffer", capacity_buffer::run(ctx.clone())));
     controllers.spawn(within("metrics", metrics::observer::run(ctx.clone())));
     controllers.spawn(within("nodeclaim.garbagecollection", garbage::run(ctx)));
     while let Some(stopped) = controllers.join_next().await {

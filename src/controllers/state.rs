@@ -2,6 +2,7 @@
 //! so a decision reads a consistent in-memory snapshot instead of listing the apiserver. The Services and the
 //! controllers that select pods are watched only when a default spread is configured ([`SpreadSources`]).
 
+use crate::api::capacitybuffer::CapacityBuffer;
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodeoverlay::NodeOverlay;
@@ -14,7 +15,7 @@ use ::kube::{Api, Client, Resource};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{
-    Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
+    Node, PersistentVolume, PersistentVolumeClaim, Pod, PodTemplate, ReplicationController, Service,
 };
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use serde::de::DeserializeOwned;
@@ -45,6 +46,10 @@ pub struct ClusterState {
     pub csi_nodes: Store<CSINode>,
     /// The NodeOverlays; `None` (not watched, so their CRD need not exist) without the `NodeOverlay` gate.
     pub node_overlays: Option<Store<NodeOverlay>>,
+    /// The CapacityBuffers and the PodTemplates they may name; `None` (not watched) without the `CapacityBuffer`
+    /// gate.
+    pub capacity_buffers: Option<Store<CapacityBuffer>>,
+    pub pod_templates: Option<Store<PodTemplate>>,
     /// What deduces pods' default spread selectors; `None` (nothing watched) without a default spread.
     pub spread_sources: Option<SpreadSources>,
     /// Marked on every watch event of any kind: a controller that re-decides on change clones this receiver
@@ -69,12 +74,14 @@ impl ClusterState {
     /// Starts the reflectors on `tasks` (they run until the set is dropped); the stores fill as the lists arrive,
     /// [`ClusterState::synced`] waits for all of them. `spread_sources`: also watch what deduces pods' default
     /// spread selectors (only when a default spread is configured: no other decision reads them);
-    /// `node_overlays`: also watch NodeOverlays (the `NodeOverlay` gate).
+    /// `node_overlays`: also watch NodeOverlays (the `NodeOverlay` gate); `capacity_buffers`: also watch
+    /// CapacityBuffers and PodTemplates (the `CapacityBuffer` gate).
     pub fn start(
         client: &Client,
         tasks: &mut JoinSet<()>,
         spread_sources: bool,
         node_overlays: bool,
+        capacity_buffers: bool,
     ) -> ClusterState {
         let (changed, changed_rx) = watch::channel(());
         let changed = Arc::new(changed);
@@ -91,6 +98,10 @@ impl ClusterState {
             storage_classes: reflect(Api::all(client.clone()), &changed, tasks),
             csi_nodes: reflect(Api::all(client.clone()), &changed, tasks),
             node_overlays: node_overlays
+                .then(|| reflect(Api::all(client.clone()), &changed, tasks)),
+            capacity_buffers: capacity_buffers
+                .then(|| reflect(Api::all(client.clone()), &changed, tasks)),
+            pod_templates: capacity_buffers
                 .then(|| reflect(Api::all(client.clone()), &changed, tasks)),
             spread_sources: spread_sources.then(|| SpreadSources {
                 services: reflect(Api::all(client.clone()), &changed, tasks),
@@ -161,6 +172,10 @@ impl ClusterState {
         self.csi_nodes.wait_until_ready().await?;
         if let Some(overlays) = &self.node_overlays {
             overlays.wait_until_ready().await?;
+        }
+        if let (Some(buffers), Some(templates)) = (&self.capacity_buffers, &self.pod_templates) {
+            buffers.wait_until_ready().await?;
+            templates.wait_until_ready().await?;
         }
         if let Some(sources) = &self.spread_sources {
             sources.services.wait_until_ready().await?;

@@ -225,4 +225,7 @@ pub enum Why {
     StaticPoolBusy(String),
     #[error("the cluster changed since the command was decided")]
     Changed,
+    /// Provisioning planned CapacityBuffer virtual pods onto the node: it holds headroom on purpose.
+    #[error("Node {0:?} has buffer pods")]
+    HasBufferPods(String),
 }

@@ -94,6 +94,7 @@ fn worded(skip: &Skip) -> Option<(&'static str, String)> {
             unconsolidatable(format!("Can't remove without creating {n} candidates"))
         }
         Why::NoCheaperReplacement => unconsolidatable("Can't replace with a cheaper node".into()),
+        Why::HasBufferPods(_) => unconsolidatable(skip.why.to_string()),
         Why::SpotToSpotDisabled => unconsolidatable(
             "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node".into(),
         ),

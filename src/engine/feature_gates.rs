@@ -16,9 +16,6 @@ pub const GATES: [(&str, bool); 6] = [
     ("CapacityBuffer", false),
 ];
 
-/// Gates whose capability kerf does not implement yet: on, they would promise what does not happen.
-pub const NOT_IMPLEMENTED: [&str; 1] = ["CapacityBuffer"];
-
 /// The gates in force.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FeatureGates {
@@ -65,8 +62,6 @@ pub enum GateError {
     NotBool { name: String, value: String },
     #[error("unknown feature gate {0:?}{hint}; the gates are {known}", hint = suggestion(.0), known = known())]
     Unknown(String),
-    #[error("feature gate {0} cannot be enabled: kerf does not implement it yet (set it to false or leave it out)")]
-    NotImplemented(String),
 }
 
 fn suggestion(name: &str) -> String {
@@ -104,7 +99,6 @@ impl FeatureGates {
             })?;
             gates.set(name.trim(), on)?;
         }
-        gates.implemented()?;
         Ok(gates)
     }
 
@@ -113,16 +107,6 @@ impl FeatureGates {
         let canonical = canonical(name).ok_or_else(|| GateError::Unknown(name.to_owned()))?;
         if let Some(gate) = self.gate_mut(canonical) {
             *gate = on;
-        }
-        Ok(())
-    }
-
-    /// An error for the first gate on whose capability kerf lacks.
-    pub fn implemented(&self) -> Result<(), GateError> {
-        for name in NOT_IMPLEMENTED {
-            if self.get(name) == Some(true) {
-                return Err(GateError::NotImplemented(name.to_owned()));
-            }
         }
         Ok(())
     }
@@ -229,9 +213,6 @@ mod tests {
     #[test]
     fn a_subset_leaves_the_rest_at_defaults() {
         for (name, default) in GATES {
-            if NOT_IMPLEMENTED.contains(&name) {
-                continue;
-            }
             let flipped = FeatureGates::parse(&format!("{name}={}", !default)).expect(name);
             for (other, other_default) in GATES {
                 let want = if other == name {
@@ -259,10 +240,6 @@ mod tests {
             (
                 "spottospotconsolidation=true",
                 "did you mean SpotToSpotConsolidation?",
-            ),
-            (
-                "CapacityBuffer=t",
-                "feature gate CapacityBuffer cannot be enabled",
             ),
             ("=true", "unknown feature gate \"\""),
             ("é=ü", "invalid value of é"),

@@ -3,6 +3,7 @@
 //! and `status.lastPodEventTime` ([`pod_events`]), and nominations that protect the destinations of pods on
 //! their way ([`nominations`]), the feature gates that switch decisions on ([`feature_gates`]), which unhealthy nodes to replace ([`repair`]), and how static NodePools keep their replicas ([`static_capacity`]). Pure: no I/O, no async.
 
+pub mod buffers;
 mod clock;
 pub mod conditions;
 pub mod consistency;

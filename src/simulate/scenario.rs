@@ -91,11 +91,16 @@ impl SimulationSettings {
                 let mut gates = FeatureGates::default();
                 map.iter()
                     .try_for_each(|(name, on)| gates.set(name, *on))
-                    .and_then(|()| gates.implemented())
                     .map(|()| gates)
             }
         };
-        gates.map_err(|e| format!("spec.featureGates: {e}"))
+        let gates = gates.map_err(|e| format!("spec.featureGates: {e}"))?;
+        if gates.capacity_buffer {
+            return Err("spec.featureGates: CapacityBuffer cannot be enabled in kerf simulate: it does not model \
+                 CapacityBuffers yet (the controller does)"
+                .to_owned());
+        }
+        Ok(gates)
     }
 
     /// The `--scheduler-config` these settings name (none when unset); the field and the reason when refused.
@@ -271,7 +276,9 @@ pub fn from_documents(
                     "NodeOverlay" => scenario.nodeoverlays.push(
                         crate::api::nodeoverlay::NodeOverlay::deserialize(&object).map_err(bad)?,
                     ),
-                    _ => {}
+                    _ => scenario.ignored.push(format!(
+                        "{kind}/{name} (kerf simulate does not model {kind}s yet)"
+                    )),
                 }
             }
             ("", "Pod") => {

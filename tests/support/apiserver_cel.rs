@@ -30,6 +30,7 @@ pub enum Kind {
     NodeClaim,
     EC2NodeClass,
     NodeOverlay,
+    CapacityBuffer,
 }
 
 impl Kind {
@@ -39,6 +40,7 @@ impl Kind {
             Kind::NodeClaim => "NodeClaim",
             Kind::EC2NodeClass => "EC2NodeClass",
             Kind::NodeOverlay => "NodeOverlay",
+            Kind::CapacityBuffer => "CapacityBuffer",
         }
     }
 }
@@ -139,6 +141,7 @@ impl Apiserver {
                 "NodeClaim" => Kind::NodeClaim,
                 "EC2NodeClass" => Kind::EC2NodeClass,
                 "NodeOverlay" => Kind::NodeOverlay,
+                "CapacityBuffer" => Kind::CapacityBuffer,
                 other => return Err(format!("unexpected CRD kind {other}")),
             };
             let schema = crd

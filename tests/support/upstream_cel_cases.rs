@@ -165,7 +165,60 @@ pub fn all() -> Vec<Case> {
     cases.extend(nodeclaim_cases());
     cases.extend(nodeclass_cases());
     cases.extend(nodeoverlay_cases());
+    cases.extend(capacitybuffer_cases());
     cases
+}
+
+/// The CapacityBuffer CRD's two rules (Karpenter v1.14.1 ships the CRD; no upstream CEL test covers them).
+fn capacitybuffer_cases() -> Vec<Case> {
+    let k = Kind::CapacityBuffer;
+    let buffer = |spec: Value| {
+        json!({"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+               "metadata": {"name": "b", "namespace": "default"}, "spec": spec})
+    };
+    let c = |what: &str| format!("kerf: CapacityBuffer {what}");
+    vec![
+        create(
+            c("podTemplateRef with replicas"),
+            k,
+            buffer(json!({"podTemplateRef": {"name": "t"}, "replicas": 2})),
+            Expect::Admit,
+        ),
+        create(
+            c("scalableRef with percentage"),
+            k,
+            buffer(
+                json!({"scalableRef": {"apiGroup": "apps", "kind": "Deployment", "name": "d"}, "percentage": 20}),
+            ),
+            Expect::Admit,
+        ),
+        create(
+            c("podTemplateRef alone"),
+            k,
+            buffer(json!({"podTemplateRef": {"name": "t"}})),
+            rule("If podTemplateRef is set, replicas or limits must also be set"),
+        ),
+        create(
+            c("both refs"),
+            k,
+            buffer(
+                json!({"podTemplateRef": {"name": "t"}, "replicas": 1, "scalableRef": {"kind": "Deployment", "name": "d"}}),
+            ),
+            rule("You must define either PodTemplateRef or ScalableRef, but not both"),
+        ),
+        create(
+            c("negative replicas"),
+            k,
+            buffer(json!({"podTemplateRef": {"name": "t"}, "replicas": -1})),
+            Expect::Schema,
+        ),
+        create(
+            c("an empty template name"),
+            k,
+            buffer(json!({"podTemplateRef": {"name": ""}, "replicas": 1})),
+            Expect::Schema,
+        ),
+    ]
 }
 
 fn nodeoverlay(spec: Value) -> Value {

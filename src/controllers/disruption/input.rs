@@ -77,16 +77,20 @@ pub async fn snapshot<C: CloudProvider>(
 
     // The store's pods are shared, not copied: each pod is copied once, into the node input or the pending
     // list that holds it (a pass used to hold three copies of every bound pod).
+    // CapacityBuffers' virtual pods: on the Nodes provisioning planned them onto (so those are not empty, and a
+    // consolidation must find them room), or pending with the others.
+    let (bound_virtual, waiting_virtual) = ctx.buffer_pods.for_disruption();
     let pending_pods = pods
         .iter()
         .filter(|pod| pending::is_provisionable(pod))
         .map(|pod| pod.as_ref().clone())
+        .chain(waiting_virtual)
         .collect();
     let nodes = ctx.nominations.with(|nominations| {
         node_inputs(
             claims,
             |name| nodes.get(name),
-            pods.iter().map(AsRef::as_ref),
+            pods.iter().map(AsRef::as_ref).chain(&bound_virtual),
             nominations,
             stamp,
             |claim| Facts {

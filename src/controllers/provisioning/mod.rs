@@ -8,6 +8,7 @@ pub mod batcher;
 pub mod catalogs;
 pub mod pod_status;
 
+use super::capacity_buffer;
 use super::metrics::{CreatedLabels, Provisioning};
 use super::{nodeclaim, Context, Error};
 use crate::api::ec2nodeclass::EC2NodeClass;
@@ -16,6 +17,7 @@ use crate::api::nodepool::NodePool;
 use crate::catalog::Catalog;
 use crate::cloud::metered::within;
 use crate::cloud::CloudProvider;
+use crate::engine::buffers::{self, Placed};
 use crate::engine::provisioning::leaving::Leaving;
 use crate::engine::provisioning::plan;
 use crate::kube::CALL_TIMEOUT;
@@ -54,9 +56,11 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
             claims.iter().map(AsRef::as_ref),
         );
         let pods = state.pods.state();
+        // CapacityBuffers' virtual pods wait like pending pods: they open a batch and retrigger it.
+        let virtual_pods = ctx.buffer_pods.all();
         // PDBs are read when a batch is decided; here a leaving node's pods only open the window.
         let to_solve = ToSolve::of(
-            pods.iter().map(AsRef::as_ref),
+            pods.iter().chain(&virtual_pods).map(AsRef::as_ref),
             &leaving,
             &[],
             timestamp(now),
@@ -149,6 +153,7 @@ async fn provision<C: CloudProvider + 'static>(
         disruption_budgets: Vec::new(),
     };
     snapshot.pods = state.pods.state();
+    snapshot.pods.extend(ctx.buffer_pods.all());
     if snapshot.leaving().has_pods(&snapshot.pods) {
         snapshot.disruption_budgets = leaving_budgets(ctx).await;
     }
@@ -171,7 +176,11 @@ async fn provision<C: CloudProvider + 'static>(
         let pods: Vec<&Pod> = to_solve.all().collect();
         queued.store(pods.len(), std::sync::atomic::Ordering::Relaxed);
         let batch = Batch {
-            pods: pods.iter().map(|p| plan::pod_key(p)).collect(),
+            pods: pods
+                .iter()
+                .filter(|p| !buffers::is_virtual(p))
+                .map(|p| plan::pod_key(p))
+                .collect(),
             reschedulable: to_solve
                 .reschedulable
                 .iter()
@@ -205,10 +214,16 @@ async fn provision<C: CloudProvider + 'static>(
     metrics
         .ignored_pods
         .set(i64::try_from(decisions.ignored).unwrap_or(i64::MAX));
+    let virtual_keys: HashSet<String> = snapshot
+        .pods
+        .iter()
+        .filter(|p| buffers::is_virtual(p))
+        .map(|p| plan::pod_key(p))
+        .collect();
     let unschedulable = decisions
         .unschedulable
         .iter()
-        .filter(|u| !u.deferred)
+        .filter(|u| !u.deferred && !virtual_keys.contains(&u.pod))
         .count();
     metrics
         .unschedulable_pods
@@ -224,15 +239,22 @@ async fn provision<C: CloudProvider + 'static>(
         duration_ms = started.elapsed().as_millis() as u64,
         "scheduling simulation done"
     );
-    // The nodes and in-flight claims the pods were planned onto are counted on: disruption leaves them be.
+    // The nodes and in-flight claims the pods were planned onto are counted on: disruption leaves them be. Not
+    // for virtual pods: they come back every pass, so their nodes would never be disruptable (a node holding
+    // buffer capacity is kept by its virtual pods instead, `BufferPods::for_disruption`).
     ctx.nominations.nominate(
         decisions
-            .nominated_nodes()
-            .into_iter()
-            .map(|(node, _)| node),
+            .nominated
+            .iter()
+            .filter(|(pod, _)| !virtual_keys.contains(pod))
+            .map(|(_, target)| target.split_once('/').map_or(target.as_str(), |(_, n)| n)),
         now,
         ctx.settings.batch_max,
     );
+    if ctx.state.capacity_buffers.is_some() {
+        let placed = place_buffers(ctx, &snapshot, &decisions);
+        capacity_buffer::write_provisioning(ctx, &placed).await;
+    }
     // Each claim's launch starts as soon as its create call returns; the Events wait for the launches.
     let launches = std::sync::Mutex::new(Vec::new());
     let launch = |claim: &NodeClaim| {
@@ -253,6 +275,56 @@ async fn provision<C: CloudProvider + 'static>(
         ctx, &snapshot, &batch, &decisions, &created, reported, launches,
     )
     .await;
+}
+
+/// Where the decision put each buffer's virtual pods, by buffer: recorded for disruption (those on Nodes are kept
+/// room for there) and returned for the buffers' `Provisioning` conditions.
+fn place_buffers<C>(
+    ctx: &Context<C>,
+    snapshot: &Snapshot,
+    decisions: &Decisions,
+) -> BTreeMap<String, Placed> {
+    let virtual_pods: HashMap<String, &Arc<Pod>> = snapshot
+        .pods
+        .iter()
+        .filter(|p| buffers::is_virtual(p))
+        .map(|p| (plan::pod_key(p), p))
+        .collect();
+    let node_names: HashSet<&str> = snapshot
+        .nodes
+        .iter()
+        .filter_map(|n| n.metadata.name.as_deref())
+        .collect();
+    let mut placed: BTreeMap<String, Placed> = BTreeMap::new();
+    let mut on_nodes: BTreeMap<String, Vec<Arc<Pod>>> = BTreeMap::new();
+    let mut waiting: Vec<Arc<Pod>> = Vec::new();
+    let mut count = |key: &str, bump: fn(&mut Placed)| -> Option<Arc<Pod>> {
+        let pod = virtual_pods.get(key)?;
+        bump(placed.entry(buffers::buffer_of(pod)?).or_default());
+        Some(Arc::clone(pod))
+    };
+    for (key, target) in &decisions.nominated {
+        let Some(pod) = count(key, |p| p.existing += 1) else {
+            continue;
+        };
+        match target
+            .strip_prefix("node/")
+            .filter(|n| node_names.contains(n))
+        {
+            Some(node) => on_nodes.entry(node.to_owned()).or_default().push(pod),
+            None => waiting.push(pod),
+        }
+    }
+    for new in &decisions.claims {
+        for key in &new.pods {
+            waiting.extend(count(key, |p| p.new_capacity += 1));
+        }
+    }
+    for unschedulable in &decisions.unschedulable {
+        waiting.extend(count(&unschedulable.pod, |p| p.failed += 1));
+    }
+    ctx.buffer_pods.placed(on_nodes, waiting);
+    placed
 }
 
 /// The pods one batch solved for, by `namespace/name`.
@@ -462,7 +534,7 @@ async fn report<C: CloudProvider + 'static>(
         .collect();
     let mut pod_events: Vec<(Arc<Pod>, bool, String)> = Vec::new();
     let mut decide = |key: &str, warning: bool, note: String| {
-        let Some(pod) = pods.get(key) else {
+        let Some(pod) = pods.get(key).filter(|p| !buffers::is_virtual(p)) else {
             return;
         };
         if reported.pods.get(key) == Some(&note) {

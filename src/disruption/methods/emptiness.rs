@@ -40,9 +40,18 @@ fn keeper(f: &Facts<'_>) -> Option<Why> {
         .pool
         .filter(|p| p.spec.replicas.is_some())
         .map(|_| Why::StaticNodePool(f.target.nodepool.clone()));
+    // Provisioning placed CapacityBuffer headroom here: deleting it would only launch it again (Karpenter's
+    // emptiness checks `HasBufferPods`; its virtual pods' eviction cost is nothing, so they do not make it busy).
+    let buffer = f
+        .input
+        .pods
+        .iter()
+        .any(crate::engine::buffers::is_virtual)
+        .then(|| Why::HasBufferPods(f.input.node_name().unwrap_or(&f.target.claim).to_owned()));
     f.ineligible
         .clone()
         .or(static_pool)
+        .or(buffer)
         .or_else(|| f.pod_blocker.clone().map(Why::Blocked))
         .or_else(|| f.not_consolidatable())
 }

@@ -1,0 +1,353 @@
+//! CapacityBuffers (`CapacityBuffer` gate), as Karpenter's `capacitybuffer` controller and provisioner keep them:
+//! each buffer's pod template is resolved (its PodTemplate from the watch, or the `apps` workload it names, read
+//! from the apiserver), its chunk count computed ([`buffers::replicas`]), its status written
+//! (`ReadyForProvisioning`, `replicas`, `podTemplateRef`, `podTemplateGeneration`, `provisioningStrategy`), and
+//! its virtual pods kept in [`BufferPods`] for provisioning (which launches room for them and sets `Provisioning`)
+//! and disruption (which keeps room for them).
+
+use super::nodeclaim::calls;
+use super::nodeclass::rfc3339;
+use super::{Context, Error};
+use crate::api::capacitybuffer::{CapacityBuffer, LocalObjectRef};
+use crate::api::condition;
+use crate::cloud::CloudProvider;
+use crate::engine::buffers::{self, Placed, PROVISIONING, READY_FOR_PROVISIONING};
+use ::kube::api::{Patch, PatchParams};
+use ::kube::Api;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+/// Karpenter re-resolves every buffer this often (a workload's template or replicas may change).
+const RESYNC_INTERVAL: Duration = Duration::from_secs(30);
+
+/// The virtual pods of every ready buffer, and where the last provisioning decision put them. Cheap to clone.
+#[derive(Clone, Debug, Default)]
+pub struct BufferPods(Arc<Mutex<Inner>>);
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// By buffer (`namespace/name`).
+    pods: BTreeMap<String, Vec<Arc<Pod>>>,
+    /// Virtual pods the last decision placed on an existing node (by Node name), for disruption.
+    on_nodes: BTreeMap<String, Vec<Arc<Pod>>>,
+    /// Virtual pods the last decision could only place on new capacity, or nowhere.
+    waiting: Vec<Arc<Pod>>,
+}
+
+impl BufferPods {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Every virtual pod, in buffer order.
+    pub fn all(&self) -> Vec<Arc<Pod>> {
+        self.lock().pods.values().flatten().cloned().collect()
+    }
+
+    fn set(&self, buffer: &str, pods: Vec<Pod>) {
+        self.lock()
+            .pods
+            .insert(buffer.to_owned(), pods.into_iter().map(Arc::new).collect());
+    }
+
+    fn retain(&self, buffers: &BTreeSet<String>) {
+        self.lock().pods.retain(|key, _| buffers.contains(key));
+    }
+
+    /// Records where a decision put the virtual pods: `on_nodes` by Node name, the rest waiting.
+    pub fn placed(&self, on_nodes: BTreeMap<String, Vec<Arc<Pod>>>, waiting: Vec<Arc<Pod>>) {
+        let mut inner = self.lock();
+        inner.on_nodes = on_nodes;
+        inner.waiting = waiting;
+    }
+
+    /// For disruption: the virtual pods bound (in memory) to the Nodes they were planned onto, and those still
+    /// waiting for capacity (pending).
+    pub fn for_disruption(&self) -> (Vec<Pod>, Vec<Pod>) {
+        let inner = self.lock();
+        let bound = inner
+            .on_nodes
+            .iter()
+            .flat_map(|(node, pods)| {
+                pods.iter().map(move |p| {
+                    let mut pod = p.as_ref().clone();
+                    if let Some(spec) = pod.spec.as_mut() {
+                        spec.node_name = Some(node.clone());
+                    }
+                    if let Some(status) = pod.status.as_mut() {
+                        status.phase = Some("Running".into());
+                        status.conditions = None;
+                    }
+                    pod
+                })
+            })
+            .collect();
+        let waiting = inner.waiting.iter().map(|p| p.as_ref().clone()).collect();
+        (bound, waiting)
+    }
+}
+
+/// Resolves every buffer on each cluster change and every [`RESYNC_INTERVAL`], until the state watch ends.
+pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(), Error> {
+    if ctx.state.capacity_buffers.is_none() {
+        return Ok(());
+    }
+    let mut changed = ctx.state.changed.clone();
+    loop {
+        resolve_all(&ctx).await;
+        tokio::select! {
+            result = changed.changed() => if result.is_err() {
+                return Ok(());
+            },
+            () = tokio::time::sleep(RESYNC_INTERVAL) => {}
+        }
+    }
+}
+
+/// What a buffer's ref resolved to.
+struct Resolved {
+    template: PodTemplateSpec,
+    /// The PodTemplate's name and generation, for a `podTemplateRef`.
+    pod_template: Option<(String, Option<i64>)>,
+    /// The workload's replicas, for a `scalableRef`.
+    scalable: Option<i32>,
+}
+
+async fn resolve_all<C: CloudProvider>(ctx: &Context<C>) {
+    let Some(store) = &ctx.state.capacity_buffers else {
+        return;
+    };
+    let now = rfc3339(ctx.clock.now());
+    let mut live = BTreeSet::new();
+    for buffer in store.state() {
+        let key = key(&buffer);
+        live.insert(key.clone());
+        let resolved = resolve(ctx, &buffer).await;
+        let (ready, replicas) = match &resolved {
+            Ok(r) => {
+                let replicas = buffers::replicas(
+                    &buffer.spec,
+                    r.template.spec.as_ref().unwrap_or(&Default::default()),
+                    r.scalable,
+                );
+                ctx.buffer_pods
+                    .set(&key, buffers::virtual_pods(&buffer, &r.template, replicas));
+                (true, replicas)
+            }
+            Err(_) => {
+                ctx.buffer_pods.set(&key, Vec::new());
+                (false, 0)
+            }
+        };
+        let Some(patch) = status_patch(&buffer, &resolved, replicas, &now) else {
+            continue;
+        };
+        write_status(ctx, &buffer, &patch).await;
+        tracing::debug!(capacitybuffer = %key, ready, replicas, "capacity buffer resolved");
+    }
+    ctx.buffer_pods.retain(&live);
+}
+
+fn key(buffer: &CapacityBuffer) -> String {
+    format!(
+        "{}/{}",
+        buffer.metadata.namespace.as_deref().unwrap_or("default"),
+        buffer.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// The buffer's pod template, or the reason and message of its `ReadyForProvisioning=False`.
+async fn resolve<C: CloudProvider>(
+    ctx: &Context<C>,
+    buffer: &CapacityBuffer,
+) -> Result<Resolved, (&'static str, String)> {
+    let namespace = buffer.metadata.namespace.as_deref().unwrap_or("default");
+    if let Some(LocalObjectRef { name }) = &buffer.spec.pod_template_ref {
+        let found = ctx.state.pod_templates.as_ref().and_then(|store| {
+            store.state().into_iter().find(|t| {
+                t.metadata.name.as_deref() == Some(name.as_str())
+                    && t.metadata.namespace.as_deref() == Some(namespace)
+            })
+        });
+        let Some(template) = found else {
+            return Err((
+                "PodTemplateNotFound",
+                format!("podtemplates \"{name}\" not found"),
+            ));
+        };
+        return Ok(Resolved {
+            template: template.template.clone().unwrap_or_default(),
+            pod_template: Some((name.clone(), template.metadata.generation)),
+            scalable: None,
+        });
+    }
+    let Some(reference) = &buffer.spec.scalable_ref else {
+        return Err((
+            "ResolutionFailed",
+            "Neither podTemplateRef nor scalableRef is set".to_owned(),
+        ));
+    };
+    let group = if reference.api_group.is_empty() {
+        "apps"
+    } else {
+        reference.api_group.as_str()
+    };
+    if group != "apps" {
+        return Err((
+            "ResolutionFailed",
+            format!(
+                "unsupported scalableRef API group \"{}\"",
+                reference.api_group
+            ),
+        ));
+    }
+    let name = reference.name.as_str();
+    let client = ctx.client.clone();
+    let found = match reference.kind.as_str() {
+        "Deployment" => {
+            let api: Api<Deployment> = Api::namespaced(client, namespace);
+            calls::timed("reading the buffer's Deployment", api.get_opt(name))
+                .await
+                .map(|d| d.map(|d| (d.spec.template, d.spec.replicas)))
+        }
+        "StatefulSet" => {
+            let api: Api<StatefulSet> = Api::namespaced(client, namespace);
+            calls::timed("reading the buffer's StatefulSet", api.get_opt(name))
+                .await
+                .map(|d| d.map(|d| (d.spec.template, d.spec.replicas)))
+        }
+        "ReplicaSet" => {
+            let api: Api<ReplicaSet> = Api::namespaced(client, namespace);
+            calls::timed("reading the buffer's ReplicaSet", api.get_opt(name))
+                .await
+                .map(|d| d.map(|d| (d.spec.template.unwrap_or_default(), d.spec.replicas)))
+        }
+        other => return Err(("ResolutionFailed", format!("unsupported kind \"{other}\""))),
+    };
+    match found {
+        Ok(Some((template, replicas))) => Ok(Resolved {
+            template,
+            pod_template: None,
+            scalable: Some(replicas.unwrap_or(1)),
+        }),
+        Ok(None) => Err((
+            "ScalableRefNotFound",
+            format!(
+                "{}.apps \"{name}\" not found",
+                reference.kind.to_ascii_lowercase() + "s"
+            ),
+        )),
+        Err(error) => Err(("ResolutionFailed", error.to_string())),
+    }
+}
+
+/// The status patch bringing `buffer` to what was resolved, if anything differs.
+fn status_patch(
+    buffer: &CapacityBuffer,
+    resolved: &Result<Resolved, (&'static str, String)>,
+    replicas: i32,
+    now: &str,
+) -> Option<serde_json::Value> {
+    let status = buffer.status.clone().unwrap_or_default();
+    let mut conditions = status.conditions.clone().unwrap_or_default();
+    let (ok, reason, message) = match resolved {
+        Ok(_) => (true, "Resolved", "Pod template resolved successfully"),
+        Err((reason, message)) => (false, *reason, message.as_str()),
+    };
+    let generation = buffer.metadata.generation;
+    let mut changed = condition::set(
+        &mut conditions,
+        READY_FOR_PROVISIONING,
+        ok,
+        reason,
+        message,
+        now,
+        generation,
+    );
+    let (template_ref, template_generation) = match resolved {
+        Ok(Resolved {
+            pod_template: Some((name, generation)),
+            ..
+        }) => (Some(LocalObjectRef { name: name.clone() }), *generation),
+        _ => (None, None),
+    };
+    let replicas = ok.then_some(replicas).or(status.replicas);
+    changed |= status.replicas != replicas
+        || status.pod_template_ref != template_ref
+        || status.pod_template_generation != template_generation
+        || status.provisioning_strategy != buffer.spec.provisioning_strategy;
+    changed.then(|| {
+        json!({
+            "metadata": {"resourceVersion": buffer.metadata.resource_version},
+            "status": {
+                "conditions": conditions,
+                "replicas": replicas,
+                "podTemplateRef": template_ref,
+                "podTemplateGeneration": template_generation,
+                "provisioningStrategy": buffer.spec.provisioning_strategy,
+            }
+        })
+    })
+}
+
+async fn write_status<C>(ctx: &Context<C>, buffer: &CapacityBuffer, patch: &serde_json::Value) {
+    let namespace = buffer.metadata.namespace.as_deref().unwrap_or("default");
+    let name = buffer.metadata.name.as_deref().unwrap_or_default();
+    let api: Api<CapacityBuffer> = Api::namespaced(ctx.client.clone(), namespace);
+    let (params, patch) = (PatchParams::default(), Patch::Merge(patch));
+    match calls::timed(
+        "patching the capacitybuffer status",
+        api.patch_status(name, &params, &patch),
+    )
+    .await
+    {
+        Ok(_) => {}
+        Err(calls::ReconcileError::Kube(::kube::Error::Api(status))) if status.code == 409 => {
+            tracing::debug!(capacitybuffer = %name, "capacitybuffer changed meanwhile; its status is written on the next pass")
+        }
+        Err(error) => {
+            tracing::warn!(capacitybuffer = %name, %error, "could not update the capacitybuffer status")
+        }
+    }
+}
+
+/// After a provisioning decision: each buffer's `Provisioning` condition from where its virtual pods went
+/// (`placed` by buffer key), written where it changes.
+pub async fn write_provisioning<C>(ctx: &Context<C>, placed: &BTreeMap<String, Placed>) {
+    let Some(store) = &ctx.state.capacity_buffers else {
+        return;
+    };
+    let now = rfc3339(ctx.clock.now());
+    for buffer in store.state() {
+        let status = buffer.status.clone().unwrap_or_default();
+        let conditions = status.conditions.clone().unwrap_or_default();
+        let ready = condition::is_true(&conditions, READY_FOR_PROVISIONING);
+        let replicas = status.replicas.unwrap_or(0);
+        let Some((ok, reason, message)) =
+            buffers::provisioning_condition(ready, replicas, placed.get(&key(&buffer)).copied())
+        else {
+            continue;
+        };
+        let mut updated = conditions.clone();
+        let changed = condition::set(
+            &mut updated,
+            PROVISIONING,
+            ok,
+            reason,
+            &message,
+            &now,
+            buffer.metadata.generation,
+        );
+        if changed {
+            let patch = json!({
+                "metadata": {"resourceVersion": buffer.metadata.resource_version},
+                "status": {"conditions": updated},
+            });
+            write_status(ctx, &buffer, &patch).await;
+        }
+    }
+}
