@@ -405,6 +405,7 @@ fn timeline_examples_are_reproducible_and_golden() {
         "timeline-drift",
         "timeline-node-repair",
         "timeline-node-overlay",
+        "timeline-capacity-buffer",
     ] {
         let first = timeline_json(&format!("{example}.yaml"), &catalog);
         let second = timeline_json(&format!("{example}.yaml"), &catalog);
@@ -668,4 +669,51 @@ fn a_node_overlay_applied_mid_run_moves_consolidation() {
             .is_some_and(|m| m.contains("left out: the NodeOverlay feature gate is off"))),
         "{entries:?}"
     );
+}
+
+/// A CapacityBuffer in a timeline (examples/timeline-capacity-buffer.yaml, Karpenter's active buffer): 50% of web's
+/// four pods is two chunks of headroom launched with them; when web scales to eight the headroom grows to four, and
+/// the new web pods are placed at once (on the headroom's room) while more capacity is launched for the buffer. The
+/// virtual pods are never reported pending at the end, and without the gate the buffer is left out.
+#[test]
+fn a_capacity_buffer_keeps_headroom_through_a_scale_up() {
+    let catalog = catalog();
+    let with: Value =
+        serde_json::from_str(&timeline_json("timeline-capacity-buffer.yaml", &catalog))
+            .expect("json");
+    let entries = with["timeline"].as_array().expect("timeline");
+    let launches = |before: &str| {
+        entries
+            .iter()
+            .filter(|e| e["action"] == "launch" && e["at"].as_str() < Some(before))
+            .count()
+    };
+    // c5.xlarge: 4 CPUs, 3 pods of 1 CPU each after overhead: 4 web + 2 headroom need 2 nodes at the start.
+    assert_eq!(launches("1h00m"), 2, "{entries:#?}");
+    assert!(
+        launches("2h00m") > 2,
+        "the buffer grows with web: {entries:#?}"
+    );
+    assert_eq!(with["totals"]["pendingAtEnd"], 0, "{:#?}", with["totals"]);
+
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/timeline-capacity-buffer.yaml"
+    ))
+    .expect("example")
+    .replace("capacityBuffer: true", "capacityBuffer: false");
+    let scenario = load(&text).expect("valid scenario");
+    assert_eq!(
+        scenario.ignored,
+        ["CapacityBuffer/web-headroom (the CapacityBuffer feature gate is off)"]
+    );
+    let without: Value =
+        serde_json::from_str(&timeline_json_of(&scenario, &catalog)).expect("json");
+    let started = without["timeline"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .filter(|e| e["action"] == "launch" && e["at"] == "0h00m")
+        .count();
+    assert_eq!(started, 2, "four web pods alone: {without:#?}");
 }

@@ -482,11 +482,10 @@ spec:
             off["totals"]["cost"]
         );
     }
-    let text = "apiVersion: kerf.sh/v1alpha1\nkind: Simulation\nspec: {featureGates: {capacityBuffer: true}}\n";
+    let text = "apiVersion: kerf.sh/v1alpha1\nkind: Simulation\nspec: {featureGates: {capacityBuffers: true}}\n";
     let error = load(text).expect_err("refused").to_string();
     assert!(
-        error.contains("spec.featureGates")
-            && error.contains("CapacityBuffer cannot be enabled in kerf simulate"),
+        error.contains("spec.featureGates") && error.contains("capacityBuffers"),
         "{error}"
     );
 }

@@ -14,15 +14,10 @@ use kerf_e2e::testbed::{apply_ok, tail, Testbed};
 use kube::api::Api;
 use serde_json::json;
 
+/// The condition `type_` of `buffer` as (status, reason).
 fn condition(buffer: &CapacityBuffer, type_: &str) -> Option<(String, String)> {
-    buffer
-        .status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| (c.status.clone(), c.reason.clone()))
+    let conditions = buffer.status.as_ref()?.conditions.as_deref()?;
+    kerf::api::condition::get(conditions, type_).map(|c| (c.status.clone(), c.reason.clone()))
 }
 
 #[tokio::test]

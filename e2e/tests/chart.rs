@@ -463,9 +463,11 @@ async fn injected_bundle(cluster: &Cluster) -> Result<Option<Vec<u8>>> {
                 .map(|w| w.client_config.ca_bundle.map(|b| b.0)),
         )
         .collect();
+    // Mutating: NodePool and EC2NodeClass defaulting, pod advice; validating: NodePool, EC2NodeClass,
+    // NodeOverlay and CapacityBuffer.
     ensure!(
-        bundles.len() == 5,
-        "expected 5 webhooks, found {}",
+        bundles.len() == 7,
+        "expected 7 webhooks, found {}",
         bundles.len()
     );
     Ok(bundles

@@ -13,15 +13,10 @@ use kerf_e2e::testbed::{apply_ok, tail, Testbed};
 use kube::api::Api;
 use serde_json::json;
 
+/// The condition `type_` of `overlay` as (status, reason).
 fn condition(overlay: &NodeOverlay, type_: &str) -> Option<(String, String)> {
-    overlay
-        .status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| (c.status.clone(), c.reason.clone()))
+    let conditions = overlay.status.as_ref()?.conditions.as_deref()?;
+    kerf::api::condition::get(conditions, type_).map(|c| (c.status.clone(), c.reason.clone()))
 }
 
 #[tokio::test]

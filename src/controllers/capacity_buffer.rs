@@ -11,7 +11,9 @@ use super::{Context, Error};
 use crate::api::capacitybuffer::{CapacityBuffer, LocalObjectRef};
 use crate::api::condition;
 use crate::cloud::CloudProvider;
-use crate::engine::buffers::{self, Placed, PROVISIONING, READY_FOR_PROVISIONING};
+use crate::engine::buffers::{
+    self, NotReady, Placed, Resolved, PROVISIONING, READY_FOR_PROVISIONING,
+};
 use ::kube::api::{Patch, PatchParams};
 use ::kube::Api;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
@@ -108,15 +110,6 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
     }
 }
 
-/// What a buffer's ref resolved to.
-struct Resolved {
-    template: PodTemplateSpec,
-    /// The PodTemplate's name and generation, for a `podTemplateRef`.
-    pod_template: Option<(String, Option<i64>)>,
-    /// The workload's replicas, for a `scalableRef`.
-    scalable: Option<i32>,
-}
-
 async fn resolve_all<C: CloudProvider>(ctx: &Context<C>) {
     let Some(store) = &ctx.state.capacity_buffers else {
         return;
@@ -129,13 +122,8 @@ async fn resolve_all<C: CloudProvider>(ctx: &Context<C>) {
         let resolved = resolve(ctx, &buffer).await;
         let (ready, replicas) = match &resolved {
             Ok(r) => {
-                let replicas = buffers::replicas(
-                    &buffer.spec,
-                    r.template.spec.as_ref().unwrap_or(&Default::default()),
-                    r.scalable,
-                );
-                ctx.buffer_pods
-                    .set(&key, buffers::virtual_pods(&buffer, &r.template, replicas));
+                let (replicas, pods) = buffers::pods_of(&buffer, r);
+                ctx.buffer_pods.set(&key, pods);
                 (true, replicas)
             }
             Err(_) => {
@@ -160,54 +148,34 @@ fn key(buffer: &CapacityBuffer) -> String {
     )
 }
 
-/// The buffer's pod template, or the reason and message of its `ReadyForProvisioning=False`.
+/// The buffer's pod template ([`buffers::resolve`]), its `scalableRef` workload read from the apiserver.
 async fn resolve<C: CloudProvider>(
     ctx: &Context<C>,
     buffer: &CapacityBuffer,
-) -> Result<Resolved, (&'static str, String)> {
+) -> Result<Resolved, NotReady> {
     let namespace = buffer.metadata.namespace.as_deref().unwrap_or("default");
-    if let Some(LocalObjectRef { name }) = &buffer.spec.pod_template_ref {
-        let found = ctx.state.pod_templates.as_ref().and_then(|store| {
-            store.state().into_iter().find(|t| {
-                t.metadata.name.as_deref() == Some(name.as_str())
-                    && t.metadata.namespace.as_deref() == Some(namespace)
-            })
-        });
-        let Some(template) = found else {
-            return Err((
-                "PodTemplateNotFound",
-                format!("podtemplates \"{name}\" not found"),
-            ));
-        };
-        return Ok(Resolved {
-            template: template.template.clone().unwrap_or_default(),
-            pod_template: Some((name.clone(), template.metadata.generation)),
-            scalable: None,
-        });
-    }
-    let Some(reference) = &buffer.spec.scalable_ref else {
-        return Err((
-            "ResolutionFailed",
-            "Neither podTemplateRef nor scalableRef is set".to_owned(),
-        ));
+    let workload = match buffers::workload_ref(buffer)? {
+        None => Ok(None),
+        Some((kind, name)) => read_workload(ctx, kind, name, namespace).await,
     };
-    let group = if reference.api_group.is_empty() {
-        "apps"
-    } else {
-        reference.api_group.as_str()
-    };
-    if group != "apps" {
-        return Err((
-            "ResolutionFailed",
-            format!(
-                "unsupported scalableRef API group \"{}\"",
-                reference.api_group
-            ),
-        ));
-    }
-    let name = reference.name.as_str();
+    let templates = ctx
+        .state
+        .pod_templates
+        .as_ref()
+        .map(|store| store.state())
+        .unwrap_or_default();
+    buffers::resolve(buffer, templates.iter().map(AsRef::as_ref), workload)
+}
+
+/// The pod template and replicas of the `apps` workload `kind`/`name`; `Ok(None)` when it does not exist.
+async fn read_workload<C>(
+    ctx: &Context<C>,
+    kind: &str,
+    name: &str,
+    namespace: &str,
+) -> Result<Option<(PodTemplateSpec, Option<i32>)>, String> {
     let client = ctx.client.clone();
-    let found = match reference.kind.as_str() {
+    let read = match kind {
         "Deployment" => {
             let api: Api<Deployment> = Api::namespaced(client, namespace);
             calls::timed("reading the buffer's Deployment", api.get_opt(name))
@@ -220,35 +188,20 @@ async fn resolve<C: CloudProvider>(
                 .await
                 .map(|d| d.map(|d| (d.spec.template, d.spec.replicas)))
         }
-        "ReplicaSet" => {
+        _ => {
             let api: Api<ReplicaSet> = Api::namespaced(client, namespace);
             calls::timed("reading the buffer's ReplicaSet", api.get_opt(name))
                 .await
                 .map(|d| d.map(|d| (d.spec.template.unwrap_or_default(), d.spec.replicas)))
         }
-        other => return Err(("ResolutionFailed", format!("unsupported kind \"{other}\""))),
     };
-    match found {
-        Ok(Some((template, replicas))) => Ok(Resolved {
-            template,
-            pod_template: None,
-            scalable: Some(replicas.unwrap_or(1)),
-        }),
-        Ok(None) => Err((
-            "ScalableRefNotFound",
-            format!(
-                "{}.apps \"{name}\" not found",
-                reference.kind.to_ascii_lowercase() + "s"
-            ),
-        )),
-        Err(error) => Err(("ResolutionFailed", error.to_string())),
-    }
+    read.map_err(|e| e.to_string())
 }
 
 /// The status patch bringing `buffer` to what was resolved, if anything differs.
 fn status_patch(
     buffer: &CapacityBuffer,
-    resolved: &Result<Resolved, (&'static str, String)>,
+    resolved: &Result<Resolved, NotReady>,
     replicas: i32,
     now: &str,
 ) -> Option<serde_json::Value> {

@@ -8,10 +8,10 @@
 //! nominate a node, get no Event or annotation, and on the nodes they were planned onto they count as pods for
 //! disruption (a node holding buffer capacity is not empty, and a consolidation must find room for them).
 
-use crate::api::capacitybuffer::{CapacityBuffer, CapacityBufferSpec};
+use crate::api::capacitybuffer::{CapacityBuffer, CapacityBufferSpec, LocalObjectRef};
 use crate::catalog::Resources;
 use crate::scheduling::PodInfo;
-use k8s_openapi::api::core::v1::{Pod, PodSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodTemplate, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::json;
@@ -29,6 +29,109 @@ pub const READY_FOR_PROVISIONING: &str = "ReadyForProvisioning";
 pub const PROVISIONING: &str = "Provisioning";
 /// The priority of virtual pods: the lowest there is.
 pub const VIRTUAL_POD_PRIORITY: i32 = i32::MIN;
+
+/// Why a buffer is not `ReadyForProvisioning`: Karpenter's reason and the error.
+pub type NotReady = (&'static str, String);
+
+/// The `apps` workload a buffer's `scalableRef` names, checked: its kind (Deployment, StatefulSet, ReplicaSet) and
+/// name; `None` for a buffer with a `podTemplateRef`.
+pub fn workload_ref(buffer: &CapacityBuffer) -> Result<Option<(&'static str, &str)>, NotReady> {
+    if buffer.spec.pod_template_ref.is_some() {
+        return Ok(None);
+    }
+    let Some(reference) = &buffer.spec.scalable_ref else {
+        return Err((
+            "ResolutionFailed",
+            "Neither podTemplateRef nor scalableRef is set".to_owned(),
+        ));
+    };
+    if !reference.api_group.is_empty() && reference.api_group != "apps" {
+        return Err((
+            "ResolutionFailed",
+            format!(
+                "unsupported scalableRef API group \"{}\"",
+                reference.api_group
+            ),
+        ));
+    }
+    let kind = match reference.kind.as_str() {
+        "Deployment" => "Deployment",
+        "StatefulSet" => "StatefulSet",
+        "ReplicaSet" => "ReplicaSet",
+        other => return Err(("ResolutionFailed", format!("unsupported kind \"{other}\""))),
+    };
+    Ok(Some((kind, reference.name.as_str())))
+}
+
+/// What a buffer's ref resolved to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resolved {
+    pub template: PodTemplateSpec,
+    /// The PodTemplate's name and generation, for a `podTemplateRef`.
+    pub pod_template: Option<(String, Option<i64>)>,
+    /// The workload's replicas, for a `scalableRef`.
+    pub scalable: Option<i32>,
+}
+
+/// Resolves `buffer` against the PodTemplates of the cluster (or scenario) and, for a `scalableRef`, the workload
+/// [`workload_ref`] names as the caller found it (`Ok(None)`: not found; its template and replicas, absent
+/// replicas meaning 1).
+pub fn resolve<'t>(
+    buffer: &CapacityBuffer,
+    pod_templates: impl IntoIterator<Item = &'t PodTemplate>,
+    workload: Result<Option<(PodTemplateSpec, Option<i32>)>, String>,
+) -> Result<Resolved, NotReady> {
+    let namespace = buffer.metadata.namespace.as_deref().unwrap_or("default");
+    if let Some(LocalObjectRef { name }) = &buffer.spec.pod_template_ref {
+        let template = pod_templates.into_iter().find(|t| {
+            t.metadata.name.as_deref() == Some(name.as_str())
+                && t.metadata.namespace.as_deref().unwrap_or("default") == namespace
+        });
+        return match template {
+            Some(t) => Ok(Resolved {
+                template: t.template.clone().unwrap_or_default(),
+                pod_template: Some((name.clone(), t.metadata.generation)),
+                scalable: None,
+            }),
+            None => Err((
+                "PodTemplateNotFound",
+                format!("podtemplates \"{name}\" not found"),
+            )),
+        };
+    }
+    let (kind, name) = workload_ref(buffer)?.ok_or_else(|| {
+        (
+            "ResolutionFailed",
+            "Neither podTemplateRef nor scalableRef is set".to_owned(),
+        )
+    })?;
+    match workload {
+        Ok(Some((template, replicas))) => Ok(Resolved {
+            template,
+            pod_template: None,
+            scalable: Some(replicas.unwrap_or(1)),
+        }),
+        Ok(None) => Err((
+            "ScalableRefNotFound",
+            format!("{}s.apps \"{name}\" not found", kind.to_ascii_lowercase()),
+        )),
+        Err(error) => Err(("ResolutionFailed", error)),
+    }
+}
+
+/// The virtual pods `buffer` keeps, once resolved: [`replicas`] of them.
+pub fn pods_of(buffer: &CapacityBuffer, resolved: &Resolved) -> (i32, Vec<Pod>) {
+    let count = replicas(
+        &buffer.spec,
+        resolved
+            .template
+            .spec
+            .as_ref()
+            .unwrap_or(&PodSpec::default()),
+        resolved.scalable,
+    );
+    (count, virtual_pods(buffer, &resolved.template, count))
+}
 
 /// A buffer's chunk count from its spec, the template's requests and, for a `scalableRef`, the workload's
 /// replicas: the larger of `replicas` and the `percentage` share (rounded up, at least 1), capped by what fits in

@@ -53,7 +53,14 @@ impl Simulation {
             nodes: scenario.nodes.clone(),
             node_claims: scenario.nodeclaims.clone(),
             daemon_sets: scenario.daemonsets.clone(),
-            pods: scenario.pods.iter().cloned().map(Arc::new).collect(),
+            // CapacityBuffers' virtual pods are provisioned for with the pending pods.
+            pods: scenario
+                .pods
+                .iter()
+                .cloned()
+                .chain(scenario.buffer_pods(|ns, name| scenario.written_replicas(ns, name)))
+                .map(Arc::new)
+                .collect(),
             node_pools: scenario.nodepools.clone(),
             node_classes: Vec::new(),
             policies,

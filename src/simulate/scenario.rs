@@ -9,6 +9,7 @@ use crate::admission::{self, Admitted};
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
 use crate::api::validation::{ErrorKind, FieldError, FieldPath, Invalid};
+use crate::engine::buffers;
 use crate::engine::FeatureGates;
 use crate::manifest::{group_kind, parse_documents, Document, Identities, Limits, ManifestError};
 use crate::scheduling::volumes::{self, VolumeIndex};
@@ -94,13 +95,7 @@ impl SimulationSettings {
                     .map(|()| gates)
             }
         };
-        let gates = gates.map_err(|e| format!("spec.featureGates: {e}"))?;
-        if gates.capacity_buffer {
-            return Err("spec.featureGates: CapacityBuffer cannot be enabled in kerf simulate: it does not model \
-                 CapacityBuffers yet (the controller does)"
-                .to_owned());
-        }
-        Ok(gates)
+        gates.map_err(|e| format!("spec.featureGates: {e}"))
     }
 
     /// The `--scheduler-config` these settings name (none when unset); the field and the reason when refused.
@@ -151,6 +146,10 @@ pub struct Scenario {
     /// NodeOverlays, validated: in force with the `NodeOverlay` gate (`spec.featureGates.nodeOverlay`), listed in
     /// `ignored` without it.
     pub nodeoverlays: Vec<crate::api::nodeoverlay::NodeOverlay>,
+    /// CapacityBuffers, validated: in force with the `CapacityBuffer` gate, listed in `ignored` without it.
+    pub capacity_buffers: Vec<crate::api::capacitybuffer::CapacityBuffer>,
+    /// PodTemplates, which buffers may name.
+    pub pod_templates: Vec<k8s_openapi::api::core::v1::PodTemplate>,
     /// The `duration` and `events` of the Simulation document, checked; `None` without a `duration`.
     pub timeline: Option<Timeline>,
     /// Objects of kinds the simulation does not model yet, as `Kind/name`.
@@ -196,6 +195,67 @@ pub fn load(text: &str) -> Result<Scenario, ScenarioError> {
         parse_documents(text, &Limits::default())?,
         &ScenarioLimits::default(),
     )
+}
+
+impl Scenario {
+    /// The virtual pods of the scenario's CapacityBuffers ([`buffers::resolve`], the controller's engine), a
+    /// `scalableRef` workload at `replicas_of(namespace, name)` replicas (its current count in a timeline).
+    pub fn buffer_pods(&self, replicas_of: impl Fn(&str, &str) -> Option<i32>) -> Vec<Pod> {
+        self.capacity_buffers
+            .iter()
+            .flat_map(|buffer| {
+                let namespace = buffer.metadata.namespace.as_deref().unwrap_or("default");
+                let workload = match buffers::workload_ref(buffer) {
+                    Ok(Some((kind, name))) => {
+                        Ok(self.workload(kind, name, namespace).map(|template| {
+                            let replicas = replicas_of(namespace, name);
+                            (template, replicas)
+                        }))
+                    }
+                    _ => Ok(None),
+                };
+                match buffers::resolve(buffer, &self.pod_templates, workload) {
+                    Ok(resolved) => buffers::pods_of(buffer, &resolved).1,
+                    Err(_) => Vec::new(),
+                }
+            })
+            .collect()
+    }
+
+    /// The replicas a scenario workload was written with (absent: 1).
+    pub fn written_replicas(&self, namespace: &str, name: &str) -> Option<i32> {
+        let workload = self.workloads.iter().find(|w| {
+            w.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
+                && w.pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or("default")
+                    == namespace
+        })?;
+        Some(
+            workload
+                .pointer("/spec/replicas")
+                .and_then(Value::as_i64)
+                .map_or(1, |r| i32::try_from(r).unwrap_or(i32::MAX)),
+        )
+    }
+
+    /// The pod template of the scenario's `apps` workload `kind`/`name` in `namespace`.
+    fn workload(
+        &self,
+        kind: &str,
+        name: &str,
+        namespace: &str,
+    ) -> Option<k8s_openapi::api::core::v1::PodTemplateSpec> {
+        let found = self.workloads.iter().find(|w| {
+            w.get("kind").and_then(Value::as_str) == Some(kind)
+                && w.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
+                && w.pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or("default")
+                    == namespace
+        })?;
+        serde_json::from_value(found.pointer("/spec/template")?.clone()).ok()
+    }
 }
 
 /// Defaults and validates the objects of a scenario, and expands workloads into their pods, within `limits`.
@@ -276,11 +336,16 @@ pub fn from_documents(
                     "NodeOverlay" => scenario.nodeoverlays.push(
                         crate::api::nodeoverlay::NodeOverlay::deserialize(&object).map_err(bad)?,
                     ),
-                    _ => scenario.ignored.push(format!(
-                        "{kind}/{name} (kerf simulate does not model {kind}s yet)"
-                    )),
+                    "CapacityBuffer" => scenario.capacity_buffers.push(
+                        crate::api::capacitybuffer::CapacityBuffer::deserialize(&object)
+                            .map_err(bad)?,
+                    ),
+                    _ => {}
                 }
             }
+            ("", "PodTemplate") => scenario
+                .pod_templates
+                .push(k8s_openapi::api::core::v1::PodTemplate::deserialize(&object).map_err(bad)?),
             ("", "Pod") => {
                 pods += 1;
                 scenario.pods.push(Pod::deserialize(&object).map_err(bad)?);
@@ -368,17 +433,23 @@ pub fn from_documents(
         }
     }
     invalid.extend(runtime_overhead(&mut scenario, &runtime_classes));
-    // Without the gate Karpenter does not read NodeOverlays; the report says they were left out.
-    if scenario
-        .settings
-        .feature_gates()
-        .is_ok_and(|gates| !gates.node_overlay)
-    {
-        for overlay in std::mem::take(&mut scenario.nodeoverlays) {
-            let name = overlay.metadata.name.unwrap_or_default();
-            scenario.ignored.push(format!(
-                "NodeOverlay/{name} (the NodeOverlay feature gate is off)"
-            ));
+    // Without their gates Karpenter reads no NodeOverlays or CapacityBuffers; the report says they were left out.
+    if let Ok(gates) = scenario.settings.feature_gates() {
+        if !gates.node_overlay {
+            for overlay in std::mem::take(&mut scenario.nodeoverlays) {
+                let name = overlay.metadata.name.unwrap_or_default();
+                scenario.ignored.push(format!(
+                    "NodeOverlay/{name} (the NodeOverlay feature gate is off)"
+                ));
+            }
+        }
+        if !gates.capacity_buffer {
+            for buffer in std::mem::take(&mut scenario.capacity_buffers) {
+                let name = buffer.metadata.name.unwrap_or_default();
+                scenario.ignored.push(format!(
+                    "CapacityBuffer/{name} (the CapacityBuffer feature gate is off)"
+                ));
+            }
         }
     }
     if !invalid.is_empty() {

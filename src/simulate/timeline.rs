@@ -18,6 +18,7 @@ use crate::disruption::{
     PoolCounts, Settings, Why, DISRUPTED_TAINT, HASH_VERSION, NODEPOOL_HASH, NODEPOOL_HASH_VERSION,
     VALIDATION_DELAY,
 };
+use crate::engine::buffers;
 use crate::engine::disruption_input::{node_inputs, Facts};
 use crate::engine::launch::{kubelet_labels, launched_labels, registered_metadata};
 use crate::engine::marks;
@@ -35,7 +36,7 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// One tick of the virtual clock.
@@ -136,6 +137,11 @@ pub struct TimelineRun<'a> {
     /// The catalog with the NodeOverlays in it (the scenario's catalog itself without overlays), shared as the
     /// provisioning decision takes each class's catalog; made again when the pools change.
     shared_catalog: Arc<Catalog>,
+    /// Where the last provisioning decision put CapacityBuffer virtual pods (by pod key, the claim): they are
+    /// never bound (real pods take the room first, as in the cluster), but disruption keeps room for them there.
+    buffer_on: BTreeMap<String, String>,
+    /// Each scaled workload's replicas now, by (namespace, name): a CapacityBuffer's percentage follows them.
+    workload_replicas: BTreeMap<(String, String), i32>,
     /// The NodeOverlays in force: the scenario's, and those events applied (none without the gate).
     overlays: Vec<crate::api::nodeoverlay::NodeOverlay>,
     /// Whether the `NodeOverlay` gate is on: without it an applied overlay is reported and left out.
@@ -219,6 +225,8 @@ impl<'a> TimelineRun<'a> {
             nominations: Nominations::default(),
             fixed_nodes,
             shared_catalog: Arc::new(catalog.clone()),
+            workload_replicas: BTreeMap::new(),
+            buffer_on: BTreeMap::new(),
             overlays: scenario.nodeoverlays.clone(),
             node_overlay: gates.node_overlay,
             overlaid_for: None,
@@ -271,6 +279,7 @@ impl<'a> TimelineRun<'a> {
                 self.apply(event)?;
             }
             self.overlay_pools();
+            self.sync_buffers();
             self.make_ready();
             if self.node_repair {
                 self.repair();
@@ -402,6 +411,10 @@ impl<'a> TimelineRun<'a> {
             self.pods
                 .extend(added.into_iter().map(|pod| sim_pod(pod, None)));
         }
+        self.workload_replicas.insert(
+            (namespace.to_owned(), name.to_owned()),
+            i32::try_from(wanted).unwrap_or(i32::MAX),
+        );
         self.entries.push(self.entry(
             "scale",
             format!("{namespace}/{name}: {current} → {wanted} replicas"),
@@ -418,7 +431,8 @@ impl<'a> TimelineRun<'a> {
             .and_then(|v| serde_json::from_value(v).ok())
             .unwrap_or_default();
         let selects = |p: &SimPod| {
-            p.pod.metadata.namespace.as_deref().unwrap_or("default") == namespace
+            !buffers::is_virtual(&p.pod)
+                && p.pod.metadata.namespace.as_deref().unwrap_or("default") == namespace
                 && !selector.is_empty()
                 && selector
                     .iter()
@@ -744,6 +758,38 @@ impl<'a> TimelineRun<'a> {
         })
     }
 
+    /// Brings the CapacityBuffers' virtual pods to what the buffers keep now (a `percentage` follows its
+    /// workload's scaling): new ones wait for room like pending pods, surplus ones leave their nodes.
+    fn sync_buffers(&mut self) {
+        if self.scenario.capacity_buffers.is_empty() {
+            return;
+        }
+        let wanted = self.scenario.buffer_pods(|namespace, name| {
+            self.workload_replicas
+                .get(&(namespace.to_owned(), name.to_owned()))
+                .copied()
+                .or_else(|| self.scenario.written_replicas(namespace, name))
+        });
+        let wanted_keys: BTreeSet<String> = wanted.iter().map(plan::pod_key).collect();
+        let mut left = Vec::new();
+        self.pods.retain(|p| {
+            let keep = !buffers::is_virtual(&p.pod) || wanted_keys.contains(&p.key);
+            if !keep {
+                left.extend(p.on.clone());
+            }
+            keep
+        });
+        for claim in left {
+            self.pod_event(&claim);
+        }
+        let have: BTreeSet<String> = self.pods.iter().map(|p| p.key.clone()).collect();
+        for pod in wanted {
+            if !have.contains(&plan::pod_key(&pod)) {
+                self.pods.push(sim_pod(pod, None));
+            }
+        }
+    }
+
     /// Makes `shared_catalog` the scenario's catalog with its NodeOverlays, for the pools as they are now.
     fn overlay_pools(&mut self) {
         // Overlays are only ever added during a run: without any, the catalog is the scenario's.
@@ -854,6 +900,8 @@ impl<'a> TimelineRun<'a> {
             .filter(|p| p.on.is_none())
             .map(|p| &p.pod)
             .collect();
+        // This decision places the virtual pods anew.
+        self.buffer_on.clear();
         // Every class a pool names has the scenario's catalog.
         let catalogs: BTreeMap<String, Arc<Catalog>> = self
             .pools
@@ -878,7 +926,15 @@ impl<'a> TimelineRun<'a> {
             .collect();
         let window = nominations::window(nominations::DEFAULT_BATCH_MAX);
         for (node, pods) in targets {
-            self.nominations.nominate(&node, self.now, window);
+            // Virtual pods nominate nothing (Karpenter's scheduler skips them): their node is held by them.
+            let real = pods.iter().any(|key| {
+                self.pods
+                    .iter()
+                    .any(|p| &p.key == key && !buffers::is_virtual(&p.pod))
+            });
+            if real {
+                self.nominations.nominate(&node, self.now, window);
+            }
             self.place(&pods, &node);
         }
         for new in decisions.claims {
@@ -893,11 +949,20 @@ impl<'a> TimelineRun<'a> {
     }
 
     fn place(&mut self, pods: &[String], claim: &str) {
+        let mut bound = false;
         for pod in self.pods.iter_mut().filter(|p| pods.contains(&p.key)) {
+            if buffers::is_virtual(&pod.pod) {
+                self.buffer_on.insert(pod.key.clone(), claim.to_owned());
+                continue;
+            }
+            bound = true;
             pod.on = Some(claim.to_owned());
             pod.pod.spec.get_or_insert_with(Default::default).node_name = Some(claim.to_owned());
         }
-        self.pod_event(claim);
+        // Virtual pods are no pod events (a buffer node's consolidateAfter is not reset by them).
+        if bound {
+            self.pod_event(claim);
+        }
     }
 
     /// Launches the replacement `planned` on its cheapest offering; `None` when it has none or its pool is gone.
@@ -981,10 +1046,26 @@ impl<'a> TimelineRun<'a> {
             .collect();
         let by_name: BTreeMap<&str, &SimClaim> =
             self.claims.iter().map(|c| (c.name(), c)).collect();
+        // CapacityBuffer virtual pods count on the claims the last decision put them on (their Nodes are named after
+        // the claims), as the controller's disruption input has them.
+        let held: Vec<Pod> = self
+            .pods
+            .iter()
+            .filter_map(|p| {
+                let claim = self.buffer_on.get(&p.key)?;
+                let mut pod = p.pod.clone();
+                pod.spec.get_or_insert_with(Default::default).node_name = Some(claim.clone());
+                if let Some(status) = pod.status.as_mut() {
+                    status.phase = Some("Running".into());
+                    status.conditions = None;
+                }
+                Some(pod)
+            })
+            .collect();
         let inputs = node_inputs(
             self.claims.iter().map(|c| c.claim.clone()),
             |name| nodes.get(name),
-            self.pods.iter().map(|p| &p.pod),
+            self.pods.iter().map(|p| &p.pod).chain(&held),
             &self.nominations,
             now,
             |claim| {
@@ -1002,7 +1083,7 @@ impl<'a> TimelineRun<'a> {
         let pending = self
             .pods
             .iter()
-            .filter(|p| p.on.is_none())
+            .filter(|p| p.on.is_none() && !self.buffer_on.contains_key(&p.key))
             .map(|p| p.pod.clone())
             .collect();
         (inputs, pending)
@@ -1251,7 +1332,11 @@ impl<'a> TimelineRun<'a> {
                 .filter(|e| e.action == "repair" && e.reason.is_some())
                 .count(),
             nodes_at_end: self.claims.len(),
-            pending_at_end: self.pods.iter().filter(|p| p.on.is_none()).count(),
+            pending_at_end: self
+                .pods
+                .iter()
+                .filter(|p| p.on.is_none() && !buffers::is_virtual(&p.pod))
+                .count(),
         };
         TimelineReport {
             start: self.timeline.start.to_string(),

@@ -152,3 +152,65 @@ fn the_provisioning_condition_follows_where_the_pods_went() {
         ))
     );
 }
+
+fn buffer(spec: serde_json::Value) -> CapacityBuffer {
+    serde_json::from_value(json!({
+        "apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+        "metadata": {"name": "b", "namespace": "prod"}, "spec": spec
+    }))
+    .expect("buffer")
+}
+
+// Karpenter's capacitybuffer suite: "should resolve a PodTemplate and set ReadyForProvisioning=True", "should set
+// ReadyForProvisioning=False when PodTemplate is not found", "... when scalable ref is not found", "should return
+// error for unsupported kind", "should return error for unsupported API group", "should default to 1 replica when
+// workload has nil Spec.Replicas", "should resolve a Deployment and calculate percentage-based replicas".
+#[test]
+fn refs_resolve_as_karpenters_controller_does() {
+    let template: PodTemplate = serde_json::from_value(json!({
+        "metadata": {"name": "chunk", "namespace": "prod", "generation": 3},
+        "template": {"spec": {"containers": [{"name": "c"}]}}
+    }))
+    .expect("template");
+    let by_template = buffer(json!({"podTemplateRef": {"name": "chunk"}, "replicas": 2}));
+    let resolved = resolve(&by_template, [&template], Ok(None)).expect("resolved");
+    assert_eq!(resolved.pod_template, Some(("chunk".to_owned(), Some(3))));
+    assert_eq!(pods_of(&by_template, &resolved).0, 2);
+    let other_namespace = PodTemplate {
+        metadata: ObjectMeta {
+            namespace: Some("dev".into()),
+            ..template.metadata.clone()
+        },
+        ..template.clone()
+    };
+    assert_eq!(
+        resolve(&by_template, [&other_namespace], Ok(None)).map_err(|e| e.0),
+        Err("PodTemplateNotFound")
+    );
+    let by_workload =
+        buffer(json!({"scalableRef": {"kind": "Deployment", "name": "web"}, "percentage": 50}));
+    assert_eq!(workload_ref(&by_workload), Ok(Some(("Deployment", "web"))));
+    let spec: PodTemplateSpec =
+        serde_json::from_value(json!({"spec": {"containers": [{"name": "c"}]}})).expect("spec");
+    let resolved = resolve(&by_workload, [], Ok(Some((spec.clone(), Some(10))))).expect("resolved");
+    assert_eq!(pods_of(&by_workload, &resolved).0, 5);
+    let unset = resolve(&by_workload, [], Ok(Some((spec, None)))).expect("resolved");
+    assert_eq!(unset.scalable, Some(1));
+    assert_eq!(
+        resolve(&by_workload, [], Ok(None)).map_err(|e| e.0),
+        Err("ScalableRefNotFound")
+    );
+    let job = buffer(json!({"scalableRef": {"kind": "Job", "name": "j"}, "replicas": 1}));
+    assert_eq!(
+        workload_ref(&job).map_err(|e| e.1),
+        Err("unsupported kind \"Job\"".to_owned())
+    );
+    let other_group = buffer(
+        json!({"scalableRef": {"apiGroup": "batch", "kind": "Deployment", "name": "d"}, "replicas": 1}),
+    );
+    assert!(workload_ref(&other_group).is_err());
+    assert_eq!(
+        workload_ref(&buffer(json!({}))).map_err(|e| e.0),
+        Err("ResolutionFailed")
+    );
+}
