@@ -242,6 +242,24 @@ fn mistakes() -> Vec<(Value, &'static str)> {
             nodeclass("bad-empty-subnets", json!({"subnetSelectorTerms": []})),
             "subnetSelectorTerms cannot be empty",
         ),
+        (
+            json!({"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay",
+                   "metadata": {"name": "bad-overlay-price"},
+                   "spec": {"requirements": [], "price": "1", "priceAdjustment": "+1"}}),
+            "cannot set both 'price' and 'priceAdjustment'",
+        ),
+        (
+            json!({"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay",
+                   "metadata": {"name": "bad-overlay-capacity"},
+                   "spec": {"requirements": [], "capacity": {"cpu": "1"}}}),
+            "invalid resource restricted",
+        ),
+        (
+            json!({"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+                   "metadata": {"name": "bad-buffer", "namespace": "default"},
+                   "spec": {"podTemplateRef": {"name": "t"}}}),
+            "If podTemplateRef is set, replicas or limits must also be set",
+        ),
     ]
 }
 
@@ -275,6 +293,8 @@ async fn chart_webhooks_refuse_bad_specs_default_good_ones_and_fail_closed() -> 
         "nodepools.karpenter.sh",
         "nodeclaims.karpenter.sh",
         "ec2nodeclasses.karpenter.k8s.aws",
+        "nodeoverlays.karpenter.sh",
+        "capacitybuffers.autoscaling.x-k8s.io",
     ] {
         cluster
             .wait_crd_established(crd, Duration::from_secs(60))
@@ -302,7 +322,13 @@ async fn chart_webhooks_refuse_bad_specs_default_good_ones_and_fail_closed() -> 
         failures.join("\n")
     );
     let stored = cluster
-        .kubectl_ok(&["get", "nodepools,ec2nodeclasses", "-o", "name"])
+        .kubectl_ok(&[
+            "get",
+            "nodepools,ec2nodeclasses,nodeoverlays,capacitybuffers",
+            "--all-namespaces",
+            "-o",
+            "name",
+        ])
         .await?;
     ensure!(
         stored.trim().is_empty(),

@@ -40,14 +40,16 @@ async fn control_plane_serves_kerf_crds_and_schedules_pods() -> Result<()> {
         .await?;
     assert_eq!(out.trim(), "namespace/default");
 
-    // kerf's three CRDs are accepted and become Established.
+    // kerf's CRDs (Karpenter's three, NodeOverlay and CapacityBuffer) are accepted and become Established.
     let mut crds = cluster.install_crds().await?;
     crds.sort();
     assert_eq!(
         crds,
         [
+            "capacitybuffers.autoscaling.x-k8s.io",
             "ec2nodeclasses.karpenter.k8s.aws",
             "nodeclaims.karpenter.sh",
+            "nodeoverlays.karpenter.sh",
             "nodepools.karpenter.sh"
         ]
     );
