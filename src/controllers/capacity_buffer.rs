@@ -93,21 +93,40 @@ impl BufferPods {
     }
 }
 
-/// Resolves every buffer on each cluster change and every [`RESYNC_INTERVAL`], until the state watch ends.
+/// Resolves every buffer when a buffer or PodTemplate changes and every [`RESYNC_INTERVAL`] (which picks up
+/// workload changes, as Karpenter's requeue does), until the state watch ends. Other cluster changes (pods, nodes)
+/// wake the loop too, but cost no workload reads.
 pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(), Error> {
     if ctx.state.capacity_buffers.is_none() {
         return Ok(());
     }
     let mut changed = ctx.state.changed.clone();
+    let mut seen = None;
+    let mut resolved_at = tokio::time::Instant::now();
     loop {
-        resolve_all(&ctx).await;
+        let now = versions(&ctx);
+        if seen.as_ref() != Some(&now) || resolved_at.elapsed() >= RESYNC_INTERVAL {
+            resolve_all(&ctx).await;
+            seen = Some(now);
+            resolved_at = tokio::time::Instant::now();
+        }
         tokio::select! {
             result = changed.changed() => if result.is_err() {
                 return Ok(());
             },
-            () = tokio::time::sleep(RESYNC_INTERVAL) => {}
+            () = tokio::time::sleep_until(resolved_at + RESYNC_INTERVAL) => {}
         }
     }
+}
+
+/// The resource versions of the buffers and PodTemplates: what a resolution depends on in the cluster state.
+fn versions<C>(ctx: &Context<C>) -> BTreeSet<(Option<String>, Option<String>)> {
+    let buffers = ctx.state.capacity_buffers.iter().flat_map(|s| s.state());
+    let templates = ctx.state.pod_templates.iter().flat_map(|s| s.state());
+    buffers
+        .map(|b| (b.metadata.uid.clone(), b.metadata.resource_version.clone()))
+        .chain(templates.map(|t| (t.metadata.uid.clone(), t.metadata.resource_version.clone())))
+        .collect()
 }
 
 async fn resolve_all<C: CloudProvider>(ctx: &Context<C>) {

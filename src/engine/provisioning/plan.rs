@@ -390,6 +390,11 @@ pub fn decide(
                 .nominated
                 .extend(placement.pods.into_iter().map(|p| (p, target.clone())));
         }
+        // Only NodeOverlays mark types; without them no claim is looked at for the overlay annotations.
+        let overlaid = catalog
+            .instance_types
+            .iter()
+            .any(|it| it.overlaid != crate::catalog::Overlaid::default());
         for planned in plan.claims {
             let Some(pool) = pools
                 .iter()
@@ -408,14 +413,14 @@ pub fn decide(
                 .filter_map(|p| identities.get(p).map(String::as_str))
                 .collect();
             let mut node_claim = claim::node_claim(pool, &planned, &claim_pods);
-            let overlaid = crate::engine::overlay::claim_annotations(
-                catalog,
-                &planned.nodepool,
-                planned.instance_types.iter().map(|t| t.as_ref()),
-            );
-            if !overlaid.is_empty() {
+            if overlaid {
+                let applied = crate::engine::overlay::claim_annotations(
+                    catalog,
+                    &planned.nodepool,
+                    planned.instance_types.iter().map(|t| t.as_ref()),
+                );
                 let annotations = node_claim.metadata.annotations.get_or_insert_default();
-                for (key, value) in overlaid {
+                for (key, value) in applied {
                     annotations.insert(key.to_owned(), value.to_owned());
                 }
             }
