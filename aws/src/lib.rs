@@ -24,6 +24,7 @@ mod retries;
 mod sqs;
 mod stable_hash;
 mod user_data;
+mod zonal_shift;
 
 pub use fleet_batcher::{BatchObserver, FleetBatchSettings, BATCHER};
 pub use pagination::{collect_pages, MAX_PAGES};

@@ -16,6 +16,7 @@ use kerf::catalog::{
     EFA, RESERVED_PRICE_DIVISOR,
 };
 use kerf::cloud::api_limits::{ApiAttempts, ApiRateLimits};
+use kerf::cloud::zonal_shift::{self, ZonalShifts};
 use kerf::cloud::{
     newest_per_architecture, plan, provider_id, AmiVariant, CloudError, CloudProvider, IceCache,
     Instance, InstanceHealth, InstancePlacement, InstanceReservation, InstanceState, LaunchRefusal,
@@ -44,6 +45,7 @@ use crate::prices::Refreshing;
 use crate::resolve::{alias_parameters, is_image_id, tag_filters, unsupported_alias};
 use crate::retries::AttemptsPerApi;
 use crate::user_data::{self, ClusterInfo, NodeSettings};
+use crate::zonal_shift::ZonalShiftSource;
 
 /// How kerf talks to AWS and which cluster it launches for.
 #[derive(Clone, Debug)]
@@ -78,6 +80,8 @@ pub struct AwsSettings {
     pub reserved_capacity: bool,
     /// How CreateFleet calls of one instance are gathered into one (docs/cloud.md "CreateFleet batching").
     pub fleet_batch: FleetBatchSettings,
+    /// `--enable-zonal-shift`: the cluster's ARC zonal shifts are followed (checked at start).
+    pub enable_zonal_shift: bool,
 }
 
 impl AwsSettings {
@@ -99,6 +103,7 @@ impl AwsSettings {
             isolated_vpc: false,
             reserved_capacity: true,
             fleet_batch: FleetBatchSettings::default(),
+            enable_zonal_shift: false,
         }
     }
 }
@@ -139,6 +144,9 @@ pub struct AwsCloud {
     availability: Mutex<Availability>,
     /// The reservation each instance known to run in one uses: its slot is counted free when it is terminated.
     reserved_instances: Mutex<HashMap<String, String>>,
+    /// Where the cluster's zonal shifts are asked (`--enable-zonal-shift`), and the shifts last listed.
+    zonal_shift_source: Option<ZonalShiftSource>,
+    zonal_shifts: Mutex<ZonalShifts>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -172,6 +180,16 @@ impl AwsCloud {
                 .build(),
         );
         let budget = Arc::new(ApiBudget::new(settings.api_rate_limits.clone()));
+        let mut zonal_shifts = ZonalShifts::default();
+        let zonal_shift_source = if settings.enable_zonal_shift {
+            let (source, listed) =
+                ZonalShiftSource::connect(&config, &settings.cluster.name, settings.call_timeout)
+                    .await?;
+            zonal_shifts.replace(listed);
+            Some(source)
+        } else {
+            None
+        };
         Ok(AwsCloud {
             fleet_batcher: FleetBatcher::start(
                 ec2.clone(),
@@ -203,6 +221,8 @@ impl AwsCloud {
             reservation_answers: tokio::sync::Mutex::new(BTreeMap::new()),
             availability: Mutex::new(Availability::default()),
             reserved_instances: Mutex::new(HashMap::new()),
+            zonal_shift_source,
+            zonal_shifts: Mutex::new(zonal_shifts),
         })
     }
 
@@ -1174,6 +1194,14 @@ impl CloudProvider for AwsCloud {
             CloudError::InvalidRequest(format!("EC2NodeClass {}: {e}", node_class.name))
         })?;
         let zone_ids = node_class.resolved.zone_ids();
+        {
+            let mut shifts = lock(&self.zonal_shifts);
+            for (zone, id) in &zone_ids {
+                if let Some(id) = id {
+                    shifts.learn_zone(zone, id);
+                }
+            }
+        }
         let described = self.described().await?;
         let on_demand = self.on_demand_prices(now).await;
         let spot = self.spot_prices(now).await;
@@ -1265,6 +1293,7 @@ impl CloudProvider for AwsCloud {
             })
             .collect();
         lock(&self.ice).apply(&mut types, now);
+        zonal_shift::apply(&lock(&self.zonal_shifts).shifted(now), &mut types);
         Ok(types)
     }
 
@@ -1427,6 +1456,14 @@ impl CloudProvider for AwsCloud {
 
     async fn delete(&self, provider_id: &str) -> Result<(), CloudError> {
         let id = kerf::cloud::instance_id(provider_id)?;
+        {
+            let shifts = lock(&self.zonal_shifts);
+            if let Some(refusal) =
+                shifts.refuse_termination(provider_id, &shifts.shifted(SystemTime::now()))
+            {
+                return Err(refusal);
+            }
+        }
         let not_found = || CloudError::NotFound {
             provider_id: provider_id.to_owned(),
         };
@@ -1579,6 +1616,16 @@ impl CloudProvider for AwsCloud {
             }
         }
         Ok(deleted)
+    }
+
+    async fn zonal_shifts(&self, now: SystemTime) -> Result<BTreeSet<String>, CloudError> {
+        let Some(source) = &self.zonal_shift_source else {
+            return Ok(BTreeSet::new());
+        };
+        let listed = source.list(self.settings.call_timeout).await?;
+        let mut shifts = lock(&self.zonal_shifts);
+        shifts.replace(listed);
+        Ok(shifts.shifted(now))
     }
 
     async fn instance_health(&self) -> Result<Vec<InstanceHealth>, CloudError> {

@@ -55,6 +55,7 @@ pub async fn run(args: &ControllerArgs) -> anyhow::Result<()> {
     settings.retry_max_backoff = args.aws_retry_max_backoff;
     settings.api_max_attempts = args.aws_api_max_attempts.clone();
     settings.reserved_capacity = args.feature_gates.reserved_capacity;
+    settings.enable_zonal_shift = args.enable_zonal_shift;
     let metrics = Arc::new(Metrics::new());
     settings.fleet_batch.observer = Some(Arc::new(BatcherMetrics(metrics.clone())));
     if let Some(path) = &args.pricing_file {

@@ -99,6 +99,11 @@ pub struct ControllerArgs {
     /// gate, or one kerf does not implement switched on, stops the controller at start.
     #[arg(long, env = "FEATURE_GATES", default_value = "", value_parser = parse_gates)]
     pub feature_gates: FeatureGates,
+    /// Follow the cluster's ARC zonal shifts: at start EKS DescribeCluster and ARC GetManagedResource must find the
+    /// cluster (registered with zonal shift), else the controller stops; then every 30 s no offering is used and no
+    /// instance terminated in a zone traffic is shifted away from.
+    #[arg(long, env = "ENABLE_ZONAL_SHIFT", default_value_t = false, action = clap::ArgAction::Set)]
+    pub enable_zonal_shift: bool,
     /// SQS queue of interruption events (spot interruption, scheduled changes, state changes).
     #[arg(long, env = "INTERRUPTION_QUEUE")]
     pub interruption_queue: Option<String>,
@@ -139,6 +144,7 @@ impl ControllerArgs {
             },
             scheduler_config: self.scheduler_config.clone(),
             feature_gates: self.feature_gates,
+            zonal_shift: self.enable_zonal_shift,
             ..Settings::default()
         }
     }

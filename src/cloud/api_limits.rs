@@ -13,7 +13,8 @@ use std::fmt;
 use std::time::Duration;
 
 /// The EC2, IAM and SSM operations kerf calls, by their AWS names: what `--aws-api-rate-limits` may name. (EKS
-/// `DescribeCluster` is called once at start, the Price List API once a day and SQS by long polls: none is budgeted.)
+/// `DescribeCluster` is called once at start, ARC `GetManagedResource` every 30 s, the Price List API once a day and
+/// SQS by long polls: none is budgeted.)
 pub const OPERATIONS: &[&str] = &[
     "AddRoleToInstanceProfile",
     "CreateFleet",

@@ -29,6 +29,14 @@ pub enum CloudError {
         code: String,
         message: String,
     },
+    /// The instance is in a zone an ARC zonal shift moves traffic away from: it is left alone (no terminate
+    /// call, which could pile retries onto the impaired zone) until the shift ends, and the caller tries again.
+    #[error("instance {instance_id} is in zonally shifted availability zone {zone} ({zone_id}), skipping termination")]
+    ZonallyShifted {
+        instance_id: String,
+        zone: String,
+        zone_id: String,
+    },
     /// The cloud API did not answer in time.
     #[error("{operation} timed out after {after:?}")]
     Timeout {
@@ -46,6 +54,7 @@ impl CloudError {
             CloudError::NodeClassNotReady { .. } => "nodeclass_not_ready",
             CloudError::InvalidRequest(_) => "invalid_request",
             CloudError::Api { .. } => "api_error",
+            CloudError::ZonallyShifted { .. } => "zonally_shifted",
             CloudError::Timeout { .. } => "timeout",
         }
     }

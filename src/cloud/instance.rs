@@ -89,6 +89,12 @@ pub fn provider_id(zone: &str, instance_id: &str) -> String {
     format!("aws:///{zone}/{instance_id}")
 }
 
+/// The zone in a provider ID `aws:///<zone>/<id>`; `None` when it names none or is not of that form.
+pub fn zone_of(provider_id: &str) -> Option<&str> {
+    let (zone, _id) = provider_id.strip_prefix("aws:///")?.rsplit_once('/')?;
+    (!zone.is_empty()).then_some(zone)
+}
+
 /// The instance ID in a provider ID `aws:///<zone>/<id>` (the zone may be empty, as some tools write it).
 pub fn instance_id(provider_id: &str) -> Result<&str, CloudError> {
     let invalid = || {
@@ -118,6 +124,9 @@ mod tests {
         assert_eq!(id, "aws:///us-west-2a/i-0123abcd");
         assert_eq!(instance_id(&id), Ok("i-0123abcd"));
         assert_eq!(instance_id("aws:////i-0abc"), Ok("i-0abc"));
+        assert_eq!(zone_of(&id), Some("us-west-2a"));
+        assert_eq!(zone_of("aws:////i-0abc"), None);
+        assert_eq!(zone_of("i-0abc"), None);
     }
 
     #[test]

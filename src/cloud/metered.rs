@@ -129,7 +129,10 @@ pub fn error_type(error: &CloudError) -> &'static str {
         CloudError::InsufficientCapacity { .. } => "InsufficientCapacityError",
         CloudError::NotFound { .. } => "NodeClaimNotFoundError",
         CloudError::NodeClassNotReady { .. } => "NodeClassNotReadyError",
-        CloudError::InvalidRequest(_) | CloudError::Api { .. } | CloudError::Timeout { .. } => "",
+        CloudError::InvalidRequest(_)
+        | CloudError::Api { .. }
+        | CloudError::ZonallyShifted { .. }
+        | CloudError::Timeout { .. } => "",
     }
 }
 
@@ -311,6 +314,14 @@ impl<C: CloudProvider> CloudProvider for Metered<C> {
     async fn instance_health(&self) -> Result<Vec<super::InstanceHealth>, CloudError> {
         self.measure("InstanceHealth", self.inner.instance_health())
             .await
+    }
+
+    /// Not one of Karpenter's cloud provider methods, so not under its method metrics.
+    async fn zonal_shifts(
+        &self,
+        now: SystemTime,
+    ) -> Result<std::collections::BTreeSet<String>, CloudError> {
+        self.inner.zonal_shifts(now).await
     }
 }
 

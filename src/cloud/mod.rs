@@ -14,10 +14,12 @@ mod launch_check;
 pub mod metered;
 mod node_class;
 pub mod sim;
+pub mod zonal_shift;
 
 #[cfg(test)]
 mod tests;
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::time::SystemTime;
 
@@ -25,7 +27,8 @@ pub use drift::{drift, DriftReason};
 pub use error::CloudError;
 pub use ice::{IceCache, OfferingKey, ICE_TTL};
 pub use instance::{
-    instance_id, provider_id, Instance, InstancePlacement, InstanceReservation, InstanceState,
+    instance_id, provider_id, zone_of, Instance, InstancePlacement, InstanceReservation,
+    InstanceState,
 };
 pub use instance_health::{InstanceHealth, StatusCategory, StatusCheck};
 pub use launch::{
@@ -107,6 +110,15 @@ pub trait CloudProvider: Send + Sync {
     fn instance_health(
         &self,
     ) -> impl Future<Output = Result<Vec<InstanceHealth>, CloudError>> + Send;
+
+    /// Asks the cloud again which zones traffic is shifted away from (ARC zonal shifts on the cluster, with
+    /// `--enable-zonal-shift`) and answers their zone IDs at `now`. From then on no offering in them is available
+    /// and no instance in them is terminated ([`CloudError::ZonallyShifted`]). Empty, with no call, when zonal
+    /// shifts are not followed.
+    fn zonal_shifts(
+        &self,
+        now: SystemTime,
+    ) -> impl Future<Output = Result<BTreeSet<String>, CloudError>> + Send;
 
     /// Removes what the provider created for launches and no longer needs (launch templates this process has
     /// not used, created over an hour before `now`); returns how many were removed.

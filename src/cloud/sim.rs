@@ -17,6 +17,7 @@ use super::node_class::{
     newest_per_architecture, NodeClass, PlacementGroup, PlacementStrategy, ResolvedAmi,
     ResolvedNodeClass, ResolvedSubnet,
 };
+use super::zonal_shift::{self, ZonalShift, ZonalShifts};
 use super::{CloudProvider, InstanceHealth, LaunchRefusal, StatusCheck};
 use crate::api::ec2nodeclass::{EC2NodeClassSpec, SecurityGroup, Subnet};
 use crate::catalog::{CapacityType, InstanceType};
@@ -97,6 +98,11 @@ struct State {
     instance_profiles: BTreeSet<String>,
     launched: u64,
     ice: IceCache,
+    /// The zonal shifts ARC lists for the cluster now, and those the provider last asked for (it acts on these).
+    arc_shifts: Vec<ZonalShift>,
+    zonal_shifts: ZonalShifts,
+    /// The zone IDs shifted at the provider's last ask: instances there are not terminated.
+    shifted: BTreeSet<String>,
     capacity_faults: Vec<CapacityFault>,
     api_faults: HashMap<Operation, VecDeque<CloudError>>,
     latency: HashMap<Operation, Duration>,
@@ -113,6 +119,11 @@ impl SimCloud {
                 ..State::default()
             }),
         }
+    }
+
+    /// The zonal shifts ARC lists from now on (the provider sees them at its next [`CloudProvider::zonal_shifts`]).
+    pub fn set_zonal_shifts(&self, shifts: Vec<ZonalShift>) {
+        self.state().arc_shifts = shifts;
     }
 
     pub fn add_subnet(&self, subnet: SimSubnet) {
@@ -358,8 +369,13 @@ impl CloudProvider for SimCloud {
         now: SystemTime,
     ) -> Result<Vec<InstanceType>, CloudError> {
         self.enter(Operation::InstanceTypes).await?;
-        let state = self.state();
+        let mut state = self.state();
         let zone_ids = node_class.resolved.zone_ids();
+        for (zone, id) in &zone_ids {
+            if let Some(id) = id {
+                state.zonal_shifts.learn_zone(zone, id);
+            }
+        }
         let mut types: Vec<InstanceType> = state
             .instance_types
             .iter()
@@ -380,6 +396,7 @@ impl CloudProvider for SimCloud {
             types.iter_mut().for_each(|it| group.place(it));
         }
         state.ice.apply(&mut types, now);
+        zonal_shift::apply(&state.shifted, &mut types);
         Ok(types)
     }
 
@@ -483,7 +500,14 @@ impl CloudProvider for SimCloud {
     async fn delete(&self, provider_id: &str) -> Result<(), CloudError> {
         self.enter(Operation::Delete).await?;
         let id = instance_id(provider_id)?;
-        match self.state().instances.get_mut(id) {
+        let mut state = self.state();
+        if let Some(refusal) = state
+            .zonal_shifts
+            .refuse_termination(provider_id, &state.shifted)
+        {
+            return Err(refusal);
+        }
+        match state.instances.get_mut(id) {
             Some(instance) if !instance.state.is_gone() => {
                 instance.state = InstanceState::Terminated;
                 Ok(())
@@ -496,6 +520,14 @@ impl CloudProvider for SimCloud {
 
     fn mark_unavailable(&self, key: OfferingKey, now: SystemTime) {
         self.state().ice.mark(key, now);
+    }
+
+    async fn zonal_shifts(&self, now: SystemTime) -> Result<BTreeSet<String>, CloudError> {
+        let mut state = self.state();
+        let listed = state.arc_shifts.clone();
+        state.zonal_shifts.replace(listed);
+        state.shifted = state.zonal_shifts.shifted(now);
+        Ok(state.shifted.clone())
     }
 
     /// The in-memory cloud keeps no launch configurations.

@@ -589,3 +589,60 @@ async fn a_deleted_class_takes_the_instance_profile_made_for_its_role() {
         .await
         .expect("deleting again is done, not an error");
 }
+
+/// A zonal shift seen at the provider's next ask: no offering in the zone, no termination there; both return once
+/// ARC no longer lists it.
+#[tokio::test]
+async fn a_zonal_shift_takes_the_zone_out_of_offerings_and_terminations_until_it_clears() {
+    use super::zonal_shift::ZonalShift;
+    let cloud = sim();
+    let request = request(&cloud, &["on-demand"]).await;
+    let instance = cloud.create(&request, t0()).await.unwrap();
+    assert_eq!(zone_of(&instance.provider_id), Some("us-west-2a"));
+    cloud.set_zonal_shifts(vec![ZonalShift {
+        away_from: "usw2-a".into(),
+        expiry: t0() + Duration::from_secs(3600),
+        applied: true,
+    }]);
+    // Not seen until asked.
+    let class = request.node_class.clone();
+    let zones_available = |types: &[InstanceType]| {
+        let m5 = types.iter().find(|it| it.name == "m5.large").unwrap();
+        m5.offerings
+            .iter()
+            .filter(|o| o.available)
+            .map(|o| o.zone.clone())
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    let types = cloud.instance_types(&class, t0()).await.unwrap();
+    assert_eq!(zones_available(&types).len(), 2);
+    assert_eq!(
+        cloud.zonal_shifts(t0()).await.unwrap(),
+        std::collections::BTreeSet::from(["usw2-a".to_owned()])
+    );
+    let types = cloud.instance_types(&class, t0()).await.unwrap();
+    assert_eq!(
+        zones_available(&types).into_iter().collect::<Vec<_>>(),
+        ["us-west-2b"]
+    );
+    assert!(matches!(
+        cloud.delete(&instance.provider_id).await,
+        Err(CloudError::ZonallyShifted { .. })
+    ));
+    assert_eq!(
+        cloud.instances()[&instance.id].state,
+        InstanceState::Running
+    );
+    // A launch now goes to the other zone.
+    let request = self::request(&cloud, &["on-demand"]).await;
+    assert_eq!(
+        cloud.create(&request, t0()).await.unwrap().zone,
+        "us-west-2b"
+    );
+
+    cloud.set_zonal_shifts(vec![]);
+    assert!(cloud.zonal_shifts(t0()).await.unwrap().is_empty());
+    let types = cloud.instance_types(&class, t0()).await.unwrap();
+    assert_eq!(zones_available(&types).len(), 2);
+    cloud.delete(&instance.provider_id).await.unwrap();
+}

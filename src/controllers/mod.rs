@@ -14,6 +14,8 @@
 //! - `node_health`: with the `NodeRepair` gate, a node unhealthy past its toleration has its NodeClaim deleted
 //!   with a termination deadline of now;
 //! - `static_capacity`: NodePools with `replicas` (the `StaticCapacity` gate) kept at that many claims;
+//! - `zonal_shift`: with `--enable-zonal-shift`, the cluster's ARC zonal shifts every 30 s: offerings in shifted
+//!   zones unavailable, Events on the NodePools that launch there;
 //! - `garbage`: instances tagged for this cluster with no NodeClaim are terminated after a grace period.
 //!
 //! They share one [`Context`]: the client, the cloud, the settings, the cluster state (reflectors), the clock,
@@ -38,6 +40,7 @@ pub mod serve;
 pub mod state;
 pub mod static_capacity;
 pub mod termination;
+pub mod zonal_shift;
 
 use crate::cloud::metered::within;
 use crate::cloud::{CloudError, CloudProvider};
@@ -76,6 +79,8 @@ pub struct Settings {
     pub scheduler_config: crate::scheduling::SchedulerConfig,
     /// `--feature-gates`: spot-to-spot consolidation, reserved capacity, node repair.
     pub feature_gates: crate::engine::FeatureGates,
+    /// `--enable-zonal-shift`: the cloud's zonal shifts are polled and acted on.
+    pub zonal_shift: bool,
 }
 
 impl Settings {
@@ -102,6 +107,7 @@ impl Default for Settings {
             policies: crate::scheduling::Policies::default(),
             scheduler_config: crate::scheduling::SchedulerConfig::default(),
             feature_gates: crate::engine::FeatureGates::default(),
+            zonal_shift: false,
         }
     }
 }
@@ -226,6 +232,9 @@ where
     }
     if ctx.settings.feature_gates.node_repair {
         controllers.spawn(within("node.health", node_health::run(ctx.clone())));
+    }
+    if ctx.settings.zonal_shift {
+        controllers.spawn(within("zonalshift", zonal_shift::run(ctx.clone())));
     }
     controllers.spawn(within("static.capacity", static_capacity::run(ctx.clone())));
     controllers.spawn(within("nodeoverlay", nodeoverlay::run(ctx.clone())));

@@ -118,6 +118,14 @@ impl Catalogs {
             .collect()
     }
 
+    /// Makes every cached catalog stale, so the next [`Catalogs::get`] of each class asks the cloud again (the
+    /// zones shifted away from changed: offerings there came or went).
+    pub async fn expire(&self) {
+        for cached in self.0.lock().await.cached.values_mut() {
+            cached.fetched = SystemTime::UNIX_EPOCH;
+        }
+    }
+
     /// Forgets every class not in `names` (deleted classes).
     pub async fn retain(&self, names: &[&str]) {
         self.0.lock().await.retain(names);
