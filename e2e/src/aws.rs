@@ -148,6 +148,40 @@ impl AwsEmu {
             .await
     }
 
+    /// Creates the EKS cluster `name` in the emulator (moto's EKS): what `DescribeCluster` then describes.
+    pub async fn create_eks_cluster(&self, name: &str) -> Result<aws_sdk_eks::types::Cluster> {
+        let eks = aws_sdk_eks::Client::from_conf(
+            aws_sdk_eks::Config::builder()
+                .behavior_version(aws_sdk_eks::config::BehaviorVersion::latest())
+                .region(aws_sdk_eks::config::Region::new(REGION))
+                .endpoint_url(self.endpoint())
+                .credentials_provider(aws_sdk_eks::config::Credentials::new(
+                    "testing", "testing", None, None, "e2e",
+                ))
+                .build(),
+        );
+        let created = eks
+            .create_cluster()
+            .name(name)
+            .role_arn("arn:aws:iam::123456789012:role/eks")
+            .resources_vpc_config(aws_sdk_eks::types::VpcConfigRequest::builder().build())
+            .send()
+            .await
+            .context("CreateCluster")?;
+        created.cluster.context("CreateCluster answered no cluster")
+    }
+
+    /// Replaces the ARC zonal shifts of `resource` (an EKS cluster ARN): `[{"awayFrom": "usw2-az1",
+    /// "expiresInSeconds": 3600, "appliedStatus": "APPLIED"}]`; see moto_emu.py. An empty list clears them.
+    pub async fn set_zonal_shifts(&self, resource: &str, shifts: &Value) -> Result<()> {
+        self.control(
+            reqwest::Method::POST,
+            "/_emu/zonal-shifts",
+            Some(&serde_json::json!({"resourceIdentifier": resource, "zonalShifts": shifts})),
+        )
+        .await
+    }
+
     /// Ends reservation `id` (as a cancelled ODCR): the emulator forgets it and its instances run on outside it.
     pub async fn end_capacity_reservation(&self, id: &str) -> Result<()> {
         self.control(

@@ -185,6 +185,15 @@ impl Testbed {
         test: &str,
         extra: impl FnOnce(&str) -> Vec<String>,
     ) -> Result<Option<Testbed>> {
+        Self::start_or_skip_prepared(test, async |_, _, name| Ok(extra(name))).await
+    }
+
+    /// [`Testbed::start_or_skip`], with `prepare` run before the controller starts (on the emulator, kerf's cloud
+    /// provider for the cluster name, and the name): it gives the controller's extra flags.
+    pub async fn start_or_skip_prepared(
+        test: &str,
+        prepare: impl AsyncFnOnce(&AwsEmu, &kerf_aws::AwsCloud, &str) -> Result<Vec<String>>,
+    ) -> Result<Option<Testbed>> {
         let Some(cluster) = Cluster::start_or_skip(test).await? else {
             return Ok(None);
         };
@@ -202,7 +211,7 @@ impl Testbed {
             cloud.ec2().clone(),
             crate::kubelet::KubeletSettings::new(&name, REGION),
         )?;
-        let extra = extra(&name);
+        let extra = prepare(&emu, &cloud, &name).await?;
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
         let controller = KerfController::start_with(&cluster, &emu, &name, &extra).await?;
         Ok(Some(Testbed {

@@ -199,25 +199,7 @@ async fn an_unset_cluster_endpoint_is_discovered_from_eks() -> Result<()> {
         return Ok(());
     };
     let name = kerf_e2e::aws::unique_cluster_name("discover");
-    let eks = aws_sdk_eks::Client::from_conf(
-        aws_sdk_eks::Config::builder()
-            .behavior_version(aws_sdk_eks::config::BehaviorVersion::latest())
-            .region(aws_sdk_eks::config::Region::new("us-west-2"))
-            .endpoint_url(emu.endpoint())
-            .credentials_provider(aws_sdk_eks::config::Credentials::new(
-                "testing", "testing", None, None, "e2e",
-            ))
-            .build(),
-    );
-    let created = eks
-        .create_cluster()
-        .name(&name)
-        .role_arn("arn:aws:iam::123456789012:role/eks")
-        .resources_vpc_config(aws_sdk_eks::types::VpcConfigRequest::builder().build())
-        .send()
-        .await
-        .context("CreateCluster")?;
-    let described = created.cluster.context("created cluster")?;
+    let described = emu.create_eks_cluster(&name).await?;
     let want_endpoint = described
         .endpoint
         .clone()
