@@ -406,6 +406,7 @@ fn timeline_examples_are_reproducible_and_golden() {
         "timeline-node-repair",
         "timeline-node-overlay",
         "timeline-capacity-buffer",
+        "timeline-zonal-shift",
     ] {
         let first = timeline_json(&format!("{example}.yaml"), &catalog);
         let second = timeline_json(&format!("{example}.yaml"), &catalog);
@@ -668,6 +669,77 @@ fn a_node_overlay_applied_mid_run_moves_consolidation() {
             .as_str()
             .is_some_and(|m| m.contains("left out: the NodeOverlay feature gate is off"))),
         "{entries:?}"
+    );
+}
+
+/// An ARC zonal shift in a timeline (examples/timeline-zonal-shift.yaml; Karpenter's AWS zonal shift): the NodePool
+/// hears of it when it begins and ends, nothing is launched in the shifted zone while it lasts, a node deleted there
+/// keeps its instance (and its cost) until it ends; a run without `enableZonalShift` refuses the event.
+#[test]
+fn a_zonal_shift_keeps_launches_out_of_the_zone_while_it_lasts() {
+    let catalog = catalog();
+    let with: Value =
+        serde_json::from_str(&timeline_json("timeline-zonal-shift.yaml", &catalog)).expect("json");
+    let entries = with["timeline"].as_array().expect("timeline");
+    let within_shift = |e: &&Value| {
+        let at = e["at"].as_str().unwrap_or_default();
+        ("0h30m"..="1h29m").contains(&at)
+    };
+    let launches_in_shift: Vec<&str> = entries
+        .iter()
+        .filter(within_shift)
+        .filter(|e| e["action"] == "launch")
+        .filter_map(|e| e["detail"].as_str())
+        .collect();
+    assert!(!launches_in_shift.is_empty(), "{entries:#?}");
+    assert!(
+        launches_in_shift.iter().all(|d| d.contains("us-east-1b")),
+        "{launches_in_shift:?}"
+    );
+    let reasons: Vec<(&str, &str)> = entries
+        .iter()
+        .filter(|e| e["action"] == "zonal-shift" && e["nodepool"] == "default")
+        .filter_map(|e| Some((e["at"].as_str()?, e["reason"].as_str()?)))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            ("0h30m", "ZonalShiftActive"),
+            ("1h30m", "ZonalShiftCleared")
+        ],
+        "{entries:#?}"
+    );
+    let held = entries
+        .iter()
+        .find(|e| {
+            e["action"] == "zonal-shift"
+                && e["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("is not terminated while zone us-east-1a"))
+        })
+        .expect("a deletion in the shifted zone is held");
+    let claim = held["nodeClaims"][0].as_str().expect("the claim");
+    assert!(
+        entries.iter().any(|e| e["at"] == "1h30m"
+            && e["nodeClaims"][0] == claim
+            && e["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("instance terminated"))),
+        "{entries:#?}"
+    );
+
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/timeline-zonal-shift.yaml"
+    ))
+    .expect("example")
+    .replace("enableZonalShift: true", "enableZonalShift: false");
+    let refused = load(&text).expect_err("a zonalShift event without enableZonalShift");
+    assert!(
+        refused
+            .to_string()
+            .contains("spec.events[0].zonalShift: needs spec.enableZonalShift: true"),
+        "{refused}"
     );
 }
 

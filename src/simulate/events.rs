@@ -50,6 +50,17 @@ pub enum Action {
     ApplyNodeClass(Value),
     /// A NodeOverlay added or replacing the one of the same name (the `NodeOverlay` gate).
     ApplyNodeOverlay(Box<crate::api::nodeoverlay::NodeOverlay>),
+    /// ARC shifts the cluster's traffic away from a zone for a while (`spec.enableZonalShift`).
+    ZonalShift(ZonalShiftSpec),
+}
+
+/// A zonal shift as a timeline writes it: the zone (by name) and how long the shift lasts.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ZonalShiftSpec {
+    pub zone: String,
+    /// A Go duration (`45m`); the shift expires then.
+    pub duration: String,
 }
 
 /// Which nodes an interruption hits.
@@ -97,13 +108,14 @@ impl NodeFault {
 
 /// One entry of `events` as written.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct EventSpec {
     at: String,
     scale: Option<ScaleSpec>,
     interrupt: Option<Interruption>,
     unhealthy: Option<NodeFault>,
     apply: Option<Value>,
+    zonal_shift: Option<ZonalShiftSpec>,
 }
 
 #[derive(Deserialize)]
@@ -190,7 +202,7 @@ impl Timeline {
             .events
             .iter()
             .enumerate()
-            .map(|(i, spec)| event(&format!("events[{i}]"), spec, length))
+            .map(|(i, spec)| event(&format!("events[{i}]"), spec, length, settings))
             .collect::<Result<Vec<_>, _>>()?;
         // A stable sort: same-instant events keep their written order.
         events.sort_by_key(|e| e.at);
@@ -202,7 +214,12 @@ impl Timeline {
     }
 }
 
-fn event(field: &str, spec: &Value, length: SignedDuration) -> Result<Event, TimelineError> {
+fn event(
+    field: &str,
+    spec: &Value,
+    length: SignedDuration,
+    settings: &SimulationSettings,
+) -> Result<Event, TimelineError> {
     let spec = EventSpec::deserialize(spec).map_err(|e| error(field, e.to_string()))?;
     let at = duration(&format!("{field}.at"), &spec.at)?;
     if at > length {
@@ -210,6 +227,19 @@ fn event(field: &str, spec: &Value, length: SignedDuration) -> Result<Event, Tim
             format!("{field}.at"),
             format!("{} is after the end of the timeline", spec.at),
         ));
+    }
+    if let Some(shift) = spec.zonal_shift {
+        let others = [
+            spec.scale.is_some(),
+            spec.interrupt.is_some(),
+            spec.unhealthy.is_some(),
+            spec.apply.is_some(),
+        ];
+        if others.contains(&true) {
+            return Err(error(field, ONE_ACTION));
+        }
+        return zonal_shift(&format!("{field}.zonalShift"), shift, settings)
+            .map(|action| Event { at, action });
     }
     let action = match (spec.scale, spec.interrupt, spec.unhealthy, spec.apply) {
         (Some(scale), None, None, None) => Action::Scale {
@@ -238,14 +268,38 @@ fn event(field: &str, spec: &Value, length: SignedDuration) -> Result<Event, Tim
             Action::Unhealthy(fault)
         }
         (None, None, None, Some(object)) => apply(&format!("{field}.apply"), &object)?,
-        _ => {
-            return Err(error(
-                field,
-                "give exactly one of scale, interrupt, unhealthy or apply",
-            ))
-        }
+        _ => return Err(error(field, ONE_ACTION)),
     };
     Ok(Event { at, action })
+}
+
+const ONE_ACTION: &str = "give exactly one of scale, interrupt, unhealthy, apply or zonalShift";
+
+/// A zonal shift, which only a run with `spec.enableZonalShift` acts on (as only a controller started with
+/// `--enable-zonal-shift` does): without it the event is refused rather than left without effect.
+fn zonal_shift(
+    field: &str,
+    shift: ZonalShiftSpec,
+    settings: &SimulationSettings,
+) -> Result<Action, TimelineError> {
+    if !settings.enable_zonal_shift {
+        return Err(error(
+            field,
+            "needs spec.enableZonalShift: true (kerf controller --enable-zonal-shift); without it zonal shifts \
+             are not followed",
+        ));
+    }
+    if shift.zone.trim().is_empty() {
+        return Err(error(
+            format!("{field}.zone"),
+            "name the zone, e.g. us-west-2a",
+        ));
+    }
+    let length = duration(&format!("{field}.duration"), &shift.duration)?;
+    if length.is_zero() {
+        return Err(error(format!("{field}.duration"), "must be longer than 0s"));
+    }
+    Ok(Action::ZonalShift(shift))
 }
 
 /// Refuses a node selection that does not name exactly one of its keys.

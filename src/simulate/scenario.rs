@@ -56,6 +56,10 @@ pub struct SimulationSettings {
     /// As `kerf controller --scheduler-config` (the chart's `settings.schedulerConfig`), written as an object:
     /// `{podTopologySpread: {defaultConstraints: [...]}}`, the cluster's default topology spread.
     pub scheduler_config: Option<Value>,
+    /// As `kerf controller --enable-zonal-shift` (the chart's `settings.enableZonalShift`): `zonalShift` events
+    /// take their zone's offerings away while they last.
+    #[serde(default)]
+    pub enable_zonal_shift: bool,
 }
 
 /// A Simulation's `spec.featureGates`, in either of the forms users know.

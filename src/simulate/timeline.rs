@@ -3,7 +3,7 @@
 //! and its commands are carried out. Nothing reads the wall clock or draws a random number, and every
 //! collection is walked in a fixed order, so one scenario always gives the same timeline.
 
-use super::events::{Action, Event, Interruption, NodeFault, Timeline};
+use super::events::{Action, Event, Interruption, NodeFault, Timeline, ZonalShiftSpec};
 use super::existing::take_over;
 use super::scenario::{expand, pods_listed, Scenario, ScenarioError};
 use super::timeline_report::{CostHour, Entry, TimelineReport, Totals};
@@ -12,6 +12,7 @@ use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
 use crate::catalog::Catalog;
+use crate::cloud::zonal_shift::{self, ZonalShift, ZonalShifts};
 use crate::disruption::{
     count_nodes, decide, ec2nodeclass_hash, is_daemonset_pod, lifetime_remaining, nodepool_hash,
     validate, Budgets, CloudDrift, Command, DisruptionInput, Explanation, NodeInput, NodeState,
@@ -29,6 +30,7 @@ use crate::engine::provisioning::claim::node_claim;
 use crate::engine::provisioning::plan::{self, Preparations, Snapshot};
 use crate::engine::repair::{self, pool_label, ClaimHealth, NodeHealth, Verdict, AWS_POLICIES};
 use crate::engine::static_capacity::{self, Scale, StaticClaim};
+use crate::engine::zonal_shift::{notices, ZoneInfo};
 use crate::scheduling::volumes::VolumeIndex;
 use crate::scheduling::DefaultSpread;
 use crate::scheduling::{Choice, PlannedClaim};
@@ -38,11 +40,20 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 /// One tick of the virtual clock.
 const STEP: SignedDuration = SignedDuration::from_secs(60);
 /// How long a launched instance takes to become an initialized node.
 pub const READY_AFTER: SignedDuration = SignedDuration::from_secs(120);
+
+/// The instance of a claim deleted in a zone shifted away from, left running as the cloud provider leaves it.
+struct HeldInstance {
+    claim: String,
+    zone: String,
+    key: String,
+    price: Option<f64>,
+}
 
 /// A NodeClaim kerf launched during the run.
 struct SimClaim {
@@ -134,9 +145,18 @@ pub struct TimelineRun<'a> {
     nominations: Nominations,
     /// Nodes of the starting cluster that no claim owns: capacity that disruption never takes.
     fixed_nodes: Vec<Node>,
-    /// The catalog with the NodeOverlays in it (the scenario's catalog itself without overlays), shared as the
-    /// provisioning decision takes each class's catalog; made again when the pools change.
+    /// The catalog with the NodeOverlays in it (the scenario's catalog itself without overlays), made again when
+    /// the pools change.
+    overlaid_catalog: Arc<Catalog>,
+    /// `overlaid_catalog` without the offerings of zones shifted away from, shared as the provisioning decision
+    /// takes each class's catalog.
     shared_catalog: Arc<Catalog>,
+    /// The zonal shifts `zonalShift` events began (`spec.enableZonalShift`), as ARC lists them.
+    zonal_shifts: Vec<ZonalShift>,
+    /// The zones (their keys: zone IDs where the catalog has them, else names) shifted at the last step.
+    shifted: BTreeSet<String>,
+    /// Instances of claims deleted in a shifted zone: not terminated (nor their cost stopped) until it clears.
+    held: Vec<HeldInstance>,
     /// Where the last provisioning decision put CapacityBuffer virtual pods (by pod key, the claim): they are
     /// never bound (real pods take the room first, as in the cluster), but disruption keeps room for them there.
     buffer_on: BTreeMap<String, String>,
@@ -224,7 +244,11 @@ impl<'a> TimelineRun<'a> {
             cost: Vec::new(),
             nominations: Nominations::default(),
             fixed_nodes,
+            overlaid_catalog: Arc::new(catalog.clone()),
             shared_catalog: Arc::new(catalog.clone()),
+            zonal_shifts: Vec::new(),
+            shifted: BTreeSet::new(),
+            held: Vec::new(),
             workload_replicas: BTreeMap::new(),
             buffer_on: BTreeMap::new(),
             overlays: scenario.nodeoverlays.clone(),
@@ -278,7 +302,8 @@ impl<'a> TimelineRun<'a> {
             while let Some(event) = events.next_if(|e| e.at <= elapsed) {
                 self.apply(event)?;
             }
-            self.overlay_pools();
+            let overlaid = self.overlay_pools();
+            self.shift_zones(overlaid);
             self.sync_buffers();
             self.make_ready();
             if self.node_repair {
@@ -350,8 +375,101 @@ impl<'a> TimelineRun<'a> {
                 self.entries
                     .push(self.entry("apply", format!("EC2NodeClass {name} changed")));
             }
+            Action::ZonalShift(shift) => self.begin_shift(shift),
         }
         Ok(())
+    }
+
+    /// The key zonal shifts name `zone` by in the catalog (its zone ID where the catalog has them, else its name).
+    fn zone_key(&self, zone: &str) -> Option<String> {
+        self.catalog
+            .instance_types
+            .iter()
+            .flat_map(|it| &it.offerings)
+            .find(|o| o.zone == zone)
+            .map(|o| zonal_shift::zone_key(o).to_owned())
+    }
+
+    /// ARC begins a shift away from the event's zone (one already shifted gets the new expiry).
+    fn begin_shift(&mut self, shift: &ZonalShiftSpec) {
+        let Some(key) = self.zone_key(&shift.zone) else {
+            let said = format!("no offering is in zone {}: nothing to shift", shift.zone);
+            self.entries.push(self.entry("zonal-shift", said));
+            return;
+        };
+        let length = crate::disruption::parse_go_duration(&shift.duration).unwrap_or_default();
+        let until = self.now + length;
+        self.zonal_shifts.retain(|s| s.away_from != key);
+        self.zonal_shifts.push(ZonalShift {
+            away_from: key,
+            expiry: SystemTime::from(until),
+            applied: true,
+        });
+        let said = format!(
+            "traffic shifted away from zone {} until {until} (ARC zonal shift)",
+            shift.zone
+        );
+        self.entries.push(self.entry("zonal-shift", said));
+    }
+
+    /// Takes the offerings of zones shifted away from out of the shared catalog when the shifted zones (or the
+    /// overlaid catalog) changed, records the NodePools' Events, and terminates the instances held in zones that
+    /// cleared.
+    fn shift_zones(&mut self, overlaid: bool) {
+        let mut listed = ZonalShifts::default();
+        listed.replace(self.zonal_shifts.iter().cloned());
+        let shifted = listed.shifted(SystemTime::from(self.now));
+        if shifted == self.shifted && !overlaid {
+            return;
+        }
+        self.shared_catalog = if shifted.is_empty() {
+            self.overlaid_catalog.clone()
+        } else {
+            let mut catalog = (*self.overlaid_catalog).clone();
+            zonal_shift::apply(&shifted, &mut catalog.instance_types);
+            Arc::new(catalog)
+        };
+        if shifted == self.shifted {
+            return;
+        }
+        // The simulated classes launch wherever the catalog offers.
+        let zones: BTreeSet<(String, String)> = self
+            .catalog
+            .instance_types
+            .iter()
+            .flat_map(|it| &it.offerings)
+            .map(|o| (o.zone.clone(), zonal_shift::zone_key(o).to_owned()))
+            .collect();
+        let zones: Vec<ZoneInfo> = zones
+            .into_iter()
+            .map(|(zone, zone_id)| ZoneInfo { zone, zone_id })
+            .collect();
+        let pools: Vec<(&NodePool, Vec<ZoneInfo>)> =
+            self.pools.iter().map(|p| (p, zones.clone())).collect();
+        let told = notices(&self.shifted, &shifted, &pools);
+        drop(pools);
+        for notice in told {
+            let mut entry = self.entry("zonal-shift", notice.message());
+            entry.nodepool = Some(notice.nodepool.clone());
+            entry.reason = Some(notice.reason().to_owned());
+            self.entries.push(entry);
+        }
+        let (released, held): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|h| !shifted.contains(&h.key));
+        self.held = held;
+        for h in released {
+            let mut entry = self.entry(
+                "zonal-shift",
+                format!(
+                    "{}'s instance terminated: zone {} is no longer shifted away from",
+                    h.claim, h.zone
+                ),
+            );
+            entry.node_claims = vec![h.claim];
+            self.entries.push(entry);
+        }
+        self.shifted = shifted;
     }
 
     fn scale(&mut self, namespace: &str, name: &str, wanted: u64) -> Result<(), ScenarioError> {
@@ -481,7 +599,8 @@ impl<'a> TimelineRun<'a> {
                 .push(self.entry("interrupt", "no node matches".to_owned()));
         }
         for name in hit {
-            let pods = self.delete(&name);
+            // EC2 reclaims the instance whatever the zone.
+            let pods = self.remove(&name);
             let mut entry = self.entry(
                 "interrupt",
                 format!("{name} interrupted, {pods} pods to reschedule"),
@@ -640,7 +759,9 @@ impl<'a> TimelineRun<'a> {
                 Scale::Up(count) => {
                     self.replicas_said.remove(&name);
                     for _ in 0..count {
-                        let planned = static_capacity::static_replacement(&pool, self.catalog);
+                        // As provisioning sees it: with overlays, without shifted zones.
+                        let catalog = self.shared_catalog.clone();
+                        let planned = static_capacity::static_replacement(&pool, &catalog);
                         let seed = self.launched.to_string();
                         let claim = static_capacity::static_claim(&pool, &seed);
                         let (Some(choice), Some(claim)) =
@@ -718,8 +839,35 @@ impl<'a> TimelineRun<'a> {
         self.claims.iter().any(|c| c.name() == name)
     }
 
-    /// Removes a claim; its pods wait for new capacity. Returns how many there were.
+    /// Deletes a claim kerf decided to remove; its pods wait for new capacity. Returns how many there were. In a
+    /// zone shifted away from its instance is not terminated until the shift ends (and costs until then).
     fn delete(&mut self, name: &str) -> usize {
+        let in_shifted_zone = self.claims.iter().find(|c| c.name() == name).and_then(|c| {
+            let key = self.zone_key(&c.choice.zone)?;
+            self.shifted.contains(&key).then(|| HeldInstance {
+                claim: name.to_owned(),
+                zone: c.choice.zone.clone(),
+                key,
+                price: c.choice.price,
+            })
+        });
+        if let Some(held) = in_shifted_zone {
+            let mut entry = self.entry(
+                "zonal-shift",
+                format!(
+                    "{name} deleted; its instance is not terminated while zone {} is shifted away from",
+                    held.zone
+                ),
+            );
+            entry.node_claims = vec![name.to_owned()];
+            self.entries.push(entry);
+            self.held.push(held);
+        }
+        self.remove(name)
+    }
+
+    /// Removes a claim whose instance is gone; its pods wait for new capacity. Returns how many there were.
+    fn remove(&mut self, name: &str) -> usize {
         self.claims.retain(|c| c.name() != name);
         let mut moved = 0;
         for pod in &mut self.pods {
@@ -790,11 +938,12 @@ impl<'a> TimelineRun<'a> {
         }
     }
 
-    /// Makes `shared_catalog` the scenario's catalog with its NodeOverlays, for the pools as they are now.
-    fn overlay_pools(&mut self) {
+    /// Makes `overlaid_catalog` the scenario's catalog with its NodeOverlays, for the pools as they are now;
+    /// whether it made it again.
+    fn overlay_pools(&mut self) -> bool {
         // Overlays are only ever added during a run: without any, the catalog is the scenario's.
         if self.overlays.is_empty() {
-            return;
+            return false;
         }
         let inputs: OverlaidFor = (
             self.pools
@@ -807,7 +956,7 @@ impl<'a> TimelineRun<'a> {
                 .collect(),
         );
         if self.overlaid_for.as_ref() == Some(&inputs) {
-            return;
+            return false;
         }
         // Every class has the scenario's catalog, so the pools are overlaid together over it.
         let base = Arc::new(self.catalog.clone());
@@ -823,11 +972,12 @@ impl<'a> TimelineRun<'a> {
             .collect();
         let evaluation = overlay::evaluate(&self.overlays, &self.pools, &catalogs);
         let pool_refs: Vec<&NodePool> = self.pools.iter().collect();
-        self.shared_catalog = Arc::new(
+        self.overlaid_catalog = Arc::new(
             overlay::overlaid(self.catalog, &pool_refs, &evaluation)
                 .unwrap_or_else(|| self.catalog.clone()),
         );
         self.overlaid_for = Some(inputs);
+        true
     }
 
     /// The Node of a ready claim; nodes that disruption queued are tainted so provisioning leaves them be.
@@ -1296,13 +1446,14 @@ impl<'a> TimelineRun<'a> {
         }
         let minute_share = STEP.as_secs_f64() / 3600.0;
         let slot = &mut self.cost[hour];
-        for claim in &self.claims {
-            match claim.choice.price {
+        let prices = self.claims.iter().map(|c| c.choice.price);
+        for price in prices.chain(self.held.iter().map(|h| h.price)) {
+            match price {
                 Some(price) => slot.cost += price * minute_share,
                 None => slot.unknown_prices = true,
             }
         }
-        slot.nodes = slot.nodes.max(self.claims.len());
+        slot.nodes = slot.nodes.max(self.claims.len() + self.held.len());
     }
 
     fn entry(&self, action: &'static str, detail: String) -> Entry {

@@ -24,7 +24,8 @@ pub struct Entry {
     pub at: String,
     /// The virtual clock's time (RFC 3339), which budgets' schedules are read against.
     pub time: String,
-    /// `launch`, `disrupt`, `blocked`, `interrupt`, `unhealthy`, `repair`, `replicas`, `scale` or `apply`.
+    /// `launch`, `disrupt`, `blocked`, `interrupt`, `unhealthy`, `repair`, `replicas`, `scale`, `apply` or
+    /// `zonal-shift`.
     pub action: &'static str,
     pub detail: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -125,7 +126,7 @@ impl TimelineReport {
         let mut out = String::new();
         let _ = writeln!(out, "timeline: {} from {}", self.duration, self.start);
         for e in &self.timeline {
-            let _ = writeln!(out, "  {:>7}  {:<9} {}", e.at, e.action, e.detail);
+            let _ = writeln!(out, "  {:>7}  {:<11} {}", e.at, e.action, e.detail);
         }
         let _ = writeln!(out, "cost by hour:");
         for h in &self.cost_by_hour {
