@@ -213,14 +213,6 @@ fn zone_id(request: &LaunchRequest<'_>, key: &OfferingKey) -> Option<String> {
         .and_then(|o| o.zone_id.clone())
 }
 
-/// The zone of an `aws:///<zone>/<id>` provider ID (empty when it names none).
-fn zone_of(provider_id: &str) -> &str {
-    provider_id
-        .strip_prefix("aws:///")
-        .and_then(|rest| rest.split_once('/'))
-        .map_or("", |(zone, _)| zone)
-}
-
 impl<C: CloudProvider> CloudProvider for Metered<C> {
     async fn resolve_node_class(
         &self,
@@ -271,11 +263,15 @@ impl<C: CloudProvider> CloudProvider for Metered<C> {
     async fn delete(&self, provider_id: &str) -> Result<(), CloudError> {
         let result = self.measure("Delete", self.inner.delete(provider_id)).await;
         if let Err(error) = &result {
-            if !matches!(error, CloudError::NotFound { .. }) {
+            // Gone is done, and a zonal shift's refusal is deliberate (Karpenter counts neither).
+            if !matches!(
+                error,
+                CloudError::NotFound { .. } | CloudError::ZonallyShifted { .. }
+            ) {
                 self.metrics
                     .termination_failures
                     .get_or_create(&ZoneLabels {
-                        zone: zone_of(provider_id).to_owned(),
+                        zone: super::zone_of(provider_id).unwrap_or_default().to_owned(),
                         zone_id: String::new(),
                     })
                     .inc();
@@ -383,10 +379,30 @@ mod tests {
         );
     }
 
-    #[test]
-    fn provider_ids_name_their_zone() {
-        assert_eq!(zone_of("aws:///us-west-2a/i-1"), "us-west-2a");
-        assert_eq!(zone_of("aws:////i-1"), "");
-        assert_eq!(zone_of("kind://x"), "");
+    /// Karpenter's provider suite: a termination skipped in a zonally shifted zone is not a termination failure.
+    #[tokio::test]
+    async fn a_zonal_shift_refusal_is_not_a_termination_failure() {
+        let mut registry = Registry::default();
+        let metrics = CloudMetrics::register(&mut registry);
+        let sim = SimCloud::new("test", Vec::new());
+        sim.inject_api_error(
+            Operation::Delete,
+            CloudError::ZonallyShifted {
+                instance_id: "i-0123".into(),
+                zone: "us-west-2a".into(),
+                zone_id: "usw2-az1".into(),
+            },
+            1,
+        );
+        let cloud = Metered::new(sim, metrics, "aws");
+        assert!(matches!(
+            cloud.delete("aws:///us-west-2a/i-0123").await,
+            Err(CloudError::ZonallyShifted { .. })
+        ));
+        let text = text(&registry);
+        assert!(
+            !text.contains("karpenter_cloudprovider_instance_termination_failures_total{"),
+            "{text}"
+        );
     }
 }
