@@ -6,8 +6,8 @@ use std::time::Duration;
 use aws_sdk_ec2::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use kerf::cloud::CloudError;
 
-/// CreateFleet error codes that mean the offering had no capacity (reference §2.2): the offering goes into
-/// the ICE cache, and a launch that got only these is insufficient capacity.
+/// CreateFleet error codes that mean the offering had no capacity (controller-behaviour.md §2.2): the offering goes
+/// into the ICE cache, and a launch that got only these is insufficient capacity.
 const CAPACITY_ERROR_CODES: [&str; 9] = [
     "InsufficientInstanceCapacity",
     "MaxSpotInstanceCountExceeded",

@@ -1,5 +1,5 @@
 //! The CreateFleet (type `instant`) request for a launch plan, and what its answer means: the instance, or
-//! the offerings that had no capacity, or another error (reference §2.2).
+//! the offerings that had no capacity, or another error (controller-behaviour.md §2.2).
 
 use std::collections::BTreeMap;
 

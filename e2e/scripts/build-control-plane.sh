@@ -3,7 +3,7 @@
 # `kubernetes` source package and caches them under ~/.cache/kerf/k8s-1.20.2/bin. Also installs etcd
 # (Debian's etcd-server). Idempotent: when the three binaries are cached it only checks them.
 #
-# The recipe (docs/testing.md, shared/reference/test-cluster.md): Debian's Go is 1.19, Kubernetes 1.20
+# The recipe (docs/testing.md, docs/reference/test-cluster.md): Debian's Go is 1.19, Kubernetes 1.20
 # was built with Go 1.15, so two vendored libraries need fixing before the build:
 #   1. reflect2 v1.0.1 corrupts memory under Go >= 1.18 -> replace with reflect2 1.0.2 (Debian package).
 #   2. the OpenAPI type validator treats "" as null under Go >= 1.16 (kubernetes#99804) -> nil check only.

@@ -99,7 +99,7 @@ pub fn normalize_key(key: &str) -> &str {
     }
 }
 
-/// The values Karpenter knows for a well-known key whose `In` requirements it checks (§2.4 RT).
+/// The values Karpenter knows for a well-known key whose `In` requirements it checks (api-rules.md §2.4 RT).
 pub fn known_values(key: &str) -> Option<&'static [&'static str]> {
     match normalize_key(key) {
         CAPACITY_TYPE => Some(&[

@@ -1,6 +1,6 @@
 //! What a launch asks for and how it is carried out on EC2's terms, decided purely: the request built from
 //! a NodeClaim, and the plan (capacity type and one override per instance type × zone) both providers
-//! follow. See reference §2.1–2.3.
+//! follow. See controller-behaviour.md §2.1–2.3.
 
 use std::borrow::Cow;
 use std::cmp::{Ordering, Reverse};
@@ -20,7 +20,7 @@ use crate::catalog::{CapacityType, InstanceType, OfferingFilter, EFA, PLACEMENT_
 /// EC2 takes at most this many instance types in one CreateFleet call (Karpenter truncates to it).
 pub const MAX_INSTANCE_TYPES: usize = 60;
 
-/// Tags kerf puts on everything it launches (reference §2.3).
+/// Tags kerf puts on everything it launches (controller-behaviour.md §2.3).
 pub const TAG_NODEPOOL: &str = "karpenter.sh/nodepool";
 pub const TAG_NODECLAIM: &str = "karpenter.sh/nodeclaim";
 pub const TAG_EC2NODECLASS: &str = "karpenter.k8s.aws/ec2nodeclass";

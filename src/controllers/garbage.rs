@@ -1,4 +1,5 @@
-//! Garbage collection between NodeClaims and instances (reference §2.4 "GC"), every `Settings::gc_interval`:
+//! Garbage collection between NodeClaims and instances (controller-behaviour.md §2.4 "GC"), every
+//! `Settings::gc_interval`:
 //! - an instance tagged for this cluster that no NodeClaim accounts for (neither by its
 //!   `karpenter.sh/nodeclaim` tag nor by provider ID) is terminated once it is older than
 //!   `Settings::leak_grace` — what a hand-removed finalizer or a crash in the wrong place would otherwise leak;

@@ -29,7 +29,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
 
-/// Karpenter's interruption metrics (reference §5).
+/// Karpenter's interruption metrics (controller-behaviour.md §5).
 #[derive(Clone)]
 pub struct InterruptionMetrics {
     received: Family<MessageType, Counter>,

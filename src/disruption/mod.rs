@@ -1,11 +1,11 @@
 //! Disruption decisions, pure: no I/O, no clock (`now` is an argument).
 //!
 //! The foundations the disruption methods stand on:
-//! - `budgets`: how many nodes of a pool may be disrupted for a reason at an instant (§3.6);
+//! - `budgets`: how many nodes of a pool may be disrupted for a reason at an instant (controller-behaviour.md §3.6);
 //! - `window`: when a scheduled budget is active, and when that next changes;
 //! - `explain`: which budget binds and until when, in words users can check their schedules against;
-//! - candidate facts (§3.2–3.5): `do_not_disrupt` on pods, nodes and claims, `costs` (eviction, disruption,
-//!   reschedule, emptiness), `pdb` blocking, `lifetime` (`consolidateAfter`, expiration), `drift_hash` (static
+//! - candidate facts (controller-behaviour.md §3.2–3.5): `do_not_disrupt` on pods, nodes and claims, `costs`
+//!   (eviction, disruption, reschedule, emptiness), `pdb` blocking, `lifetime` (`consolidateAfter`, expiration), `drift_hash` (static
 //!   NodePool drift), and `candidate` putting the blockers together; `pods` and `go_duration` serve them.
 //!
 //! On them stand the methods (`methods`: expiration, emptiness, drift, multi- and single-node consolidation)

@@ -1,7 +1,7 @@
 //! `EC2NodeClass` (karpenter.k8s.aws/v1): every field of the v1.14 spec and status (api-rules.md §3).
 //!
 //! Every spec field is optional in Rust so that validation can tell "absent" from "present but empty"
-//! (api-rules §0, "Present"); fields the CRD requires are marked `#[schemars(required)]` instead. The
+//! (api-rules.md §0, "Present"); fields the CRD requires are marked `#[schemars(required)]` instead. The
 //! OpenAPI constraints of the upstream CRD (enums, patterns, bounds, list and map sizes, defaults) are
 //! attached here with schemars attributes, so they end up both in `kerf crds` and in the generic schema
 //! check; the CEL and runtime rules are in `validation.rs`.
@@ -16,11 +16,11 @@ use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// kerf+ (api-rules §0.4d): the whole value is a subnet id. Upstream's `subnet-[0-9a-z]+` is unanchored.
+/// kerf+ (api-rules.md §0.4d): the whole value is a subnet id. Upstream's `subnet-[0-9a-z]+` is unanchored.
 pub const SUBNET_ID_PATTERN: &str = r"^subnet-[0-9a-z]+$";
-/// kerf+ (api-rules §0.4d): the whole value is a security group id. Upstream's `sg-[0-9a-z]+` is unanchored.
+/// kerf+ (api-rules.md §0.4d): the whole value is a security group id. Upstream's `sg-[0-9a-z]+` is unanchored.
 pub const SECURITY_GROUP_ID_PATTERN: &str = r"^sg-[0-9a-z]+$";
-/// kerf+ (api-rules §0.4d): the whole value is an AMI id. Upstream's `ami-[0-9a-z]+` is unanchored.
+/// kerf+ (api-rules.md §0.4d): the whole value is an AMI id. Upstream's `ami-[0-9a-z]+` is unanchored.
 pub const AMI_ID_PATTERN: &str = r"^ami-[0-9a-z]+$";
 /// A capacity reservation id (upstream, already anchored).
 pub const CAPACITY_RESERVATION_ID_PATTERN: &str = r"^cr-[0-9a-z]+$";
@@ -30,7 +30,7 @@ pub const PLACEMENT_GROUP_ID_PATTERN: &str = r"^pg-[0-9a-z]+$";
 pub const ACCOUNT_ID_PATTERN: &str = r"^[0-9]{12}$";
 /// An EBS volume size: 1–59000Gi, 1–64000G, 1–64Ti or 1–64T, without leading zeros.
 ///
-/// This is upstream's pattern with two slips fixed (kerf+, api-rules §3.6): its empty alternatives let a
+/// This is upstream's pattern with two slips fixed (kerf+, api-rules.md §3.6): its empty alternatives let a
 /// bare `Ti` or `T` through, which can never be decoded as a size, and its `[1-5][0-7]` rejected 18–19Ti,
 /// 28–29Ti, … although EBS allows them.
 pub const VOLUME_SIZE_PATTERN: &str = r"^((?:[1-9][0-9]{0,3}|[1-4][0-9]{4}|[5][0-8][0-9]{3}|59000)Gi|(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|[6][0-3][0-9]{3}|64000)G|([1-9]|[1-5][0-9]|6[0-3]|64)Ti|([1-9]|[1-5][0-9]|6[0-3]|64)T)$";

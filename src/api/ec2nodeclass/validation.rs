@@ -7,7 +7,7 @@ use super::types::*;
 use crate::api::validation::{FieldError, FieldPath, Findings, SchemaType};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-/// Checks every rule of §3 on `nc`, adding errors and warnings to `findings`.
+/// Checks every rule of api-rules.md §3 on `nc`, adding errors and warnings to `findings`.
 pub fn validate_ec2nodeclass(nc: &EC2NodeClass, findings: &mut Findings) {
     let spec = &nc.spec;
     let path = FieldPath::new("spec");
@@ -45,7 +45,7 @@ pub fn validate_ec2nodeclass(nc: &EC2NodeClass, findings: &mut Findings) {
     validate_networking(spec, &path, findings);
 }
 
-// ---- §3.2–3.3 and §3.8: which fields of a selector term are present -------------------------------------
+// ---- api-rules.md §3.2–3.3 and §3.8: which fields of a selector term are present ------------------------------------
 
 /// A presence rule over the fields of one selector term.
 enum Presence {
@@ -234,8 +234,8 @@ impl Term for AmiSelectorTerm {
 
 /// The list rules of a term list (at the list, type `array`) and each term's tags rules.
 ///
-/// kerf+ (§0.4e): a presence rule fires when **any** term breaks it. Upstream's subnet, security-group and
-/// capacity-reservation rules are written `!self.all(…)` and fire only when every term does.
+/// kerf+ (api-rules.md §0.4e): a presence rule fires when **any** term breaks it. Upstream's subnet,
+/// security-group and capacity-reservation rules are written `!self.all(…)` and fire only when every term does.
 fn check_terms<T: Term>(
     terms: Option<&[T]>,
     list: &TermList,
@@ -292,7 +292,7 @@ fn map_rule(
     }
 }
 
-// ---- §3.2 AMI selection ------------------------------------------------------------------------------------
+// ---- api-rules.md §3.2 AMI selection --------------------------------------------------------------------------------
 
 /// An alias family, the `amiFamily` it implies, and the message when `amiFamily` contradicts it.
 struct AliasFamily {
@@ -434,7 +434,7 @@ fn validate_ami_family(
     }
 }
 
-// ---- §3.4 role and instanceProfile -------------------------------------------------------------------------
+// ---- api-rules.md §3.4 role and instanceProfile ---------------------------------------------------------------------
 
 /// Exactly one of `role` and `instanceProfile`, and not empty. Both may change on UPDATE (v1.7.0+).
 fn validate_identity(spec: &EC2NodeClassSpec, path: &FieldPath, findings: &mut Findings) {
@@ -461,7 +461,7 @@ fn validate_identity(spec: &EC2NodeClassSpec, path: &FieldPath, findings: &mut F
     }
 }
 
-// ---- §3.5 tags ---------------------------------------------------------------------------------------------
+// ---- api-rules.md §3.5 tags -----------------------------------------------------------------------------------------
 
 /// A rule on the keys of `spec.tags`, with Karpenter's message.
 struct TagRule {
@@ -510,7 +510,7 @@ fn validate_tags(tags: &BTreeMap<String, String>, path: &FieldPath, findings: &m
     }
 }
 
-// ---- §3.6 blockDeviceMappings ------------------------------------------------------------------------------
+// ---- api-rules.md §3.6 blockDeviceMappings --------------------------------------------------------------------------
 
 fn validate_block_device_mappings(
     mappings: &[BlockDeviceMapping],
@@ -549,7 +549,7 @@ fn validate_ebs(ebs: &BlockDevice, path: &FieldPath, findings: &mut Findings) {
     }
 }
 
-// ---- §3.7 kubelet ------------------------------------------------------------------------------------------
+// ---- api-rules.md §3.7 kubelet --------------------------------------------------------------------------------------
 
 const RESERVED_RESOURCES: [&str; 4] = ["cpu", "memory", "ephemeral-storage", "pid"];
 const EVICTION_SIGNALS: [&str; 6] = [
@@ -654,7 +654,7 @@ fn validate_soft_eviction_pairs(
     }
 }
 
-// ---- §3.8 networking extras --------------------------------------------------------------------------------
+// ---- api-rules.md §3.8 networking extras ----------------------------------------------------------------------------
 
 fn validate_networking(spec: &EC2NodeClassSpec, path: &FieldPath, findings: &mut Findings) {
     if let Some(interfaces) = &spec.network_interfaces {

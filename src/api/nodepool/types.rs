@@ -1,8 +1,8 @@
 //! `NodePool` (karpenter.sh/v1): every field of the v1 spec and status.
 //!
-//! Every field is optional in Rust so that validation can tell "absent" from "present but empty" (api-rules
-//! §0, "Present"); the schema constraints the upstream CRD carries are attached with schemars attributes and
-//! end up both in `kerf crds` and in the generic schema check.
+//! Every field is optional in Rust so that validation can tell "absent" from "present but empty"
+//! (api-rules.md §0, "Present"); the schema constraints the upstream CRD carries are attached with schemars
+//! attributes and end up both in `kerf crds` and in the generic schema check.
 
 use crate::api::operator::Operator;
 use crate::api::schema::fragments;

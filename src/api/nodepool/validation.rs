@@ -56,7 +56,7 @@ pub fn validate_nodepool(np: &NodePool, old: Option<&NodePool>, findings: &mut F
     validate_static(&np.spec, old, &spec, findings);
 }
 
-/// §2.2: static NodePools (`replicas`) allow only `limits.nodes`, no `weight`, and no switching mode.
+/// api-rules.md §2.2: static NodePools (`replicas`) allow only `limits.nodes`, no `weight`, and no switching mode.
 fn validate_static(
     spec: &NodePoolSpec,
     old: Option<&NodePool>,
@@ -92,7 +92,7 @@ fn validate_static(
     }
 }
 
-/// §2.3 (on the map) and §2.6 (per entry).
+/// api-rules.md §2.3 (on the map) and §2.6 (per entry).
 fn validate_template_labels(
     labels: &BTreeMap<String, String>,
     path: &FieldPath,
@@ -135,7 +135,7 @@ fn validate_template_labels(
     }
 }
 
-/// §2.4: the list rules, then each requirement's key and values.
+/// api-rules.md §2.4: the list rules, then each requirement's key and values.
 fn validate_requirements(
     reqs: &[NodeSelectorRequirementWithMinValues],
     path: &FieldPath,
@@ -234,7 +234,7 @@ pub(crate) fn validate_requirement(
     }
 }
 
-/// §2.4 RT: `In` on capacity type or tenancy must name at least one (and `minValues`) known value.
+/// api-rules.md §2.4 RT: `In` on capacity type or tenancy must name at least one (and `minValues`) known value.
 fn validate_known_values(
     req: &NodeSelectorRequirementWithMinValues,
     key: &str,
@@ -276,7 +276,7 @@ fn validate_known_values(
     }
 }
 
-/// §2.5: RT length limits and (key, effect) pairs unique across `taints` and `startupTaints`.
+/// api-rules.md §2.5: RT length limits and (key, effect) pairs unique across `taints` and `startupTaints`.
 fn validate_taints(tspec: &NodeClaimTemplateSpec, path: &FieldPath, findings: &mut Findings) {
     let mut seen = HashSet::new();
     for (field, taints) in [
@@ -306,7 +306,8 @@ fn validate_taints(tspec: &NodeClaimTemplateSpec, path: &FieldPath, findings: &m
     }
 }
 
-/// §2.7: non-empty fields; `group` and `kind` immutable on UPDATE (a changed `name` is drift, not an error).
+/// api-rules.md §2.7: non-empty fields; `group` and `kind` immutable on UPDATE (a changed `name` is drift, not an
+/// error).
 fn validate_node_class_ref(
     r: &NodeClassReference,
     old: Option<&NodePool>,
@@ -339,7 +340,7 @@ fn validate_node_class_ref(
     }
 }
 
-/// §1.3: a duration too long for Go's 64-bit nanoseconds would make the object undecodable for Karpenter.
+/// api-rules.md §1.3: a duration too long for Go's 64-bit nanoseconds would make the object undecodable for Karpenter.
 fn check_duration(value: Option<&str>, path: &FieldPath, findings: &mut Findings) {
     let Some(value) = value.filter(|v| *v != "Never") else {
         return;
@@ -353,7 +354,7 @@ fn check_duration(value: Option<&str>, path: &FieldPath, findings: &mut Findings
     }
 }
 
-/// §2.8: budgets, and the overflow check on `consolidateAfter`.
+/// api-rules.md §2.8: budgets, and the overflow check on `consolidateAfter`.
 fn validate_disruption(disruption: &Disruption, path: &FieldPath, findings: &mut Findings) {
     check_duration(
         disruption.consolidate_after.as_deref(),

@@ -164,7 +164,7 @@ pub fn split_leading(s: &str, accept: impl Fn(char) -> bool) -> (&str, &str) {
 /// Largest duration Go's `time.Duration` holds: 2^63-1 ns, i.e. 2562047h47m16.854775807s.
 const MAX_DURATION_NANOS: u128 = i64::MAX as u128;
 
-/// Why a NodePool duration (§1.3) cannot be used.
+/// Why a NodePool duration (api-rules.md §1.3) cannot be used.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DurationError {
     /// Not of the form `(<digits><s|m|h>)+`.

@@ -1,5 +1,5 @@
-//! A NodeClaim's lifecycle (reference §2.4): launch its instance (adopting one an earlier attempt launched),
-//! register its Node (labels, taints, finalizer, owner; `karpenter.sh/unregistered` lifted), initialize it
+//! A NodeClaim's lifecycle (controller-behaviour.md §2.4): launch its instance (adopting one an earlier attempt
+//! launched), register its Node (labels, taints, finalizer, owner; `karpenter.sh/unregistered` lifted), initialize it
 //! (Ready, startup taints gone, extended resources up), and give up on it when it does not launch or register
 //! in time. A kube-runtime `Controller` over NodeClaims, woken too by the Nodes of claims not yet initialized.
 //! Deleting claims is the termination controller's.

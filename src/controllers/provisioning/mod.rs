@@ -139,7 +139,8 @@ async fn provision<C: CloudProvider + 'static>(
     preparations: &mut Preparations,
 ) {
     let state = &ctx.state;
-    // Nodes and claims before pods (§1.2): a pod bound meanwhile is then pending here, never missing.
+    // Nodes and claims before pods (controller-behaviour.md §1.2): a pod bound meanwhile is then pending here, never
+    // missing.
     let mut snapshot = Snapshot {
         nodes: owned(state.nodes.state()),
         node_claims: owned(state.node_claims.state()),

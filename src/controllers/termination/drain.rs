@@ -1,5 +1,5 @@
-//! What one drain pass of a node does, decided purely (reference §4.2): which pods to evict now (only the
-//! first non-empty tier: non-critical non-DaemonSet, non-critical DaemonSet, critical non-DaemonSet,
+//! What one drain pass of a node does, decided purely (controller-behaviour.md §4.2): which pods to evict now (only
+//! the first non-empty tier: non-critical non-DaemonSet, non-critical DaemonSet, critical non-DaemonSet,
 //! critical DaemonSet), which to delete because the termination deadline is upon them, and whether the node
 //! is drained. Terminal and mirror pods, pods that tolerate `karpenter.sh/disrupted` and pods stuck
 //! terminating are not waited for; pods with an active `karpenter.sh/do-not-disrupt` are, until the

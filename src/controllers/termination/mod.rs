@@ -1,4 +1,4 @@
-//! Termination (reference §4): a NodeClaim being deleted has its Node tainted `karpenter.sh/disrupted`,
+//! Termination (controller-behaviour.md §4): a NodeClaim being deleted has its Node tainted `karpenter.sh/disrupted`,
 //! drained through the eviction API (PDBs honoured, `terminationGracePeriod` enforced), its instance
 //! terminated and waited for, the Node deleted, and only then its finalizer removed. A kerf Node deleted by
 //! someone else deletes its claim, which then goes the same way.

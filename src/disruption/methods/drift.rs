@@ -24,7 +24,7 @@ fn is_drifted(f: &Facts<'_>) -> bool {
 }
 
 /// What keeps the drifted node `f`, budgets aside. Drift on a claim with terminationGracePeriod ignores
-/// pod-level blockers (§3.2).
+/// pod-level blockers (controller-behaviour.md §3.2).
 fn keeper(f: &Facts<'_>) -> Option<Why> {
     f.ineligible.clone().or_else(|| {
         (!f.has_grace_period())

@@ -39,7 +39,7 @@ pub(crate) struct Facts<'a> {
     pub target: Target,
     pub pool: Option<&'a NodePool>,
     pub offering: Option<NodeOffering<'a>>,
-    /// Why no method may take it (§3.2, pod-level blockers aside).
+    /// Why no method may take it (controller-behaviour.md §3.2, pod-level blockers aside).
     pub ineligible: Option<Why>,
     /// A pod's do-not-disrupt or a PDB; drift on a claim with `terminationGracePeriod` ignores it.
     pub pod_blocker: Option<Blocker>,
@@ -179,7 +179,7 @@ impl<'a> Facts<'a> {
             None => Ok(Consolidatable::NotInitialized),
         };
         let static_drift = pool.map(|p| static_drift(p, claim));
-        // The first match wins, in Karpenter's order (§3.3).
+        // The first match wins, in Karpenter's order (controller-behaviour.md §3.3).
         let requirements_drifted = || {
             let node_labels = node
                 .node

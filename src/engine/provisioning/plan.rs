@@ -28,7 +28,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-/// What the solve reads, taken from the watch caches (nodes and claims before pods, §1.2).
+/// What the solve reads, taken from the watch caches (nodes and claims before pods, controller-behaviour.md §1.2).
 #[derive(Default)]
 pub struct Snapshot {
     pub nodes: Vec<Node>,
@@ -250,8 +250,8 @@ pub fn decide(
     let mut identities: HashMap<String, String> = HashMap::with_capacity(to_solve.len());
     let mut pending: BTreeSet<String> = BTreeSet::new();
     for pod in to_solve {
-        // A pending pod's claims must be valid (§1.1, ignored pods); a pod still on a node being deleted is not
-        // checked, only placed where its volumes are, as Karpenter does.
+        // A pending pod's claims must be valid (controller-behaviour.md §1.1, ignored pods); a pod still on a node
+        // being deleted is not checked, only placed where its volumes are, as Karpenter does.
         let bound = pod
             .spec
             .as_ref()
