@@ -10,16 +10,9 @@ use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// Compact JSON: the pod's effective requests and requirements, the pools that fit, those that do not.
-pub const REQUIREMENTS_ANNOTATION: &str = "kerf.sh/instance-requirements";
-/// Written by the controller, not the webhook: the last provisioning decision about a pending pod, as the text of
-/// its `Nominated` or `FailedScheduling` Event (see `controllers::provisioning::pod_status`).
-pub const PROVISIONING_ANNOTATION: &str = "kerf.sh/provisioning";
-/// One human line, e.g. `1 nodepool; default: 143 instance types, cheapest c6a.large spot us-east-1a $0.0312/h`.
-pub const SUMMARY_ANNOTATION: &str = "kerf.sh/instance-summary";
-/// Which NodePools and EC2NodeClasses the advice was computed from ([`inputs_fingerprint`]): the controller
-/// recomputes the advice of a pending pod whose fingerprint is no longer the cluster's.
-pub const INPUTS_ANNOTATION: &str = "kerf.sh/advice-inputs";
+pub use crate::api::well_known::{
+    INPUTS_ANNOTATION, PROVISIONING_ANNOTATION, REQUIREMENTS_ANNOTATION, SUMMARY_ANNOTATION,
+};
 
 /// A fingerprint of what pod advice depends on besides the pod: each NodePool's and EC2NodeClass's name, UID and
 /// generation (the spec; status and labels do not change advice), in name order. 16 hex digits of FNV-1a, stable

@@ -16,3 +16,4 @@ pub mod operator;
 pub mod requirements;
 pub mod schema;
 pub mod validation;
+pub mod well_known;

@@ -10,9 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// When termination stops waiting for anything (pods are deleted rather than evicted, volumes are not waited
-/// for): the deletion time plus `spec.terminationGracePeriod`, or *now* for a node repair. RFC 3339.
-pub const TERMINATION_TIMESTAMP: &str = "karpenter.sh/nodeclaim-termination-timestamp";
+pub use crate::api::well_known::TERMINATION_TIMESTAMP;
 
 // Every `printcolumn(type_ = …)` repeats an attribute name, which clippy mistakes for a duplicate.
 #[allow(clippy::duplicated_attributes)]

@@ -20,15 +20,10 @@ use crate::catalog::{CapacityType, InstanceType, OfferingFilter, EFA, PLACEMENT_
 /// EC2 takes at most this many instance types in one CreateFleet call (Karpenter truncates to it).
 pub const MAX_INSTANCE_TYPES: usize = 60;
 
-/// Tags kerf puts on everything it launches (controller-behaviour.md §2.3).
-pub const TAG_NODEPOOL: &str = "karpenter.sh/nodepool";
-pub const TAG_NODECLAIM: &str = "karpenter.sh/nodeclaim";
-pub const TAG_EC2NODECLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
-pub const TAG_EKS_CLUSTER_NAME: &str = "eks:eks-cluster-name";
-/// `kubernetes.io/cluster/<name>` = `owned`.
-pub const TAG_CLUSTER_PREFIX: &str = "kubernetes.io/cluster/";
-/// The taint every node registers with until kerf has synced it (lifted on registration).
-pub const UNREGISTERED_TAINT_KEY: &str = "karpenter.sh/unregistered";
+pub use crate::api::well_known::{
+    TAG_CLUSTER_PREFIX, TAG_EC2NODECLASS, TAG_EKS_CLUSTER_NAME, TAG_NODECLAIM, TAG_NODEPOOL,
+    UNREGISTERED_TAINT_KEY,
+};
 
 /// One instance to launch for a NodeClaim.
 #[derive(Clone, Debug, PartialEq)]

@@ -42,8 +42,7 @@ const WAIT_FOR_CLAIMS: Duration = Duration::from_secs(10);
 /// state and end time change on EC2's side.
 const RESERVATION_POLL: Duration = Duration::from_secs(60);
 
-/// Holds a deleted EC2NodeClass until its NodeClaims are gone and its cloud resources removed.
-pub const FINALIZER: &str = "karpenter.k8s.aws/termination";
+pub use crate::api::well_known::NODECLASS_FINALIZER as FINALIZER;
 
 /// What the reconciles of EC2NodeClasses share.
 struct NodeClasses<C> {

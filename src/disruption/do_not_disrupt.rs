@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use std::collections::BTreeMap;
 
-pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+pub use crate::api::well_known::DO_NOT_DISRUPT;
 
 /// The state of a pod's do-not-disrupt annotation at an instant.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -19,10 +19,9 @@ use crate::api::nodepool::NodePool;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
-pub const NODEPOOL_HASH_VERSION: &str = "karpenter.sh/nodepool-hash-version";
-pub const EC2NODECLASS_HASH: &str = "karpenter.k8s.aws/ec2nodeclass-hash";
-pub const EC2NODECLASS_HASH_VERSION: &str = "karpenter.k8s.aws/ec2nodeclass-hash-version";
+pub use crate::api::well_known::{
+    EC2NODECLASS_HASH, EC2NODECLASS_HASH_VERSION, NODEPOOL_HASH, NODEPOOL_HASH_VERSION,
+};
 /// The hash version this code computes: not Karpenter's `v3`, whose numbers kerf does not reproduce.
 pub const HASH_VERSION: &str = "kerf-v1";
 

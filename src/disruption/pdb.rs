@@ -11,8 +11,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use std::collections::BTreeMap;
 
-/// The taint disruption puts on a node it is taking away; pods tolerating it are not evicted.
-pub const DISRUPTED_TAINT: &str = "karpenter.sh/disrupted";
+pub use crate::api::well_known::DISRUPTED_TAINT;
 
 /// Why PDBs block a node, naming the pod and the budgets.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -17,12 +17,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::json;
 use std::collections::BTreeMap;
 
-/// Marks a virtual pod.
-pub const FAKE_POD: &str = "karpenter.sh/capacity-buffer-fake-pod";
-/// The name of the buffer a virtual pod belongs to.
-pub const BUFFER_NAME: &str = "karpenter.sh/capacity-buffer-name";
-/// The namespace of the buffer a virtual pod belongs to.
-pub const BUFFER_NAMESPACE: &str = "karpenter.sh/capacity-buffer-namespace";
+pub use crate::api::well_known::{BUFFER_NAME, BUFFER_NAMESPACE, FAKE_POD};
 /// The buffer's refs resolved and its replicas computed.
 pub const READY_FOR_PROVISIONING: &str = "ReadyForProvisioning";
 /// The buffer's virtual pods fit the capacity that exists.

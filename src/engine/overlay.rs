@@ -26,10 +26,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-/// The annotation Karpenter puts on a NodeClaim whose instance types include one an overlay priced.
-pub const PRICE_OVERLAY_APPLIED: &str = "karpenter.sh/price-overlay-applied";
-/// The annotation on a NodeClaim whose instance types include one an overlay added capacity to.
-pub const CAPACITY_OVERLAY_APPLIED: &str = "karpenter.sh/capacity-overlay-applied";
+pub use crate::api::well_known::{CAPACITY_OVERLAY_APPLIED, PRICE_OVERLAY_APPLIED};
 
 /// What became of one overlay.
 #[derive(Clone, Debug, PartialEq, Eq)]

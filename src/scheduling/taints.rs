@@ -46,7 +46,10 @@ const EPHEMERAL_TAINTS: [(&str, TaintEffect); 5] = [
         "node.cloudprovider.kubernetes.io/uninitialized",
         TaintEffect::NoSchedule,
     ),
-    ("karpenter.sh/unregistered", TaintEffect::NoExecute),
+    (
+        crate::api::well_known::UNREGISTERED_TAINT_KEY,
+        TaintEffect::NoExecute,
+    ),
 ];
 const EPHEMERAL_TAINT_PREFIX: &str = "readiness.k8s.io/";
 

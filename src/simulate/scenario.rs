@@ -590,9 +590,7 @@ impl Scenario {
 }
 
 /// `namespace/name` of a workload, as scale events name it.
-/// Marks a workload whose pods the scenario lists as Pods (`kerf snapshot` writes it): it is not expanded,
-/// and scaling it adds or removes pods among those it selects.
-pub const PODS_LISTED: &str = "kerf.sh/pods-listed";
+pub use crate::api::well_known::PODS_LISTED;
 
 pub(super) fn pods_listed(workload: &Value) -> bool {
     workload

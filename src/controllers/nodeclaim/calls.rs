@@ -10,8 +10,7 @@ use serde_json::{json, Value};
 use std::fmt::Debug;
 use std::future::Future;
 
-/// The finalizer that holds a NodeClaim and its Node until the instance is terminated.
-pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";
+pub use crate::api::well_known::TERMINATION_FINALIZER;
 
 /// Why a reconcile failed; it is retried with backoff.
 #[derive(Debug, thiserror::Error)]

@@ -13,8 +13,7 @@ use crate::scheduling::PlannedClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-/// Holds a NodeClaim until its instance is terminated and its Node gone.
-pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";
+pub use crate::api::well_known::TERMINATION_FINALIZER;
 
 /// The NodeClaim for `planned`, from `pool`. `pod_uids` identify the claim's pods: their UIDs (with the node
 /// a pod is leaving, for the pods of a node being deleted).
