@@ -13,7 +13,12 @@ pub const FIRST: Duration = Duration::from_secs(1);
 /// The longest delay.
 pub const MAX: Duration = Duration::from_secs(5 * 60);
 
-/// Consecutive failures per object key (`kind/name`).
+/// The controllers' names in the keys.
+pub const LIFECYCLE: &str = "lifecycle";
+pub const TERMINATION: &str = "termination";
+pub const NODECLASS: &str = "nodeclass";
+
+/// Consecutive failures per key ([`key_of`]: controller, kind and name).
 #[derive(Debug, Default)]
 pub struct Backoff {
     failures: Mutex<HashMap<String, u32>>,
@@ -55,15 +60,39 @@ impl Backoff {
     }
 }
 
-/// The key of `object`: its kind and name (the controllers retrying with backoff watch cluster-scoped kinds).
-pub fn key_of<K: Resource<DynamicType = ()>>(object: &K) -> String {
+/// The key of `object` in `controller`'s reconciles: the controller, the kind and the name (the controllers
+/// retrying with backoff watch cluster-scoped kinds). Two controllers reconciling the same object (the lifecycle
+/// and termination both reconcile NodeClaims) count their failures apart: one's success does not reset the
+/// other's backoff.
+pub fn key_of<K: Resource<DynamicType = ()>>(controller: &str, object: &K) -> String {
     let name = object.meta().name.as_deref().unwrap_or_default();
-    format!("{}/{name}", K::kind(&()))
+    format!("{controller}:{}/{name}", K::kind(&()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn two_controllers_keep_their_own_counts_for_one_object() {
+        let claim: crate::api::nodeclaim::NodeClaim = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "a"},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "d"},
+                     "requirements": []}
+        }))
+        .expect("a NodeClaim");
+        let backoff = Backoff::default();
+        let (lifecycle, termination) = (key_of(LIFECYCLE, &claim), key_of(TERMINATION, &claim));
+        assert_eq!(termination, "termination:NodeClaim/a");
+        backoff.failed(&termination);
+        backoff.failed(&termination);
+        backoff.succeeded(&lifecycle);
+        assert_eq!(
+            backoff.failed(&termination),
+            FIRST * 4,
+            "the lifecycle's success leaves termination's count"
+        );
+    }
 
     #[test]
     fn delays_double_per_failure_up_to_the_cap_and_restart_after_a_success() {
@@ -90,11 +119,11 @@ mod tests {
     }
 
     #[test]
-    fn keys_name_the_kind_and_the_object() {
+    fn keys_name_the_controller_the_kind_and_the_object() {
         let node: k8s_openapi::api::core::v1::Node =
             serde_json::from_value(serde_json::json!({"metadata": {"name": "n1"}}))
                 .expect("a Node");
-        assert_eq!(key_of(&node), "Node/n1");
+        assert_eq!(key_of(TERMINATION, &node), "termination:Node/n1");
     }
 
     #[tokio::test]

@@ -12,7 +12,7 @@
 pub mod conditions;
 pub mod validation;
 
-use super::backoff::key_of;
+use super::backoff::{key_of, NODECLASS};
 use super::nodeclaim::calls;
 use super::{Context, Error};
 use crate::api::ec2nodeclass::{CapacityReservation, EC2NodeClass, EC2NodeClassStatus};
@@ -61,7 +61,7 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
     Controller::new(api, watcher::Config::default())
         .run(
             |class, classes| async move {
-                let key = key_of(class.as_ref());
+                let key = key_of(NODECLASS, class.as_ref());
                 let reconciled = reconcile(class, classes.clone());
                 classes.ctx.backoff.track(&key, reconciled).await
             },
@@ -245,7 +245,7 @@ fn error_policy<C>(
     error: &Error,
     classes: Arc<NodeClasses<C>>,
 ) -> Action {
-    let retry_in = classes.ctx.backoff.failed(&key_of(class.as_ref()));
+    let retry_in = classes.ctx.backoff.failed(&key_of(NODECLASS, class.as_ref()));
     tracing::warn!(ec2nodeclass = %class.name_any(), %error, ?retry_in, "could not reconcile the EC2NodeClass; retrying");
     Action::requeue(retry_in)
 }

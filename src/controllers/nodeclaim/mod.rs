@@ -11,7 +11,7 @@ pub mod launch;
 pub mod liveness;
 pub mod registration;
 
-use super::backoff::key_of;
+use super::backoff::{key_of, LIFECYCLE};
 use super::metrics::{DisruptedLabels, LaunchFailureLabels, NodePoolLabels, NodePoolZoneLabels};
 use super::nodepool::registration_health::{self, Outcome};
 use super::provisioning::{overlaid_class_catalogs, owned};
@@ -55,7 +55,7 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
         })
         .run(
             |claim, ctx| async move {
-                let key = key_of(claim.as_ref());
+                let key = key_of(LIFECYCLE, claim.as_ref());
                 ctx.backoff.track(&key, reconcile(claim, ctx.clone())).await
             },
             error_policy,
@@ -103,7 +103,7 @@ fn claim_of_uninitialized_node(
 }
 
 fn error_policy<C>(claim: Arc<NodeClaim>, error: &ReconcileError, ctx: Arc<Context<C>>) -> Action {
-    let retry_in = ctx.backoff.failed(&key_of(claim.as_ref()));
+    let retry_in = ctx.backoff.failed(&key_of(LIFECYCLE, claim.as_ref()));
     tracing::warn!(nodeclaim = ?claim.metadata.name, %error, ?retry_in, "nodeclaim lifecycle failed; retrying");
     Action::requeue(retry_in)
 }

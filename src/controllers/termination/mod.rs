@@ -15,7 +15,7 @@ pub mod drain;
 pub mod progress;
 pub mod volumes;
 
-use super::backoff::key_of;
+use super::backoff::{key_of, TERMINATION};
 use super::metrics::{CodeLabels, NodePoolLabels, ReasonLabels};
 use super::nodeclaim::calls::{self, ReconcileError, TERMINATION_FINALIZER};
 use super::nodeclaim::registration::node_with_provider_id;
@@ -110,7 +110,7 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
     )
     .run(
         |claim, t| async move {
-            let key = key_of(claim.as_ref());
+            let key = key_of(TERMINATION, claim.as_ref());
             t.ctx
                 .backoff
                 .track(&key, terminate_claim(claim, t.clone()))
@@ -126,7 +126,7 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
     )
     .run(
         |node, t| async move {
-            let key = key_of(node.as_ref());
+            let key = key_of(TERMINATION, node.as_ref());
             t.ctx
                 .backoff
                 .track(&key, node_deleted(node, t.clone()))
@@ -145,7 +145,7 @@ fn error_policy<K: Resource<DynamicType = ()>, C>(
     error: &ReconcileError,
     t: Arc<Termination<C>>,
 ) -> Action {
-    let retry_in = t.ctx.backoff.failed(&key_of(object.as_ref()));
+    let retry_in = t.ctx.backoff.failed(&key_of(TERMINATION, object.as_ref()));
     tracing::warn!(name = ?object.meta().name, %error, ?retry_in, "termination failed; retrying");
     Action::requeue(retry_in)
 }
