@@ -1,0 +1,251 @@
+//! One disruption pass on the simulated cluster, and how its commands are carried out.
+
+use super::*;
+
+impl TimelineRun<'_> {
+    /// The disruption engine's view of the run at `now`: every claim's node input ([`node_inputs`], as the
+    /// controller assembles it) and the pods that wait.
+    pub(super) fn disruption_view(&self, now: Timestamp) -> (Vec<NodeInput>, Vec<Pod>) {
+        let nodes: BTreeMap<String, Node> = self
+            .claims
+            .iter()
+            .filter_map(|c| Some((c.name().to_owned(), self.node(c)?)))
+            .collect();
+        let by_name: BTreeMap<&str, &SimClaim> =
+            self.claims.iter().map(|c| (c.name(), c)).collect();
+        // CapacityBuffer virtual pods count on the claims the last decision put them on (their Nodes are named after
+        // the claims), as the controller's disruption input has them.
+        let held: Vec<Pod> = self
+            .pods
+            .iter()
+            .filter_map(|p| {
+                let claim = self.buffer_on.get(&p.key)?;
+                let mut pod = p.pod.clone();
+                pod.spec.get_or_insert_with(Default::default).node_name = Some(claim.clone());
+                if let Some(status) = pod.status.as_mut() {
+                    status.phase = Some("Running".into());
+                    status.conditions = None;
+                }
+                Some(pod)
+            })
+            .collect();
+        let inputs = node_inputs(
+            self.claims.iter().map(|c| c.claim.clone()),
+            |name| nodes.get(name),
+            self.pods.iter().map(|p| &p.pod).chain(&held),
+            &self.nominations,
+            now,
+            |claim| {
+                let sim = claim
+                    .metadata
+                    .name
+                    .as_deref()
+                    .and_then(|name| by_name.get(name));
+                Facts {
+                    cloud_drift: sim.and_then(|c| self.cloud_drift(c)),
+                    launched_as_replacement: sim.and_then(|c| c.replacement),
+                }
+            },
+        );
+        let pending = self
+            .pods
+            .iter()
+            .filter(|p| p.on.is_none() && !self.buffer_on.contains_key(&p.key))
+            .map(|p| p.pod.clone())
+            .collect();
+        (inputs, pending)
+    }
+
+    /// One disruption pass over the cluster as it is now: the claims marked as the controller marks them, blocked
+    /// budgets reported, and the commands carried out, those of emptiness and consolidation only if they still
+    /// hold [`VALIDATION_DELAY`] later (as the controller re-checks them).
+    pub(super) fn disrupt(&mut self) {
+        let settings = self.scenario.settings.disruption().unwrap_or_default();
+        let (inputs, pending) = self.disruption_view(self.now);
+        let counts = count_nodes(inputs.iter().map(|n| {
+            (
+                pool_of(&n.claim),
+                NodeState::of(&n.claim, n.node.as_ref(), n.queued),
+            )
+        }));
+        let decision = decide(&self.input(&inputs, &pending, settings), self.now);
+        for mark in marks::of_pass(&inputs, &decision, self.now) {
+            if let Some(c) = self.claims.iter_mut().find(|c| c.name() == mark.claim) {
+                marks::apply(&mut c.claim, mark.conditions);
+            }
+        }
+        for skip in &decision.skipped {
+            let (Why::Budget { .. }, Some(pool)) = (&skip.why, &skip.nodepool) else {
+                continue;
+            };
+            self.blocked(pool, skip.method.reason(), &counts);
+        }
+        let delay = SignedDuration::try_from(VALIDATION_DELAY).unwrap_or(SignedDuration::ZERO);
+        for command in &decision.commands {
+            if !command.method.needs_validation() {
+                self.carry_out(command, &counts);
+                continue;
+            }
+            // Checked against the run as it is after the commands before it, at the time the controller would.
+            let later = self.now.checked_add(delay).unwrap_or(self.now);
+            let (inputs, pending) = self.disruption_view(later);
+            if let Ok(valid) = validate(&self.input(&inputs, &pending, settings), command, later) {
+                self.carry_out(&valid, &counts);
+            }
+        }
+    }
+
+    pub(super) fn input<'i>(
+        &'i self,
+        nodes: &'i [NodeInput],
+        pending: &'i [Pod],
+        settings: Settings,
+    ) -> DisruptionInput<'i> {
+        DisruptionInput {
+            nodepools: &self.pools,
+            nodes,
+            pending,
+            pdbs: &self.scenario.disruption_budgets,
+            daemonsets: &self.scenario.daemonsets,
+            catalog: &self.shared_catalog,
+            volumes: &self.volumes,
+            default_spread: &self.default_spread,
+            settings,
+        }
+    }
+
+    /// A `blocked` entry, unless the same budget was already reported blocking until the same time.
+    pub(super) fn blocked(
+        &mut self,
+        pool: &str,
+        reason: crate::disruption::Reason,
+        counts: &BTreeMap<String, PoolCounts>,
+    ) {
+        let Some(explanation) = self.explain(pool, reason, counts) else {
+            return;
+        };
+        let line = explanation.to_string();
+        let key = (pool.to_owned(), reason.to_string());
+        if self.blocked.get(&key) == Some(&line) {
+            return;
+        }
+        self.blocked.insert(key, line.clone());
+        let mut entry = self.entry("blocked", format!("NodePool {pool}: {line}"));
+        entry.nodepool = Some(pool.to_owned());
+        entry.reason = Some(reason.to_string());
+        entry.budget = Some(line);
+        entry.until = explanation.until.map(|t| t.to_string());
+        self.entries.push(entry);
+    }
+
+    pub(super) fn explain(
+        &self,
+        pool: &str,
+        reason: crate::disruption::Reason,
+        counts: &BTreeMap<String, PoolCounts>,
+    ) -> Option<Explanation> {
+        let spec = self
+            .pools
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(pool))?;
+        let reason = reason.budget_reason()?;
+        Some(Budgets::of(spec).explain(
+            reason,
+            counts.get(pool).copied().unwrap_or_default(),
+            self.now,
+        ))
+    }
+
+    pub(super) fn carry_out(&mut self, command: &Command, counts: &BTreeMap<String, PoolCounts>) {
+        let candidates: Vec<String> = command.candidates.iter().map(|t| t.claim.clone()).collect();
+        let pool = command
+            .candidates
+            .first()
+            .map(|t| t.nodepool.clone())
+            .unwrap_or_default();
+        let budget = self
+            .explain(&pool, command.reason, counts)
+            .map(|e| e.to_string());
+        // A later block of this pool and reason is news again.
+        self.blocked
+            .remove(&(pool.clone(), command.reason.to_string()));
+        // The disruption reads before the launches of its replacements.
+        let position = self.entries.len();
+        let replacements: Vec<String> = command
+            .replacements
+            .iter()
+            .filter_map(|planned| self.launch_planned(planned, candidates.first()?))
+            .collect();
+        let mut entry = self.entry(
+            "disrupt",
+            format!(
+                "{} {:?}: {}{}",
+                command.reason,
+                command.method,
+                candidates.join(", "),
+                if replacements.is_empty() {
+                    " deleted".to_owned()
+                } else {
+                    format!(" replaced by {}", replacements.join(", "))
+                }
+            ),
+        );
+        entry.node_claims = candidates.clone();
+        entry.nodepool = Some(pool);
+        entry.reason = Some(command.reason.to_string());
+        entry.method = Some(format!("{:?}", command.method));
+        entry.budget = budget;
+        entry.replacements = replacements.clone();
+        entry.savings_per_hour = Some(round(command.savings));
+        self.entries.insert(position, entry);
+        let window = nominations::window(nominations::DEFAULT_BATCH_MAX);
+        for destination in command.destinations.iter().chain(&replacements) {
+            self.nominations.nominate(destination, self.now, window);
+        }
+        for name in candidates {
+            if replacements.is_empty() {
+                self.delete(&name);
+            } else if let Some(c) = self.claims.iter_mut().find(|c| c.name() == name) {
+                c.awaiting = Some(replacements.clone());
+                let reason = command.reason.to_string();
+                if let Some(conditions) =
+                    marks::disruption_reason(&c.claim, Some(&reason), self.now)
+                {
+                    marks::apply(&mut c.claim, conditions);
+                }
+            }
+        }
+    }
+
+    /// How the claim's EC2NodeClass changed since launch, if it did.
+    pub(super) fn cloud_drift(&self, claim: &SimClaim) -> Option<CloudDrift> {
+        let now = self
+            .nodeclasses
+            .get(&claim.claim.spec.node_class_ref.name)?;
+        let then = claim.nodeclass.as_ref()?;
+        if now == then {
+            return None;
+        }
+        // The controller's order: the class's hash (every field but the selector terms), then what the
+        // selectors pick. Without a cloud to resolve them, a changed selector counts as picking other AMIs,
+        // subnets or security groups.
+        let hash = |spec: &Value| {
+            serde_json::from_value::<EC2NodeClassSpec>(spec.clone())
+                .ok()
+                .map(|spec| ec2nodeclass_hash(&spec))
+        };
+        let changed = |key: &str| now.get(key) != then.get(key);
+        if hash(now) != hash(then) {
+            Some(CloudDrift::NodeClass)
+        } else if changed("amiSelectorTerms") {
+            Some(CloudDrift::Ami)
+        } else if changed("subnetSelectorTerms") {
+            Some(CloudDrift::Subnet)
+        } else if changed("securityGroupSelectorTerms") {
+            Some(CloudDrift::SecurityGroup)
+        } else {
+            // Another selector (capacity reservations) the simulation does not resolve.
+            None
+        }
+    }
+}
