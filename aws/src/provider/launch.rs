@@ -1,60 +1,8 @@
-//! Launches: instance types as EC2 describes them, launch templates per configuration, CreateFleet.
+//! Launches: launch templates per configuration, CreateFleet (and its dry runs for EC2NodeClass validation).
 
 use super::*;
 
 impl AwsCloud {
-    /// Every launchable instance type and the zones offering it, described once (EC2's list changes with
-    /// new instance families, not within a process's life).
-    pub(super) async fn described(&self) -> Result<Described, CloudError> {
-        let mut cached = self.described.lock().await;
-        if let Some(described) = cached.as_ref() {
-            return Ok(described.clone());
-        }
-        let types = collect_pages("DescribeInstanceTypes", |token| {
-            let request = self
-                .ec2
-                .describe_instance_types()
-                .max_results(100)
-                .set_next_token(token);
-            async move {
-                let out = self.call("DescribeInstanceTypes", request.send()).await?;
-                Ok((out.instance_types.unwrap_or_default(), out.next_token))
-            }
-        })
-        .await?;
-        let offerings = collect_pages("DescribeInstanceTypeOfferings", |token| {
-            let request = self
-                .ec2
-                .describe_instance_type_offerings()
-                .location_type(ec2::LocationType::AvailabilityZone)
-                .max_results(1000)
-                .set_next_token(token);
-            async move {
-                let out = self
-                    .call("DescribeInstanceTypeOfferings", request.send())
-                    .await?;
-                Ok((
-                    out.instance_type_offerings.unwrap_or_default(),
-                    out.next_token,
-                ))
-            }
-        })
-        .await?;
-        let mut zones = zones_by_type(&offerings);
-        let described: Described = Arc::new(
-            types
-                .iter()
-                .filter_map(info_from_ec2)
-                .filter_map(|info| {
-                    let zones = zones.remove(&info.name)?;
-                    Some((info, zones))
-                })
-                .collect(),
-        );
-        *cached = Some(described.clone());
-        Ok(described)
-    }
-
     /// The launch template for `config`, created unless it is known to exist. Another replica (or an
     /// earlier run) may have created it first: that counts as existing.
     pub(super) async fn ensure_template(&self, config: &TemplateConfig) -> Result<String, CloudError> {
@@ -340,7 +288,7 @@ impl AwsCloud {
 /// The EFA interfaces an instance of `instance_type` gets for `request`: one per network card of the type when
 /// the claim requests `vpc.amazonaws.com/efa` and its class lists no `networkInterfaces` (listed interfaces are
 /// sent as listed), as Karpenter's launch templates for EFA claims; else none.
-pub(super) fn efa_interfaces(request: &LaunchRequest<'_>, instance_type: &str) -> i32 {
+fn efa_interfaces(request: &LaunchRequest<'_>, instance_type: &str) -> i32 {
     let listed = request
         .node_class
         .spec
@@ -361,7 +309,7 @@ pub(super) fn efa_interfaces(request: &LaunchRequest<'_>, instance_type: &str) -
 
 /// The tags of a launch template: the launch's, less the NodeClaim's name, so that claims with one
 /// configuration share a template (the fleet still tags each instance with its claim).
-pub(super) fn template_tags(mut tags: BTreeMap<String, String>) -> BTreeMap<String, String> {
+fn template_tags(mut tags: BTreeMap<String, String>) -> BTreeMap<String, String> {
     tags.remove(TAG_NODECLAIM);
     tags
 }

@@ -4,6 +4,58 @@
 use super::*;
 
 impl AwsCloud {
+    /// Every launchable instance type and the zones offering it, described once (EC2's list changes with
+    /// new instance families, not within a process's life).
+    async fn described(&self) -> Result<Described, CloudError> {
+        let mut cached = self.described.lock().await;
+        if let Some(described) = cached.as_ref() {
+            return Ok(described.clone());
+        }
+        let types = collect_pages("DescribeInstanceTypes", |token| {
+            let request = self
+                .ec2
+                .describe_instance_types()
+                .max_results(100)
+                .set_next_token(token);
+            async move {
+                let out = self.call("DescribeInstanceTypes", request.send()).await?;
+                Ok((out.instance_types.unwrap_or_default(), out.next_token))
+            }
+        })
+        .await?;
+        let offerings = collect_pages("DescribeInstanceTypeOfferings", |token| {
+            let request = self
+                .ec2
+                .describe_instance_type_offerings()
+                .location_type(ec2::LocationType::AvailabilityZone)
+                .max_results(1000)
+                .set_next_token(token);
+            async move {
+                let out = self
+                    .call("DescribeInstanceTypeOfferings", request.send())
+                    .await?;
+                Ok((
+                    out.instance_type_offerings.unwrap_or_default(),
+                    out.next_token,
+                ))
+            }
+        })
+        .await?;
+        let mut zones = zones_by_type(&offerings);
+        let described: Described = Arc::new(
+            types
+                .iter()
+                .filter_map(info_from_ec2)
+                .filter_map(|info| {
+                    let zones = zones.remove(&info.name)?;
+                    Some((info, zones))
+                })
+                .collect(),
+        );
+        *cached = Some(described.clone());
+        Ok(described)
+    }
+
     pub(super) async fn offered_types(
         &self,
         node_class: &NodeClass,
