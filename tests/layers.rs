@@ -13,10 +13,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("scheduling", &["api", "catalog"]),
     ("admission", &["api", "catalog", "scheduling"]),
     ("manifest", &["api"]),
-    (
-        "disruption",
-        &["api", "catalog", "scheduling", "engine"],
-    ),
+    ("disruption", &["api", "catalog", "scheduling", "engine"]),
     (
         "engine",
         &["api", "catalog", "scheduling", "disruption", "cloud"],
@@ -39,7 +36,14 @@ const ALLOWED: &[(&str, &[&str])] = &[
 ];
 
 /// Modules whose decisions are synchronous: no async runtime.
-const NO_RUNTIME: &[&str] = &["api", "catalog", "scheduling", "disruption", "engine", "admission"];
+const NO_RUNTIME: &[&str] = &[
+    "api",
+    "catalog",
+    "scheduling",
+    "disruption",
+    "engine",
+    "admission",
+];
 
 fn src() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src")
@@ -102,7 +106,11 @@ fn each_module_uses_only_the_layers_below_it() {
         assert!(!files.is_empty(), "src/{module} has no sources");
         for file in files {
             let text = std::fs::read_to_string(&file).expect("source");
-            let shown = file.strip_prefix(src()).unwrap_or(&file).display().to_string();
+            let shown = file
+                .strip_prefix(src())
+                .unwrap_or(&file)
+                .display()
+                .to_string();
             for (n, line) in code_lines(&text) {
                 for used in crate_modules(line) {
                     if used != *module && !allowed.contains(&used.as_str()) {
@@ -114,19 +122,26 @@ fn each_module_uses_only_the_layers_below_it() {
                     .any(|r| line.contains(r));
                 // Tests may drive async code with a runtime.
                 if NO_RUNTIME.contains(module) && runtime && !line.contains("#[tokio::test]") {
-                    wrong.push(format!("src/{shown}:{n}: {module} uses an async runtime or a client"));
+                    wrong.push(format!(
+                        "src/{shown}:{n}: {module} uses an async runtime or a client"
+                    ));
                 }
             }
         }
     }
-    assert!(wrong.is_empty(), "dependencies against the layers:\n{}", wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "dependencies against the layers:\n{}",
+        wrong.join("\n")
+    );
 }
 
 #[test]
 fn the_aws_sdk_stays_in_the_aws_adapter_and_the_binary() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     for krate in [".", "webhooks", "certs"] {
-        let manifest = std::fs::read_to_string(root.join(krate).join("Cargo.toml")).expect("Cargo.toml");
+        let manifest =
+            std::fs::read_to_string(root.join(krate).join("Cargo.toml")).expect("Cargo.toml");
         let dependencies = manifest
             .split("[dependencies]")
             .nth(1)
@@ -147,7 +162,13 @@ fn the_aws_sdk_stays_in_the_aws_adapter_and_the_binary() {
 
 #[test]
 fn grouped_and_nested_uses_are_seen() {
-    assert_eq!(crate_modules("use crate::{api, catalog::Catalog};"), ["api", "catalog"]);
-    assert_eq!(crate_modules("let x = crate::engine::overlay::f();"), ["engine"]);
+    assert_eq!(
+        crate_modules("use crate::{api, catalog::Catalog};"),
+        ["api", "catalog"]
+    );
+    assert_eq!(
+        crate_modules("let x = crate::engine::overlay::f();"),
+        ["engine"]
+    );
     assert_eq!(crate_modules("no use here"), Vec::<String>::new());
 }

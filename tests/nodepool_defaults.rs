@@ -15,7 +15,11 @@ fn nodepool_schema() -> Value {
         .find(|c| c.spec.names.kind == "NodePool")
         .expect("a NodePool CRD");
     let version = crd.spec.versions.first().expect("a version").clone();
-    let schema = version.schema.expect("a schema").open_api_v3_schema.expect("openAPIV3Schema");
+    let schema = version
+        .schema
+        .expect("a schema")
+        .open_api_v3_schema
+        .expect("openAPIV3Schema");
     serde_json::to_value(schema).expect("a schema is JSON")
 }
 

@@ -90,9 +90,13 @@ fn files(path: &Path, out: &mut Vec<PathBuf>) {
 
 #[test]
 fn every_citation_names_a_reference_file_and_one_of_its_headings() {
-    let known: Vec<(&str, BTreeSet<String>)> = REFERENCES.iter().map(|f| (*f, headings(f))).collect();
+    let known: Vec<(&str, BTreeSet<String>)> =
+        REFERENCES.iter().map(|f| (*f, headings(f))).collect();
     for (file, headings) in &known {
-        assert!(headings.len() > 10, "{file}: too few numbered headings: {headings:?}");
+        assert!(
+            headings.len() > 10,
+            "{file}: too few numbered headings: {headings:?}"
+        );
     }
     let citation = Regex::new(r"§(\d+(?:\.\d+)?[a-z]?)(?:[–-](\d+(?:\.\d+)?))?").expect("regex");
     let other_document = Regex::new(r"RFC \d+ $").expect("regex");
@@ -107,7 +111,11 @@ fn every_citation_names_a_reference_file_and_one_of_its_headings() {
         let Ok(text) = std::fs::read_to_string(path) else {
             continue;
         };
-        let shown = path.strip_prefix(workspace()).unwrap_or(path).display().to_string();
+        let shown = path
+            .strip_prefix(workspace())
+            .unwrap_or(path)
+            .display()
+            .to_string();
         for (n, line) in text.lines().enumerate() {
             for m in citation.captures_iter(line) {
                 let at = m.get(0).expect("whole match").start();
@@ -121,7 +129,11 @@ fn every_citation_names_a_reference_file_and_one_of_its_headings() {
                     .filter_map(|(file, headings)| before.rfind(file).map(|i| (i, file, headings)))
                     .max_by_key(|(i, _, _)| *i);
                 let Some((_, file, headings)) = named else {
-                    wrong.push(format!("{shown}:{}: {} names no reference file", n + 1, &m[0]));
+                    wrong.push(format!(
+                        "{shown}:{}: {} names no reference file",
+                        n + 1,
+                        &m[0]
+                    ));
                     continue;
                 };
                 cited += 1;
@@ -137,8 +149,15 @@ fn every_citation_names_a_reference_file_and_one_of_its_headings() {
             }
         }
     }
-    assert!(wrong.is_empty(), "citations that cannot be followed:\n{}", wrong.join("\n"));
-    assert!(cited > 50, "only {cited} citations found: is the scan looking in the right places?");
+    assert!(
+        wrong.is_empty(),
+        "citations that cannot be followed:\n{}",
+        wrong.join("\n")
+    );
+    assert!(
+        cited > 50,
+        "only {cited} citations found: is the scan looking in the right places?"
+    );
 }
 
 #[test]
@@ -150,7 +169,10 @@ fn a_section_resolves_to_its_heading_or_into_an_undivided_section() {
     assert!(resolves("3.4", &known));
     assert!(resolves("1", &known));
     assert!(resolves("0.4d", &known), "0 has no subsections");
-    assert!(!resolves("1.3", &known), "1 has subsections, 1.3 is not one");
+    assert!(
+        !resolves("1.3", &known),
+        "1 has subsections, 1.3 is not one"
+    );
     assert!(!resolves("7", &known));
     assert!(!resolves("", &known));
 }

@@ -245,7 +245,10 @@ fn error_policy<C>(
     error: &Error,
     classes: Arc<NodeClasses<C>>,
 ) -> Action {
-    let retry_in = classes.ctx.backoff.failed(&key_of(NODECLASS, class.as_ref()));
+    let retry_in = classes
+        .ctx
+        .backoff
+        .failed(&key_of(NODECLASS, class.as_ref()));
     tracing::warn!(ec2nodeclass = %class.name_any(), %error, ?retry_in, "could not reconcile the EC2NodeClass; retrying");
     Action::requeue(retry_in)
 }

@@ -5,7 +5,10 @@ use super::*;
 impl AwsCloud {
     /// The launch template for `config`, created unless it is known to exist. Another replica (or an
     /// earlier run) may have created it first: that counts as existing.
-    pub(super) async fn ensure_template(&self, config: &TemplateConfig) -> Result<String, CloudError> {
+    pub(super) async fn ensure_template(
+        &self,
+        config: &TemplateConfig,
+    ) -> Result<String, CloudError> {
         let name = config.name();
         if lock(&self.templates).contains(&name) {
             return Ok(name);

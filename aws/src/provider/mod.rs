@@ -4,7 +4,7 @@ mod launch;
 mod offerings;
 mod prices;
 mod profiles;
-mod reservations;
+mod reserved;
 mod resolution;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -53,6 +53,8 @@ use crate::resolve::{alias_parameters, is_image_id, tag_filters, unsupported_ali
 use crate::retries::AttemptsPerApi;
 use crate::user_data::{self, ClusterInfo, NodeSettings};
 use crate::zonal_shift::ZonalShiftSource;
+
+use resolution::not_found_is_empty;
 
 /// How kerf talks to AWS and which cluster it launches for.
 #[derive(Clone, Debug)]
@@ -339,7 +341,6 @@ pub fn instance_from_ec2(i: &ec2::Instance) -> Option<Instance> {
         }),
     })
 }
-
 
 impl CloudProvider for AwsCloud {
     async fn resolve_node_class(

@@ -5,7 +5,11 @@ use super::*;
 impl AwsCloud {
     /// The instance profile kerf manages for class `node_class`, created when missing and made to hold exactly
     /// `role`. A role that does not exist makes the class not ready.
-    pub(super) async fn managed_profile(&self, node_class: &str, role: &str) -> Result<String, CloudError> {
+    pub(super) async fn managed_profile(
+        &self,
+        node_class: &str,
+        role: &str,
+    ) -> Result<String, CloudError> {
         let cluster = &self.settings.cluster.name;
         let name = profile_name(cluster, &self.region, node_class);
         let role = role_name(role);
@@ -66,7 +70,11 @@ impl AwsCloud {
 
     /// `profile` (the class's `spec.instanceProfile`) when IAM has it; else the class is not ready, with the
     /// profile named, rather than launching instances EC2 will refuse.
-    pub(super) async fn existing_profile(&self, class: &str, profile: &str) -> Result<String, CloudError> {
+    pub(super) async fn existing_profile(
+        &self,
+        class: &str,
+        profile: &str,
+    ) -> Result<String, CloudError> {
         match self.profile_roles(profile).await? {
             Some(_) => Ok(profile.to_owned()),
             None => Err(CloudError::NodeClassNotReady {
@@ -77,7 +85,10 @@ impl AwsCloud {
     }
 
     /// The roles instance profile `name` holds; `None` when it does not exist.
-    pub(super) async fn profile_roles(&self, name: &str) -> Result<Option<Vec<String>>, CloudError> {
+    pub(super) async fn profile_roles(
+        &self,
+        name: &str,
+    ) -> Result<Option<Vec<String>>, CloudError> {
         let get = self.iam.get_instance_profile().instance_profile_name(name);
         match self.call("GetInstanceProfile", get.send()).await {
             Ok(out) => Ok(Some(

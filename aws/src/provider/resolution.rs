@@ -50,7 +50,10 @@ impl AwsCloud {
         }))
     }
 
-    pub(super) async fn subnets(&self, spec: &EC2NodeClassSpec) -> Result<Vec<ResolvedSubnet>, CloudError> {
+    pub(super) async fn subnets(
+        &self,
+        spec: &EC2NodeClassSpec,
+    ) -> Result<Vec<ResolvedSubnet>, CloudError> {
         let mut found: BTreeMap<String, ResolvedSubnet> = BTreeMap::new();
         for term in spec.subnet_selector_terms.iter().flatten() {
             let filters = tag_filters(term.tags.as_ref());
@@ -142,7 +145,10 @@ impl AwsCloud {
         Ok(found.into_values().collect())
     }
 
-    pub(super) async fn amis(&self, spec: &EC2NodeClassSpec) -> Result<Vec<ResolvedAmi>, CloudError> {
+    pub(super) async fn amis(
+        &self,
+        spec: &EC2NodeClassSpec,
+    ) -> Result<Vec<ResolvedAmi>, CloudError> {
         // Images deprecated by now are kept last (ResolvedAmi::deprecated).
         let now = SystemTime::now();
         let mut images = Vec::new();
@@ -297,7 +303,9 @@ impl AwsCloud {
 }
 
 /// A `*.NotFound` answer (an ID in a selector that does not exist) as "nothing matched".
-pub(super) fn not_found_is_empty<T>(result: Result<T, CloudError>) -> Result<Option<T>, CloudError> {
+pub(super) fn not_found_is_empty<T>(
+    result: Result<T, CloudError>,
+) -> Result<Option<T>, CloudError> {
     match result {
         Ok(out) => Ok(Some(out)),
         Err(e)

@@ -263,7 +263,11 @@ impl Scheduler<'_> {
         size(a).cmp(&size(b)).then(a.cmp(&b))
     }
 
-    pub(super) fn choice(&self, requirements: &Requirements, ranked: &[(usize, f64)]) -> Option<Choice> {
+    pub(super) fn choice(
+        &self,
+        requirements: &Requirements,
+        ranked: &[(usize, f64)],
+    ) -> Option<Choice> {
         let it = &self.catalog.instance_types[ranked.first()?.0];
         Choice::cheapest(it, requirements)
     }

@@ -9,6 +9,8 @@ mod place;
 mod prepared;
 mod run;
 
+use narrowing::{combine, offering_domains, with_volumes};
+
 use super::cluster::{Cluster, DaemonSetPod, ExistingNode};
 use super::daemons::{self, DaemonGroups};
 use super::effective_zone::effective_zone;
@@ -424,10 +426,8 @@ pub fn solve_cluster(
         .solve_on(pods, &cluster.nodes)
 }
 
-
 /// Per template and allowed offerings (as bits): the template's types ranked, cheapest first.
 type Rankings = std::collections::HashMap<(usize, u64), Vec<(usize, f64)>>;
-
 
 /// A pod's label-key narrowings on one template with the domains they allow as
 /// [`domain_bits`], or the constraint that cannot be met.
@@ -458,6 +458,3 @@ fn describe_requests(requests: &Resources) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
-
-
-

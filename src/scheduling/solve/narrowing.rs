@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Solver<'_, '_> {
+impl<'s> Solver<'s, '_> {
     /// What pod `p`'s label-key constraints allow on template `t` with requirement set `variant`, or the
     /// constraint that cannot be met. The same for every claim of the template; each claim then keeps the
     /// domains it still allows.
@@ -134,7 +134,10 @@ pub(super) fn domain_bits(domains: &[String], allows: impl Fn(&str) -> bool) -> 
 /// The requirement lists to try on a claim: each of `alternatives` (the topology's) with each of the pod's
 /// volume alternatives, the volume's outermost (Karpenter tries a pod's volume alternatives in turn on each
 /// claim, its topology within each).
-pub(super) fn with_volumes(alternatives: Vec<Vec<Requirement>>, pod: &PodInfo) -> Vec<Vec<Requirement>> {
+pub(super) fn with_volumes(
+    alternatives: Vec<Vec<Requirement>>,
+    pod: &PodInfo,
+) -> Vec<Vec<Requirement>> {
     if pod.volume_alternatives.is_empty() {
         return alternatives;
     }
@@ -152,7 +155,10 @@ pub(super) fn with_volumes(alternatives: Vec<Vec<Requirement>>, pod: &PodInfo) -
 
 /// The topology requirements to try on a claim with `requirements`, preferred first: one empty set when nothing
 /// narrows, none when the claim allows no domain the constraints do.
-pub(super) fn combine(narrowings: &[Narrowing], requirements: &Requirements) -> Vec<Vec<Requirement>> {
+pub(super) fn combine(
+    narrowings: &[Narrowing],
+    requirements: &Requirements,
+) -> Vec<Vec<Requirement>> {
     let mut alternatives: Vec<Vec<Requirement>> = vec![Vec::new()];
     for n in narrowings {
         let options = n.alternatives(requirements.get(n.key.label()));
@@ -172,7 +178,11 @@ pub(super) fn combine(narrowings: &[Narrowing], requirements: &Requirements) -> 
 
 /// The zones and the capacity types of the offerings of `types` that `template`'s requirements allow: its
 /// topology domains on those two keys.
-pub(super) fn offering_domains(catalog: &Catalog, template: &Template, types: &[usize]) -> [Vec<String>; 2] {
+pub(super) fn offering_domains(
+    catalog: &Catalog,
+    template: &Template,
+    types: &[usize],
+) -> [Vec<String>; 2] {
     let mut zones = std::collections::BTreeSet::new();
     let mut capacity_types = std::collections::BTreeSet::new();
     for o in types

@@ -66,7 +66,12 @@ impl TimelineRun<'_> {
         Ok(())
     }
 
-    pub(super) fn scale(&mut self, namespace: &str, name: &str, wanted: u64) -> Result<(), ScenarioError> {
+    pub(super) fn scale(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        wanted: u64,
+    ) -> Result<(), ScenarioError> {
         let workload = self.scenario.workloads.iter().find(|w| {
             w.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
                 && w.pointer("/metadata/namespace")
@@ -136,7 +141,12 @@ impl TimelineRun<'_> {
 
     /// For a workload whose pods the scenario lists (a snapshot): how many pods of its namespace its selector
     /// matches, and which go to leave `wanted`: pending pods first, then the last by name.
-    pub(super) fn listed_going(&self, workload: &Value, namespace: &str, wanted: u64) -> (u64, Vec<String>) {
+    pub(super) fn listed_going(
+        &self,
+        workload: &Value,
+        namespace: &str,
+        wanted: u64,
+    ) -> (u64, Vec<String>) {
         let selector: BTreeMap<String, String> = workload
             .pointer("/spec/selector/matchLabels")
             .cloned()

@@ -199,7 +199,11 @@ impl TimelineRun<'_> {
 
     /// The type `name` as `pool` sees it: with its NodeOverlays (a capacity overlay's resources are what the node's
     /// device plugin would report).
-    pub(super) fn instance_type(&self, name: &str, pool: &str) -> Option<&crate::catalog::InstanceType> {
+    pub(super) fn instance_type(
+        &self,
+        name: &str,
+        pool: &str,
+    ) -> Option<&crate::catalog::InstanceType> {
         self.shared_catalog.instance_types.iter().find(|it| {
             it.name == name
                 && it

@@ -98,7 +98,11 @@ impl TimelineRun<'_> {
     }
 
     /// Launches the replacement `planned` on its cheapest offering; `None` when it has none or its pool is gone.
-    pub(super) fn launch_planned(&mut self, planned: &PlannedClaim, replacing: &str) -> Option<String> {
+    pub(super) fn launch_planned(
+        &mut self,
+        planned: &PlannedClaim,
+        replacing: &str,
+    ) -> Option<String> {
         let pool = self
             .pools
             .iter()

@@ -124,7 +124,10 @@ impl AwsCloud {
     }
 
     /// Notes the reservation of each instance that runs in one, for when it is terminated.
-    pub(super) fn remember_reservations<'i>(&self, instances: impl IntoIterator<Item = &'i Instance>) {
+    pub(super) fn remember_reservations<'i>(
+        &self,
+        instances: impl IntoIterator<Item = &'i Instance>,
+    ) {
         let mut reserved = lock(&self.reserved_instances);
         for instance in instances {
             if let Some(r) = &instance.reservation {
