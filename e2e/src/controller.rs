@@ -227,3 +227,35 @@ pub async fn events_with_reason(
         .filter(|e| e.reason.as_deref() == Some(reason))
         .collect())
 }
+
+/// One Event to wait for: on the object named `involved`, with this reason, type (`Normal`/`Warning`) and message.
+pub struct ExpectedEvent<'a> {
+    pub involved: &'a str,
+    pub reason: &'a str,
+    pub type_: &'a str,
+    pub message: &'a str,
+}
+
+/// Waits up to `timeout` until `expected` is recorded.
+pub async fn wait_for_event(
+    cluster: &Cluster,
+    expected: &ExpectedEvent<'_>,
+    timeout: Duration,
+) -> Result<()> {
+    crate::poll(
+        &format!("a {} Event on {}", expected.reason, expected.involved),
+        timeout,
+        || async move {
+            let events = events_with_reason(cluster, expected.reason).await?;
+            Ok(events
+                .iter()
+                .any(|e| {
+                    e.involved_object.name.as_deref() == Some(expected.involved)
+                        && e.message.as_deref() == Some(expected.message)
+                        && e.type_.as_deref() == Some(expected.type_)
+                })
+                .then_some(()))
+        },
+    )
+    .await
+}

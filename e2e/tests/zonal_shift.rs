@@ -12,7 +12,7 @@ use anyhow::{ensure, Context, Result};
 use kerf::api::nodeclaim::NodeClaim;
 use kerf::cloud::{CloudError, CloudProvider};
 use kerf_e2e::aws::{unique_cluster_name, AwsEmu, REGION};
-use kerf_e2e::controller::{events_with_reason, node_claims};
+use kerf_e2e::controller::{node_claims, wait_for_event, ExpectedEvent};
 use kerf_e2e::kerf::kerf_binary;
 use kerf_e2e::poll;
 use kerf_e2e::testbed::{apply_ok, tail, Testbed};
@@ -118,24 +118,15 @@ async fn a_zonal_shift_keeps_launches_and_terminations_out_of_the_zone() -> Resu
     let detected = format!(
         "Zonal shift detected: offerings in zone us-west-2a ({zone_id}) are unavailable for this NodePool"
     );
-    let detected = &detected;
-    poll(
-        "a ZonalShiftActive Event on the NodePool",
-        Duration::from_secs(90),
-        || async move {
-            let events = events_with_reason(cluster, "ZonalShiftActive").await?;
-            Ok(events
-                .iter()
-                .find(|e| {
-                    e.involved_object.name.as_deref() == Some(POOL)
-                        && e.message.as_deref() == Some(detected.as_str())
-                        && e.type_.as_deref() == Some("Warning")
-                })
-                .map(|_| ()))
-        },
-    )
-    .await
-    .with_context(log)?;
+    let active = ExpectedEvent {
+        involved: POOL,
+        reason: "ZonalShiftActive",
+        type_: "Warning",
+        message: &detected,
+    };
+    wait_for_event(cluster, &active, Duration::from_secs(90))
+        .await
+        .with_context(log)?;
 
     // A pod that may go anywhere gets a node in the zone left (one CPU more does not fit the first node).
     apply_ok(cluster, &pod("anywhere", None)).await?;
@@ -188,24 +179,15 @@ async fn a_zonal_shift_keeps_launches_and_terminations_out_of_the_zone() -> Resu
     let cleared = format!(
         "Zonal shift cleared: offerings in zone us-west-2a ({zone_id}) are restored for this NodePool"
     );
-    let cleared = &cleared;
-    poll(
-        "a ZonalShiftCleared Event on the NodePool",
-        Duration::from_secs(90),
-        || async move {
-            let events = events_with_reason(cluster, "ZonalShiftCleared").await?;
-            Ok(events
-                .iter()
-                .find(|e| {
-                    e.involved_object.name.as_deref() == Some(POOL)
-                        && e.message.as_deref() == Some(cleared.as_str())
-                        && e.type_.as_deref() == Some("Normal")
-                })
-                .map(|_| ()))
-        },
-    )
-    .await
-    .with_context(log)?;
+    let restored = ExpectedEvent {
+        involved: POOL,
+        reason: "ZonalShiftCleared",
+        type_: "Normal",
+        message: &cleared,
+    };
+    wait_for_event(cluster, &restored, Duration::from_secs(90))
+        .await
+        .with_context(log)?;
     let claims = &claims;
     let in_a_name = &in_a_name;
     poll(
