@@ -1,8 +1,8 @@
 //! The dependency rule, checked rather than hoped for: which of kerf's modules may use which. The pure core
 //! (the API types and rules, the catalog, scheduling, disruption, the engine, admission, simulate) never reaches the
-//! edges (`controllers`, `kube`, `cli`); the API rules use nothing else of kerf; the catalog only the API; the
-//! decisions that must not wait on anything use no async runtime; and the crates keep the AWS SDK to `kerf-aws` and
-//! the binary.
+//! edges (`controllers`, `kube`, `cli`); the API rules use nothing else of kerf; the catalog only the API;
+//! disruption decides below the engine (the engine drives it, never the reverse); the decisions that must not wait
+//! on anything use no async runtime; and the crates keep the AWS SDK to `kerf-aws` and the binary.
 
 use std::path::{Path, PathBuf};
 
@@ -13,7 +13,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("scheduling", &["api", "catalog"]),
     ("admission", &["api", "catalog", "scheduling"]),
     ("manifest", &["api"]),
-    ("disruption", &["api", "catalog", "scheduling", "engine"]),
+    ("disruption", &["api", "catalog", "scheduling"]),
     (
         "engine",
         &["api", "catalog", "scheduling", "disruption", "cloud"],

@@ -8,6 +8,7 @@
 //! nominate a node, get no Event or annotation, and on the nodes they were planned onto they count as pods for
 //! disruption (a node holding buffer capacity is not empty, and a consolidation must find room for them).
 
+pub use crate::api::capacitybuffer::is_virtual;
 use crate::api::capacitybuffer::{CapacityBuffer, CapacityBufferSpec, LocalObjectRef};
 use crate::catalog::Resources;
 use crate::scheduling::PodInfo;
@@ -271,13 +272,6 @@ fn sanitized(mut spec: PodSpec) -> PodSpec {
     spec
 }
 
-/// Whether `pod` is a buffer's virtual pod.
-pub fn is_virtual(pod: &Pod) -> bool {
-    pod.metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.get(FAKE_POD).is_some_and(|v| v == "true"))
-}
 
 /// `namespace/name` of the buffer a virtual pod belongs to.
 pub fn buffer_of(pod: &Pod) -> Option<String> {

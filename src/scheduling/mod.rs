@@ -18,6 +18,7 @@ mod pod;
 mod policies;
 mod reservations;
 mod solve;
+mod static_pool;
 mod taints;
 mod template;
 mod topology;
@@ -35,5 +36,6 @@ pub use solve::{
     solve, solve_cluster, Choice, NodePlacement, Plan, PlannedClaim, PoolFit, PoolOption, Prepared,
     Scheduler, Unschedulable, MAX_INSTANCE_TYPES,
 };
+pub use static_pool::{replicas_of, static_replacement};
 pub use template::{pool_limits, pool_requirements, Limits, Template, NODES};
 pub use type_name::TypeName;

@@ -11,7 +11,7 @@ use super::consolidation::destinations;
 use super::facts::Facts;
 use super::Pass;
 use crate::api::nodepool::{DisruptionReason, NodePool};
-use crate::engine::static_capacity::replicas_of;
+use crate::scheduling::replicas_of;
 use crate::scheduling::PlannedClaim;
 
 /// Whether drift may take `f`, budgets aside.
@@ -68,7 +68,7 @@ fn static_replacement(
             "static NodePool {name} is at its node limit"
         )));
     }
-    let replacement = crate::engine::static_capacity::static_replacement(pool, pass.input.catalog)
+    let replacement = crate::scheduling::static_replacement(pool, pass.input.catalog)
         .ok_or_else(|| {
             Why::StaticPoolBusy(format!(
                 "static NodePool {name} has requirements that do not parse"

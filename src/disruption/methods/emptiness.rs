@@ -46,7 +46,7 @@ fn keeper(f: &Facts<'_>) -> Option<Why> {
         .input
         .pods
         .iter()
-        .any(crate::engine::buffers::is_virtual)
+        .any(crate::api::capacitybuffer::is_virtual)
         .then(|| Why::HasBufferPods(f.input.node_name().unwrap_or(&f.target.claim).to_owned()));
     f.ineligible
         .clone()
