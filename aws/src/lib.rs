@@ -28,6 +28,7 @@ mod zonal_shift;
 
 pub use fleet_batcher::{BatchObserver, FleetBatchSettings, BATCHER};
 pub use pagination::{collect_pages, MAX_PAGES};
-pub use provider::{instance_from_ec2, AwsCloud, AwsSettings};
+pub use config::AwsSettings;
+pub use provider::{instance_from_ec2, AwsCloud};
 pub use sqs::{SqsQueue, VISIBILITY_TIMEOUT, WAIT_TIME};
 pub use user_data::{registration, ClusterInfo};

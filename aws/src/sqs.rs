@@ -10,7 +10,7 @@ use kerf::cloud::CloudError;
 use kerf::interruption::{MessageQueue, QueueError, QueueMessage, MAX_MESSAGES};
 
 use crate::errors::code_and_message;
-use crate::provider::AwsSettings;
+use crate::config::AwsSettings;
 
 /// How long a receive waits for a first message (SQS's maximum).
 pub const WAIT_TIME: Duration = Duration::from_secs(20);
