@@ -54,7 +54,7 @@ use crate::retries::AttemptsPerApi;
 use crate::user_data::{self, ClusterInfo, NodeSettings};
 use crate::zonal_shift::ZonalShiftSource;
 
-pub use crate::config::AwsSettings;
+use crate::config::AwsSettings;
 use resolution::not_found_is_empty;
 
 /// An instance type's EC2 facts and the zones that offer it, as described once per process.
