@@ -26,9 +26,9 @@ mod stable_hash;
 mod user_data;
 mod zonal_shift;
 
+pub use config::AwsSettings;
 pub use fleet_batcher::{BatchObserver, FleetBatchSettings, BATCHER};
 pub use pagination::{collect_pages, MAX_PAGES};
-pub use config::AwsSettings;
 pub use provider::{instance_from_ec2, AwsCloud};
 pub use sqs::{SqsQueue, VISIBILITY_TIMEOUT, WAIT_TIME};
 pub use user_data::{registration, ClusterInfo};

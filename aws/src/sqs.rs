@@ -9,8 +9,8 @@ use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 use kerf::cloud::CloudError;
 use kerf::interruption::{MessageQueue, QueueError, QueueMessage, MAX_MESSAGES};
 
-use crate::errors::code_and_message;
 use crate::config::AwsSettings;
+use crate::errors::code_and_message;
 
 /// How long a receive waits for a first message (SQS's maximum).
 pub const WAIT_TIME: Duration = Duration::from_secs(20);

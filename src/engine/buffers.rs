@@ -272,7 +272,6 @@ fn sanitized(mut spec: PodSpec) -> PodSpec {
     spec
 }
 
-
 /// `namespace/name` of the buffer a virtual pod belongs to.
 pub fn buffer_of(pod: &Pod) -> Option<String> {
     let annotations = pod.metadata.annotations.as_ref()?;

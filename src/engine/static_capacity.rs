@@ -12,13 +12,12 @@
 
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
-use crate::catalog::{parse_quantity, Catalog, InstanceType, Resources};
+use crate::catalog::Resources;
 use crate::disruption::{is_daemonset_pod, reschedule_cost, scan_pods};
 use crate::engine::provisioning::claim::node_claim;
-pub use crate::scheduling::{replicas_of, static_replacement};
 use crate::scheduling::{pool_requirements, PlannedClaim};
+pub use crate::scheduling::{replicas_of, static_replacement};
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 
 /// How often a static pool is looked at without a change (Karpenter requeues after a minute).

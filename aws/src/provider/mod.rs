@@ -10,7 +10,7 @@ mod resolution;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_ec2::types as ec2;
@@ -19,10 +19,9 @@ use kerf::api::ec2nodeclass::{
     PlacementGroupSelector, SecurityGroup, Subnet,
 };
 use kerf::catalog::{
-    CapacityType, CatalogSettings, InstanceType, InstanceTypeInfo, Offering, Pricing, Reservation,
-    EFA, RESERVED_PRICE_DIVISOR,
+    CapacityType, CatalogSettings, InstanceType, InstanceTypeInfo, Offering, Reservation, EFA,
+    RESERVED_PRICE_DIVISOR,
 };
-use kerf::cloud::api_limits::{ApiAttempts, ApiRateLimits};
 use kerf::cloud::zonal_shift::{self, ZonalShifts};
 use kerf::cloud::{
     newest_per_architecture, plan, provider_id, AmiVariant, CloudError, CloudProvider, IceCache,
@@ -38,7 +37,7 @@ use crate::capacity_reservations::{
 };
 use crate::errors::{bounded, code_of};
 use crate::fleet::{self, TemplateOverrides};
-use crate::fleet_batcher::{FleetBatchSettings, FleetBatcher, FleetCall};
+use crate::fleet_batcher::{FleetBatcher, FleetCall};
 use crate::instance_profile::{
     gone_is_done, profile_name, profile_tags, role_changes, role_error, role_name,
 };

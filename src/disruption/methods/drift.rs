@@ -68,8 +68,8 @@ fn static_replacement(
             "static NodePool {name} is at its node limit"
         )));
     }
-    let replacement = crate::scheduling::static_replacement(pool, pass.input.catalog)
-        .ok_or_else(|| {
+    let replacement =
+        crate::scheduling::static_replacement(pool, pass.input.catalog).ok_or_else(|| {
             Why::StaticPoolBusy(format!(
                 "static NodePool {name} has requirements that do not parse"
             ))
