@@ -233,7 +233,7 @@ pub struct ExpectedEvent<'a> {
     pub involved: &'a str,
     pub reason: &'a str,
     pub type_: &'a str,
-    pub message: &'a str,
+    pub message: String,
 }
 
 /// Waits up to `timeout` until `expected` is recorded.
@@ -251,7 +251,7 @@ pub async fn wait_for_event(
                 .iter()
                 .any(|e| {
                     e.involved_object.name.as_deref() == Some(expected.involved)
-                        && e.message.as_deref() == Some(expected.message)
+                        && e.message.as_deref() == Some(expected.message.as_str())
                         && e.type_.as_deref() == Some(expected.type_)
                 })
                 .then_some(()))

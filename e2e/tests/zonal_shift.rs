@@ -31,6 +31,50 @@ fn zone(claim: &NodeClaim) -> Option<&str> {
         .map(String::as_str)
 }
 
+/// Waits for a NodeClaim `wanted` takes that has an instance (a provider ID).
+async fn launched_claim(
+    cluster: &kerf_e2e::Cluster,
+    what: &str,
+    wanted: impl Fn(&NodeClaim) -> bool,
+) -> Result<NodeClaim> {
+    let wanted = &wanted;
+    poll(what, Duration::from_secs(120), || async move {
+        let claims = node_claims(cluster).await?;
+        Ok(claims.into_iter().find(|c| {
+            wanted(c)
+                && c.status
+                    .as_ref()
+                    .and_then(|s| s.provider_id.as_ref())
+                    .is_some()
+        }))
+    })
+    .await
+}
+
+/// The Event Karpenter's zonal shift controller puts on the NodePool when a shift away from us-west-2a (zone ID
+/// `zone_id`) begins or ends, in its words.
+fn shift_event(zone_id: &str, begins: bool) -> ExpectedEvent<'static> {
+    let (reason, type_, said) = if begins {
+        (
+            "ZonalShiftActive",
+            "Warning",
+            "Zonal shift detected: offerings in zone us-west-2a ({}) are unavailable",
+        )
+    } else {
+        (
+            "ZonalShiftCleared",
+            "Normal",
+            "Zonal shift cleared: offerings in zone us-west-2a ({}) are restored",
+        )
+    };
+    ExpectedEvent {
+        involved: POOL,
+        reason,
+        type_,
+        message: format!("{} for this NodePool", said.replace("{}", zone_id)),
+    }
+}
+
 #[tokio::test]
 async fn a_zonal_shift_keeps_launches_and_terminations_out_of_the_zone() -> Result<()> {
     let Some(bed) = Testbed::start_or_skip_prepared("zonal_shift", async |emu, _, name| {
@@ -88,20 +132,9 @@ async fn a_zonal_shift_keeps_launches_and_terminations_out_of_the_zone() -> Resu
 
     // Before the shift: a node in us-west-2a.
     apply_ok(cluster, &pod("in-a", Some("us-west-2a"))).await?;
-    let in_a = poll(
-        "a NodeClaim launched in us-west-2a",
-        Duration::from_secs(120),
-        || async move {
-            let claims = node_claims(cluster).await?;
-            Ok(claims.into_iter().find(|c| {
-                zone(c) == Some("us-west-2a")
-                    && c.status
-                        .as_ref()
-                        .and_then(|s| s.provider_id.as_ref())
-                        .is_some()
-            }))
-        },
-    )
+    let in_a = launched_claim(cluster, "a NodeClaim launched in us-west-2a", |c| {
+        zone(c) == Some("us-west-2a")
+    })
     .await
     .with_context(log)?;
     let in_a_name = in_a.metadata.name.clone().unwrap_or_default();
@@ -115,37 +148,19 @@ async fn a_zonal_shift_keeps_launches_and_terminations_out_of_the_zone() -> Resu
     bed.emu
         .set_zonal_shifts(&arn, &json!([{"awayFrom": zone_id}]))
         .await?;
-    let detected = format!(
-        "Zonal shift detected: offerings in zone us-west-2a ({zone_id}) are unavailable for this NodePool"
-    );
-    let active = ExpectedEvent {
-        involved: POOL,
-        reason: "ZonalShiftActive",
-        type_: "Warning",
-        message: &detected,
-    };
-    wait_for_event(cluster, &active, Duration::from_secs(90))
-        .await
-        .with_context(log)?;
+    wait_for_event(
+        cluster,
+        &shift_event(&zone_id, true),
+        Duration::from_secs(90),
+    )
+    .await
+    .with_context(log)?;
 
     // A pod that may go anywhere gets a node in the zone left (one CPU more does not fit the first node).
     apply_ok(cluster, &pod("anywhere", None)).await?;
-    let in_a_ref = &in_a_name;
-    let second = poll(
-        "a second NodeClaim",
-        Duration::from_secs(120),
-        || async move {
-            let claims = node_claims(cluster).await?;
-            Ok(claims.into_iter().find(|c| {
-                c.metadata.name.as_ref() != Some(in_a_ref)
-                    && zone(c).is_some()
-                    && c.status
-                        .as_ref()
-                        .and_then(|s| s.provider_id.as_ref())
-                        .is_some()
-            }))
-        },
-    )
+    let second = launched_claim(cluster, "a second NodeClaim", |c| {
+        c.metadata.name.as_ref() != Some(&in_a_name) && zone(c).is_some()
+    })
     .await
     .with_context(log)?;
     ensure!(
@@ -176,18 +191,13 @@ async fn a_zonal_shift_keeps_launches_and_terminations_out_of_the_zone() -> Resu
 
     // The shift ends: the NodePool hears of it, and the instance goes.
     bed.emu.set_zonal_shifts(&arn, &json!([])).await?;
-    let cleared = format!(
-        "Zonal shift cleared: offerings in zone us-west-2a ({zone_id}) are restored for this NodePool"
-    );
-    let restored = ExpectedEvent {
-        involved: POOL,
-        reason: "ZonalShiftCleared",
-        type_: "Normal",
-        message: &cleared,
-    };
-    wait_for_event(cluster, &restored, Duration::from_secs(90))
-        .await
-        .with_context(log)?;
+    wait_for_event(
+        cluster,
+        &shift_event(&zone_id, false),
+        Duration::from_secs(90),
+    )
+    .await
+    .with_context(log)?;
     let claims = &claims;
     let in_a_name = &in_a_name;
     poll(
