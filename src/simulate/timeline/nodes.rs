@@ -145,7 +145,10 @@ impl TimelineRun<'_> {
     /// Deletes a claim kerf decided to remove; its pods wait for new capacity. Returns how many there were. In a
     /// zone shifted away from its instance is not terminated until the shift ends (and costs until then).
     pub(super) fn delete(&mut self, name: &str) -> usize {
-        let in_shifted_zone = self.claims.iter().find(|c| c.name() == name).and_then(|c| {
+        // Without a shift nothing is held, and the catalog is not searched for the zone's key.
+        let shifting = !self.shifted.is_empty();
+        let claim = self.claims.iter().find(|c| shifting && c.name() == name);
+        let in_shifted_zone = claim.and_then(|c| {
             let key = self.zone_key(&c.choice.zone)?;
             self.shifted.contains(&key).then(|| HeldInstance {
                 claim: name.to_owned(),
