@@ -121,7 +121,10 @@ async fn a_zonal_shift_keeps_launches_and_terminations_out_of_the_zone() -> Resu
     .await?;
     let namespace = cluster.create_namespace("zonal").await?;
     let pod = |name: &str, zone: Option<&str>| {
-        let mut spec = json!({"containers": [{"name": "c", "image": "pause",
+        // No grace period: with no kubelet to end it, an evicted pod would hold the drain until it counts as
+        // stuck terminating (its grace plus a minute).
+        let mut spec = json!({"terminationGracePeriodSeconds": 0,
+                              "containers": [{"name": "c", "image": "pause",
                               "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]});
         if let Some(zone) = zone {
             spec["nodeSelector"] = json!({"topology.kubernetes.io/zone": zone});
@@ -178,7 +181,7 @@ async fn a_zonal_shift_keeps_launches_and_terminations_out_of_the_zone() -> Resu
     let bed_ref = &bed;
     poll(
         "the termination refused in the shifted zone",
-        Duration::from_secs(90),
+        Duration::from_secs(150),
         || async move { Ok(bed_ref.log().contains(refused.as_str()).then_some(())) },
     )
     .await
