@@ -74,7 +74,7 @@ fn last_window(catalogs: &BTreeMap<String, Arc<Catalog>>) -> Snapshot {
         let claims = decide(&snapshot, catalogs, &mut Preparations::default()).claims;
         snapshot
             .node_claims
-            .extend(claims.into_iter().map(|c| c.node_claim));
+            .extend(claims.into_iter().map(|c| c.node_claim()));
     }
     let start = snapshot.pods.len();
     snapshot.pods.extend((start..PODS).map(pending_pod));
@@ -101,7 +101,7 @@ fn provisioning(c: &mut Criterion) {
         .claims
         .first()
         .expect("the last window makes a claim")
-        .node_claim
+        .node_claim()
         .clone();
     eprintln!(
         "{} claims in flight; this window: {} new claim(s), {} nominated, {} unschedulable",

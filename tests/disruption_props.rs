@@ -160,7 +160,7 @@ fn assert_replace_is_cheaper(w: &World, c: &Command) {
                 .expect("price")
         })
         .sum();
-    for name in &c.replacements[0].instance_types {
+    for name in c.replacements[0].instance_types.iter() {
         let it = w.catalog.get(name).expect("type");
         let worst = it
             .offerings

@@ -19,7 +19,7 @@ fn packs_pods_onto_the_cheapest_types_that_fit() {
     // 1 CPU pods: a large holds 15 (16 CPU - 100m), so one claim takes all ten; it is the only type that fits 10.
     assert_eq!(plan.claims.len(), 1);
     let claim = &plan.claims[0];
-    assert_eq!(claim.instance_types, ["large"]);
+    assert_eq!(*claim.instance_types, ["large"]);
     let cheapest = claim.cheapest.as_ref().expect("priced");
     assert_eq!(
         (

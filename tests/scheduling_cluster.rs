@@ -279,7 +279,7 @@ fn daemonset_overhead_makes_the_small_type_too_small() {
     let c = cluster(&[], &[], &[agent, arm], &[]);
     let with = run(&pending, &c);
     let claim = &with.claims[0];
-    assert_eq!(claim.instance_types, ["medium", "large"]);
+    assert_eq!(*claim.instance_types, ["medium", "large"]);
     assert_eq!(claim.requests.cpu, 2000);
 
     let tainted = nodepool(
@@ -335,7 +335,7 @@ fn min_values_keeps_enough_types_and_fails_strictly() {
     let small_pod = plain(1, "web");
     let plan = solve(&small_pod, &[min_values_pool(3)], &catalog());
     assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
-    assert_eq!(plan.claims[0].instance_types, ["small", "medium", "large"]);
+    assert_eq!(*plan.claims[0].instance_types, ["small", "medium", "large"]);
     // A 2-CPU pod fits medium and large only: two instance types cannot meet minValues 3.
     let big_pod = labelled(
         1,

@@ -278,7 +278,7 @@ proptest! {
                 used += &infos[*p].requests;
             }
             // The pods and the daemon fit every instance type the claim may launch.
-            for name in &claim.instance_types {
+            for name in claim.instance_types.iter() {
                 let it = catalog.get(name).expect("type");
                 let needed = used.clone() + &agent_requests;
                 prop_assert!(needed.fits_in(&it.allocatable()), "{name}: {needed:?} > {:?}", it.allocatable());

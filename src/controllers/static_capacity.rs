@@ -230,12 +230,7 @@ async fn reconcile<C: CloudProvider>(
                 .filter_map(|_| {
                     *made += 1;
                     let claim = static_claim(pool, &format!("{seed}/{made}"))?;
-                    Some(NewClaim {
-                        node_claim: claim,
-                        nodepool: pool_name.clone(),
-                        pods: Vec::new(),
-                        choice: None,
-                    })
+                    Some(NewClaim::made(claim, pool_name.clone(), Vec::new(), None))
                 })
                 .collect();
             let in_flight_ref = &*in_flight;

@@ -381,7 +381,7 @@ mod tests {
         let replacement = crate::scheduling::PlannedClaim {
             nodepool: "default".into(),
             requirements: crate::api::requirements::Requirements::new(),
-            instance_types: Vec::new(),
+            instance_types: Default::default(),
             pods: Vec::new(),
             requests: crate::catalog::Resources::default(),
             cheapest: None,

@@ -137,7 +137,7 @@ pub fn static_claim(pool: &NodePool, seed: &str) -> Option<NodeClaim> {
     let planned = PlannedClaim {
         nodepool: pool.metadata.name.clone().unwrap_or_default(),
         requirements: pool_requirements(pool).ok()?,
-        instance_types: Vec::new(),
+        instance_types: Default::default(),
         pods: Vec::new(),
         requests: Resources::default(),
         cheapest: None,

@@ -24,7 +24,7 @@ pub fn static_replacement(pool: &NodePool, catalog: &Catalog) -> Option<PlannedC
     Some(PlannedClaim {
         nodepool: template.nodepool,
         requirements: template.requirements,
-        instance_types: Vec::new(),
+        instance_types: Default::default(),
         pods: Vec::new(),
         requests: Resources::default(),
         cheapest,

@@ -73,7 +73,7 @@ impl Report {
             .enumerate()
             .map(|(i, claim)| {
                 let choice = claim.choice.as_ref();
-                let mut labels = claim.node_claim.metadata.labels.clone().unwrap_or_default();
+                let mut labels = claim.labels();
                 if let Some(c) = choice {
                     labels.extend(launched_labels(
                         catalog.get(&c.instance_type),

@@ -58,8 +58,12 @@ impl Simulation {
                 .pods
                 .iter()
                 .cloned()
-                .chain(scenario.buffer_pods(|ns, name| scenario.written_replicas(ns, name)))
-                .map(Arc::new)
+                .chain(
+                    scenario
+                        .buffer_pods(|ns, name| scenario.written_replicas(ns, name))
+                        .into_iter()
+                        .map(Arc::new),
+                )
                 .collect(),
             node_pools: scenario.nodepools.clone(),
             node_classes: Vec::new(),

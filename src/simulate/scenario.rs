@@ -21,7 +21,7 @@ use k8s_openapi::api::apps::v1::{
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -125,8 +125,9 @@ pub struct Scenario {
     pub settings: SimulationSettings,
     /// Defaulted and validated.
     pub nodepools: Vec<NodePool>,
-    /// Pending pods, and pods already bound to a node (`spec.nodeName`).
-    pub pods: Vec<Pod>,
+    /// Pending pods, and pods already bound to a node (`spec.nodeName`); shared with the snapshot a simulation
+    /// decides on rather than copied into it (a pod is kilobytes, and scenarios run to 100,000 of them).
+    pub pods: Vec<Arc<Pod>>,
     /// Existing capacity.
     pub nodes: Vec<Node>,
     /// NodeClaims of kerf's nodes, and in-flight ones without a node yet.
@@ -352,7 +353,9 @@ pub fn from_documents(
                 .push(k8s_openapi::api::core::v1::PodTemplate::deserialize(&object).map_err(bad)?),
             ("", "Pod") => {
                 pods += 1;
-                scenario.pods.push(Pod::deserialize(&object).map_err(bad)?);
+                scenario
+                    .pods
+                    .push(Arc::new(Pod::deserialize(&object).map_err(bad)?));
             }
             ("", "Node") => scenario
                 .nodes
@@ -426,9 +429,12 @@ pub fn from_documents(
                 pods = total;
                 // A snapshot lists the workload's running pods one by one: they are not made again.
                 if !pods_listed(&object) {
-                    scenario
-                        .pods
-                        .extend(expand(&object, 0..count).map_err(bad)?);
+                    scenario.pods.extend(
+                        expand(&object, 0..count)
+                            .map_err(bad)?
+                            .into_iter()
+                            .map(Arc::new),
+                    );
                 }
                 replicas_of.insert(workload_key(&object), count);
                 scenario.workloads.push(object);
@@ -487,6 +493,8 @@ fn runtime_overhead(scenario: &mut Scenario, classes: &BTreeMap<String, Value>) 
         }
     };
     for pod in &mut scenario.pods {
+        // Nothing else holds the pods yet: no copy is made.
+        let pod = Arc::make_mut(pod);
         let Some(spec) = pod.spec.as_mut() else {
             continue;
         };
@@ -732,31 +740,35 @@ pub(super) fn expand(
         .pointer("/metadata/namespace")
         .and_then(Value::as_str)
         .unwrap_or("default");
-    let template = workload
-        .pointer("/spec/template")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
+    // The template is read once; each replica is a copy of it under its own name.
+    let template = Pod::deserialize(
+        workload
+            .pointer("/spec/template")
+            .unwrap_or(&Value::Object(Default::default())),
+    )?;
     let owner = controller_of(workload).map(|c| {
-        json!([{"apiVersion": c.api_version, "kind": c.kind, "name": c.name,
-                "uid": format!("{namespace}/{}", c.name), "controller": true, "blockOwnerDeletion": true}])
+        vec![OwnerReference {
+            api_version: c.api_version.to_owned(),
+            kind: c.kind.to_owned(),
+            uid: format!("{namespace}/{}", c.name),
+            name: c.name,
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }]
     });
-    indices
+    Ok(indices
         .map(|i| {
             let mut pod = template.clone();
-            let metadata = pod
-                .as_object_mut()
-                .map(|p| p.entry("metadata").or_insert_with(|| json!({})));
-            if let Some(Value::Object(metadata)) = metadata {
-                metadata.insert("name".to_owned(), json!(format!("{name}-{i}")));
-                metadata.insert("namespace".to_owned(), json!(namespace));
-                metadata.insert("uid".to_owned(), json!(format!("{namespace}/{name}-{i}")));
-                if let Some(owner) = &owner {
-                    metadata.insert("ownerReferences".to_owned(), owner.clone());
-                }
+            let metadata = &mut pod.metadata;
+            metadata.name = Some(format!("{name}-{i}"));
+            metadata.namespace = Some(namespace.to_owned());
+            metadata.uid = Some(format!("{namespace}/{name}-{i}"));
+            if let Some(owner) = &owner {
+                metadata.owner_references = Some(owner.clone());
             }
-            Pod::deserialize(&pod)
+            pod
         })
-        .collect()
+        .collect())
 }
 
 #[cfg(test)]

@@ -165,12 +165,12 @@ async fn launch<C>(
         let index = i.to_string();
         let mut claim_seed = seed.clone();
         claim_seed.push(&index);
-        new_claims.push(NewClaim {
-            node_claim: claim::node_claim(pool, planned, &claim_seed),
-            nodepool: planned.nodepool.clone(),
-            pods: planned.pods.clone(),
-            choice: planned.cheapest.clone(),
-        });
+        new_claims.push(NewClaim::made(
+            claim::node_claim(pool, planned, &claim_seed),
+            planned.nodepool.clone(),
+            planned.pods.clone(),
+            planned.cheapest.clone(),
+        ));
     }
     let reason = command.reason.to_string().to_lowercase();
     // Replacements launch through the lifecycle controller's watch: they are waited for as a whole anyway.

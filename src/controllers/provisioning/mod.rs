@@ -415,9 +415,10 @@ pub(crate) async fn create_claims<C>(
             let api = api.clone();
             async move {
                 let params = PostParams::default();
-                let name = new.node_claim.metadata.name.as_deref().unwrap_or_default();
+                let name = new.name();
+                let node_claim = new.node_claim();
                 ctx.created_here.creating(name);
-                let create = api.create(&params, &new.node_claim);
+                let create = api.create(&params, &node_claim);
                 let outcome = tokio::time::timeout(CALL_TIMEOUT, create).await;
                 match &outcome {
                     Ok(Ok(created)) => {
@@ -434,7 +435,7 @@ pub(crate) async fn create_claims<C>(
                     // unless it is on its way out (its pods are planned again, under a new name or once it
                     // is gone).
                     Ok(Err(::kube::Error::Api(status))) if status.code == 409 => {
-                        if being_deleted(ctx, &new.node_claim) {
+                        if being_deleted(ctx, name) {
                             Err(String::from("a NodeClaim of that name is being deleted"))
                         } else {
                             Ok(())
@@ -443,17 +444,17 @@ pub(crate) async fn create_claims<C>(
                     Ok(Err(error)) => Err(error.to_string()),
                     Err(_) => Err(format!("timed out after {CALL_TIMEOUT:?}")),
                 };
-                (new, result)
+                (new, node_claim, result)
             }
         })
         .collect();
-    let results: Vec<(&NewClaim, Result<(), String>)> = stream::iter(writes)
+    let results: Vec<(&NewClaim, NodeClaim, Result<(), String>)> = stream::iter(writes)
         .buffer_unordered(PARALLEL_WRITES)
         .collect()
         .await;
     let mut created = HashSet::new();
-    for (new, result) in results {
-        let name = new.node_claim.metadata.name.clone().unwrap_or_default();
+    for (new, node_claim, result) in results {
+        let name = new.name().to_owned();
         match result {
             Ok(()) => {
                 ctx.metrics
@@ -465,8 +466,7 @@ pub(crate) async fn create_claims<C>(
                         min_values_relaxed: String::from("false"),
                     })
                     .inc();
-                let requests = new
-                    .node_claim
+                let requests = node_claim
                     .spec
                     .resources
                     .as_ref()
@@ -477,7 +477,7 @@ pub(crate) async fn create_claims<C>(
                     nodepool = %new.nodepool,
                     pods = new.pods.len(),
                     requests = %requests,
-                    instance_types = instance_type_count(&new.node_claim),
+                    instance_types = instance_type_count(&node_claim),
                     cheapest = new.choice.as_ref().map_or("", |c| c.instance_type.as_str()),
                     "created nodeclaim"
                 );
@@ -492,8 +492,7 @@ pub(crate) async fn create_claims<C>(
 }
 
 /// Whether the claim named like `claim` is being deleted, as far as the watch cache knows.
-fn being_deleted<C>(ctx: &Context<C>, claim: &NodeClaim) -> bool {
-    let name = claim.metadata.name.as_deref().unwrap_or_default();
+fn being_deleted<C>(ctx: &Context<C>, name: &str) -> bool {
     ctx.state
         .node_claims
         .get(&ObjectRef::new(name))
@@ -562,7 +561,7 @@ async fn report<C: CloudProvider + 'static>(
         pod_events.push((Arc::clone(pod), warning, note));
     };
     for new in &decisions.claims {
-        let name = new.node_claim.metadata.name.as_deref().unwrap_or_default();
+        let name = new.name();
         if created.contains(name) {
             for pod in &new.pods {
                 decide(

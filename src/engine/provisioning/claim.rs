@@ -12,6 +12,7 @@ use crate::disruption::{hash_annotations, nodepool_hash, NODEPOOL_HASH, NODEPOOL
 use crate::scheduling::PlannedClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use std::collections::BTreeMap;
 
 pub use crate::api::well_known::TERMINATION_FINALIZER;
 
@@ -34,10 +35,7 @@ pub fn node_claim(pool: &NodePool, planned: &PlannedClaim, pod_uids: &[&str]) ->
         NODEPOOL_HASH_VERSION,
         nodepool_hash(pool),
     ));
-    let mut claim_labels = template_meta.labels.unwrap_or_default();
-    claim_labels.extend(requirements.labels());
-    claim_labels.extend(custom_labels(&requirements));
-    claim_labels.insert(labels::NODEPOOL.to_owned(), pool_name.clone());
+    let claim_labels = labels(pool, planned);
     let spec = NodeClaimSpec {
         taints: template.spec.taints.clone(),
         startup_taints: template.spec.startup_taints.clone(),
@@ -87,6 +85,33 @@ pub fn node_claim(pool: &NodePool, planned: &PlannedClaim, pod_uids: &[&str]) ->
         spec,
         status: None,
     }
+}
+
+/// The labels of `planned`'s NodeClaim: the template's, those its requirements fix to one value (the instance
+/// type too when only one is left), a value for each open custom key, and the NodePool's. Written without the
+/// claim's launch list (hundreds of names) when more than one type is left, since no label comes of it then.
+pub fn labels(pool: &NodePool, planned: &PlannedClaim) -> BTreeMap<String, String> {
+    let mut requirements = planned.requirements.clone();
+    if let [only] = &*planned.instance_types {
+        requirements.add(Requirement::one_of(
+            labels::INSTANCE_TYPE,
+            [only.to_string()],
+        ));
+    }
+    let mut claim_labels = pool
+        .spec
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    claim_labels.extend(requirements.labels());
+    claim_labels.extend(custom_labels(&requirements));
+    claim_labels.insert(
+        labels::NODEPOOL.to_owned(),
+        pool.metadata.name.clone().unwrap_or_default(),
+    );
+    claim_labels
 }
 
 /// A value for each custom label key (not well-known, not restricted) the requirements leave open (`NotIn`,
@@ -167,7 +192,7 @@ mod tests {
         PlannedClaim {
             nodepool: "general".into(),
             requirements,
-            instance_types: vec![TypeName::new("m5.large"), TypeName::new("m5.xlarge")],
+            instance_types: vec![TypeName::new("m5.large"), TypeName::new("m5.xlarge")].into(),
             pods: vec!["default/a".into(), "default/b".into()],
             requests: Resources::from_quantities([("cpu", "2"), ("memory", "3Gi"), ("pods", "2")])
                 .expect("valid quantities"),

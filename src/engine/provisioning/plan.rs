@@ -16,8 +16,8 @@ use crate::catalog::Catalog;
 use crate::engine::usage;
 use crate::scheduling::volumes::{self, VolumeIndex};
 use crate::scheduling::{
-    Choice, Cluster, ClusterError, DaemonSetPod, DefaultSpread, PodInfo, Policies, Prepared,
-    Scheduler, Unschedulable,
+    Choice, Cluster, ClusterError, DaemonSetPod, DefaultSpread, PlannedClaim, PodInfo, Policies,
+    Prepared, Scheduler, Unschedulable,
 };
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -93,12 +93,81 @@ impl<'p> ToSolve<'p> {
 /// A NodeClaim to create and the pods it is for.
 #[derive(Debug)]
 pub struct NewClaim {
-    pub node_claim: NodeClaim,
     pub nodepool: String,
     /// `namespace/name` of each pod.
     pub pods: Vec<String>,
     /// The cheapest offering the claim allows: what a launch most likely gets.
     pub choice: Option<Choice>,
+    object: ClaimObject,
+}
+
+/// The NodeClaim object of a [`NewClaim`], or what makes it. A solve's claims list up to 600 instance types each;
+/// written out for thousands of claims at once they would be most of a large solve's memory, so a planned claim
+/// writes its object when a driver asks for it (the controller when it creates it, the simulator when it
+/// launches it).
+#[derive(Debug)]
+enum ClaimObject {
+    Made(Box<NodeClaim>),
+    Planned(Box<PlannedObject>),
+}
+
+#[derive(Debug)]
+struct PlannedObject {
+    name: String,
+    pool: Arc<NodePool>,
+    planned: PlannedClaim,
+    pod_uids: Vec<String>,
+    /// NodeOverlay annotations (`kerf.sh/…`) of the claim's types.
+    annotations: Vec<(String, String)>,
+}
+
+impl NewClaim {
+    /// A claim whose object is already written (static capacity, disruption replacements).
+    pub fn made(
+        node_claim: NodeClaim,
+        nodepool: String,
+        pods: Vec<String>,
+        choice: Option<Choice>,
+    ) -> Self {
+        NewClaim {
+            nodepool,
+            pods,
+            choice,
+            object: ClaimObject::Made(Box::new(node_claim)),
+        }
+    }
+
+    /// The NodeClaim's name.
+    pub fn name(&self) -> &str {
+        match &self.object {
+            ClaimObject::Made(claim) => claim.metadata.name.as_deref().unwrap_or_default(),
+            ClaimObject::Planned(p) => &p.name,
+        }
+    }
+
+    /// The NodeClaim object to create.
+    pub fn node_claim(&self) -> NodeClaim {
+        match &self.object {
+            ClaimObject::Made(claim) => NodeClaim::clone(claim),
+            ClaimObject::Planned(p) => {
+                let uids: Vec<&str> = p.pod_uids.iter().map(String::as_str).collect();
+                let mut node_claim = claim::node_claim(&p.pool, &p.planned, &uids);
+                if !p.annotations.is_empty() {
+                    let annotations = node_claim.metadata.annotations.get_or_insert_default();
+                    annotations.extend(p.annotations.iter().cloned());
+                }
+                node_claim
+            }
+        }
+    }
+
+    /// The NodeClaim's labels, without writing the object.
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        match &self.object {
+            ClaimObject::Made(claim) => claim.metadata.labels.clone().unwrap_or_default(),
+            ClaimObject::Planned(p) => claim::labels(&p.pool, &p.planned),
+        }
+    }
 }
 
 /// A warning about a NodePool (a Kubernetes Event on it).
@@ -338,6 +407,7 @@ pub fn decide(
         .filter_map(|n| n.metadata.name.as_deref())
         .collect();
     let usage = usage::by_pool(&snapshot.node_claims);
+    let mut shared_pools: HashMap<String, Arc<NodePool>> = HashMap::new();
     let groups = groups(&snapshot.node_pools);
     let last = groups.iter().rposition(|(c, _)| catalogs.contains_key(*c));
     let first = groups.iter().position(|(c, _)| catalogs.contains_key(*c));
@@ -407,28 +477,42 @@ pub fn decide(
                 refuse_over_limit(&mut decisions, &planned.nodepool, &resource, planned.pods);
                 continue;
             }
-            let claim_pods: Vec<&str> = planned
+            let pod_uids: Vec<String> = planned
                 .pods
                 .iter()
-                .filter_map(|p| identities.get(p).map(String::as_str))
+                .filter_map(|p| identities.get(p).cloned())
                 .collect();
-            let mut node_claim = claim::node_claim(pool, &planned, &claim_pods);
-            if overlaid {
-                let applied = crate::engine::overlay::claim_annotations(
+            let annotations = if overlaid {
+                crate::engine::overlay::claim_annotations(
                     catalog,
                     &planned.nodepool,
                     planned.instance_types.iter().map(|t| t.as_ref()),
-                );
-                let annotations = node_claim.metadata.annotations.get_or_insert_default();
-                for (key, value) in applied {
-                    annotations.insert(key.to_owned(), value.to_owned());
-                }
-            }
+                )
+                .into_iter()
+                .map(|(key, value)| (key.to_owned(), value.to_owned()))
+                .collect()
+            } else {
+                Vec::new()
+            };
+            let pool = shared_pools
+                .entry(planned.nodepool.clone())
+                .or_insert_with(|| Arc::new(pool.clone()))
+                .clone();
+            let uids: Vec<&str> = pod_uids.iter().map(String::as_str).collect();
+            let name = claim::name(&planned.nodepool, &uids);
+            let mut planned = planned;
+            let pods = std::mem::take(&mut planned.pods);
             decisions.claims.push(NewClaim {
-                node_claim,
                 nodepool: planned.nodepool.clone(),
                 choice: planned.cheapest.clone(),
-                pods: planned.pods,
+                pods,
+                object: ClaimObject::Planned(Box::new(PlannedObject {
+                    name,
+                    pool,
+                    planned,
+                    pod_uids,
+                    annotations,
+                })),
             });
         }
         for unschedulable in &plan.unschedulable {

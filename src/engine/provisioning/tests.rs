@@ -93,13 +93,13 @@ fn pending_pods_become_claims_with_stable_names() {
     let names = |d: &Decisions| -> Vec<Option<String>> {
         d.claims
             .iter()
-            .map(|c| c.node_claim.metadata.name.clone())
+            .map(|c| c.node_claim().metadata.name.clone())
             .collect()
     };
     assert_eq!(names(&first), names(&again));
     for claim in &first.claims {
         assert!(claim
-            .node_claim
+            .node_claim()
             .metadata
             .name
             .as_deref()
@@ -112,7 +112,7 @@ fn claim_requirements(decisions: &Decisions) -> Vec<serde_json::Value> {
     decisions
         .claims
         .iter()
-        .map(|c| serde_json::to_value(&c.node_claim.spec.requirements).expect("requirements"))
+        .map(|c| serde_json::to_value(&c.node_claim().spec.requirements).expect("requirements"))
         .collect()
 }
 
@@ -159,7 +159,7 @@ fn a_kept_preparation_decides_as_a_fresh_one_and_is_redone_when_its_inputs_chang
     );
     assert!(
         changed.claims[0]
-            .node_claim
+            .node_claim()
             .spec
             .requirements
             .iter()
@@ -183,7 +183,7 @@ fn a_kept_preparation_decides_as_a_fresh_one_and_is_redone_when_its_inputs_chang
     let instance_types: Vec<Option<Vec<String>>> = recatalogued
         .claims
         .iter()
-        .flat_map(|c| &c.node_claim.spec.requirements)
+        .flat_map(|c| c.node_claim().spec.requirements)
         .filter(|r| r.key == "node.kubernetes.io/instance-type")
         .map(|r| r.values.clone())
         .collect();
@@ -197,7 +197,7 @@ fn claims_in_flight_take_their_pods_and_nothing_launches_twice() {
         &snapshot(pools.clone(), Vec::new(), 10),
         &default_catalogs(),
     );
-    let in_flight: Vec<NodeClaim> = first.claims.iter().map(|c| c.node_claim.clone()).collect();
+    let in_flight: Vec<NodeClaim> = first.claims.iter().map(|c| c.node_claim()).collect();
     let second = run(&snapshot(pools, in_flight.clone(), 10), &default_catalogs());
     assert!(second.claims.is_empty(), "{:?}", second.claims);
     assert_eq!(second.nominated.len(), 10);
@@ -214,7 +214,7 @@ fn limits_stop_new_claims_with_a_warning_naming_the_resource() {
         .claims
         .iter()
         .map(|c| {
-            c.node_claim
+            c.node_claim()
                 .spec
                 .requirements
                 .iter()
@@ -436,7 +436,7 @@ fn custom_requirement_keys_label_the_node() {
         &default_catalogs(),
     );
     let labels = decisions.claims[0]
-        .node_claim
+        .node_claim()
         .metadata
         .labels
         .clone()
@@ -575,7 +575,7 @@ fn a_replacement_is_planned_for_the_pods_of_a_deleting_claim_and_its_node_is_no_
 #[test]
 fn the_replacement_in_flight_absorbs_the_pods_on_the_next_pass_and_after_a_restart() {
     let first = solve(&draining(true, Vec::new()));
-    let replacements: Vec<NodeClaim> = first.claims.iter().map(|c| c.node_claim.clone()).collect();
+    let replacements: Vec<NodeClaim> = first.claims.iter().map(|c| c.node_claim()).collect();
     let names: BTreeSet<String> = replacements
         .iter()
         .filter_map(|c| c.metadata.name.clone())
@@ -585,7 +585,7 @@ fn the_replacement_in_flight_absorbs_the_pods_on_the_next_pass_and_after_a_resta
     let again_names: BTreeSet<String> = again
         .claims
         .iter()
-        .filter_map(|c| c.node_claim.metadata.name.clone())
+        .filter_map(|c| c.node_claim().metadata.name.clone())
         .collect();
     assert_eq!(names, again_names);
     // The next pass sees them in flight: nothing new, every pod nominated.
@@ -641,7 +641,7 @@ fn the_replacement_is_not_named_like_the_claim_it_replaces() {
     let names = |d: &Decisions| -> BTreeSet<String> {
         d.claims
             .iter()
-            .filter_map(|c| c.node_claim.metadata.name.clone())
+            .filter_map(|c| c.node_claim().metadata.name.clone())
             .collect()
     };
     // The pods were pending once, and got a claim named after their UIDs.
@@ -754,7 +754,7 @@ fn a_pod_goes_where_its_volume_is_and_one_whose_claim_is_missing_waits_with_the_
         decisions.claims[0].choice.as_ref().map(|c| c.zone.as_str()),
         Some("us-east-1d")
     );
-    let zone = serde_json::to_value(&decisions.claims[0].node_claim.spec.requirements)
+    let zone = serde_json::to_value(&decisions.claims[0].node_claim().spec.requirements)
         .expect("requirements");
     assert!(
         zone.as_array()

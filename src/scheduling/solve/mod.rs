@@ -31,6 +31,7 @@ use crate::api::requirements::{AllowUndefined, Requirement, Requirements};
 use crate::catalog::{CapacityType, Catalog, InstanceType, Resources};
 use std::borrow::Cow;
 use std::cmp::Reverse;
+use std::sync::Arc;
 
 /// Karpenter writes at most this many instance types into a NodeClaim.
 pub const MAX_INSTANCE_TYPES: usize = 600;
@@ -41,8 +42,9 @@ pub struct PlannedClaim {
     pub nodepool: String,
     /// The pool's requirements narrowed by the pods.
     pub requirements: Requirements,
-    /// The types that fit every pod, cheapest first, at most [`MAX_INSTANCE_TYPES`].
-    pub instance_types: Vec<TypeName>,
+    /// The types that fit every pod, cheapest first, at most [`MAX_INSTANCE_TYPES`]. Claims with the same list
+    /// share it: thousands of one-pod claims (hostname anti-affinity) would otherwise hold 600 names each.
+    pub instance_types: Arc<[TypeName]>,
     /// `namespace/name` of each pod, in placement order.
     pub pods: Vec<String>,
     /// The sum of the pods' requests and the smallest DaemonSet overhead among the instance types.
@@ -426,8 +428,14 @@ pub fn solve_cluster(
         .solve_on(pods, &cluster.nodes)
 }
 
-/// Per template and allowed offerings (as bits): the template's types ranked, cheapest first.
-type Rankings = std::collections::HashMap<(usize, u64), Vec<(usize, f64)>>;
+/// What finishing the claims of one solve shares between them.
+#[derive(Default)]
+struct Rankings {
+    /// Per template and allowed offerings (as bits): the template's types ranked, cheapest first.
+    ranked: std::collections::HashMap<(usize, u64), Vec<(usize, f64)>>,
+    /// Each distinct launch list (catalog indices) made so far, as the names planned claims share.
+    lists: std::collections::HashMap<Vec<usize>, Arc<[TypeName]>>,
+}
 
 /// A pod's label-key narrowings on one template with the domains they allow as
 /// [`domain_bits`], or the constraint that cannot be met.

@@ -411,6 +411,7 @@ impl<'s> Solver<'s, '_> {
             // types once and keep the claim's.
             Some(bits) => {
                 let all = rankings
+                    .ranked
                     .entry((claim.template, bits.allowed(&claim.requirements)))
                     .or_insert_with(|| {
                         scheduler.rank(&template.instance_types, &claim.requirements)
@@ -441,13 +442,22 @@ impl<'s> Solver<'s, '_> {
         {
             requests += &daemons.overhead;
         }
+        let indices: Vec<usize> = ranked.iter().map(|(i, _)| *i).collect();
+        let instance_types = match rankings.lists.get(&indices) {
+            Some(list) => list.clone(),
+            None => {
+                let list: Arc<[TypeName]> = indices
+                    .iter()
+                    .map(|i| scheduler.prepared.names[*i].clone())
+                    .collect();
+                rankings.lists.insert(indices, list.clone());
+                list
+            }
+        };
         Ok(PlannedClaim {
             nodepool: template.nodepool.clone(),
             requirements: requirements.clone(),
-            instance_types: ranked
-                .iter()
-                .map(|(i, _)| scheduler.prepared.names[*i].clone())
-                .collect(),
+            instance_types,
             pods: claim.pods.iter().map(|p| pods[*p].key.clone()).collect(),
             requests,
             cheapest: scheduler.choice(requirements, &ranked),

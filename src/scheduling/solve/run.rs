@@ -109,7 +109,7 @@ impl<'a> Scheduler<'a> {
             })
             .collect();
         let mut claims = Vec::with_capacity(solver.claims.len());
-        let mut rankings = Rankings::new();
+        let mut rankings = Rankings::default();
         for (c, claim) in solver.claims.iter().enumerate() {
             match solver.finish(c, claim, pods, &mut rankings) {
                 Ok(planned) => claims.push(planned),

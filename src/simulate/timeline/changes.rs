@@ -126,7 +126,7 @@ impl TimelineRun<'_> {
                 }
             })?;
             self.pods
-                .extend(added.into_iter().map(|pod| sim_pod(pod, None)));
+                .extend(added.into_iter().map(|pod| sim_pod(Arc::new(pod), None)));
         }
         self.workload_replicas.insert(
             (namespace.to_owned(), name.to_owned()),
@@ -200,7 +200,7 @@ impl TimelineRun<'_> {
         let have: BTreeSet<String> = self.pods.iter().map(|p| p.key.clone()).collect();
         for pod in wanted {
             if !have.contains(&plan::pod_key(&pod)) {
-                self.pods.push(sim_pod(pod, None));
+                self.pods.push(sim_pod(Arc::new(pod), None));
             }
         }
     }

@@ -20,7 +20,7 @@ impl TimelineRun<'_> {
             .iter()
             .filter_map(|p| {
                 let claim = self.buffer_on.get(&p.key)?;
-                let mut pod = p.pod.clone();
+                let mut pod = Pod::clone(&p.pod);
                 pod.spec.get_or_insert_with(Default::default).node_name = Some(claim.clone());
                 if let Some(status) = pod.status.as_mut() {
                     status.phase = Some("Running".into());
@@ -32,7 +32,7 @@ impl TimelineRun<'_> {
         let inputs = node_inputs(
             self.claims.iter().map(|c| c.claim.clone()),
             |name| nodes.get(name),
-            self.pods.iter().map(|p| &p.pod).chain(&held),
+            self.pods.iter().map(|p| p.pod.as_ref()).chain(&held),
             &self.nominations,
             now,
             |claim| {
@@ -51,7 +51,7 @@ impl TimelineRun<'_> {
             .pods
             .iter()
             .filter(|p| p.on.is_none() && !self.buffer_on.contains_key(&p.key))
-            .map(|p| p.pod.clone())
+            .map(|p| Pod::clone(&p.pod))
             .collect();
         (inputs, pending)
     }

@@ -126,7 +126,8 @@ type OverlaidFor = (
 
 /// A pod and the claim it is bound (or nominated) to.
 struct SimPod {
-    pod: Pod,
+    /// Shared with the snapshots the run decides on; copied only when the run changes it.
+    pod: Arc<Pod>,
     /// `namespace/name`, as plans name pods.
     key: String,
     on: Option<String>,
@@ -400,13 +401,18 @@ impl<'a> TimelineRun<'a> {
 }
 
 /// A pod of the run, bound to the run's node `on` or waiting for one.
-fn sim_pod(mut pod: Pod, on: Option<String>) -> SimPod {
+fn sim_pod(mut pod: Arc<Pod>, on: Option<String>) -> SimPod {
     let key = format!(
         "{}/{}",
         pod.metadata.namespace.as_deref().unwrap_or("default"),
         pod.metadata.name.as_deref().unwrap_or_default()
     );
-    pod.spec.get_or_insert_with(Default::default).node_name = on.clone();
+    if pod.spec.as_ref().and_then(|s| s.node_name.as_ref()) != on.as_ref() {
+        Arc::make_mut(&mut pod)
+            .spec
+            .get_or_insert_with(Default::default)
+            .node_name = on.clone();
+    }
     SimPod { pod, key, on }
 }
 

@@ -37,7 +37,7 @@ impl TimelineRun<'_> {
                     self.pods
                         .iter()
                         .filter(|p| p.on.as_deref() == Some(c.name()))
-                        .map(|p| p.pod.clone())
+                        .map(|p| Pod::clone(&p.pod))
                         .collect()
                 })
                 .collect();
@@ -179,7 +179,7 @@ impl TimelineRun<'_> {
         for pod in &mut self.pods {
             if pod.on.as_deref() == Some(name) {
                 pod.on = None;
-                if let Some(spec) = pod.pod.spec.as_mut() {
+                if let Some(spec) = Arc::make_mut(&mut pod.pod).spec.as_mut() {
                     spec.node_name = None;
                 }
                 moved += 1;

@@ -18,7 +18,7 @@ impl TimelineRun<'_> {
                 .collect(),
             node_claims: self.claims.iter().map(|c| c.claim.clone()).collect(),
             daemon_sets: self.scenario.daemonsets.clone(),
-            pods: self.pods.iter().map(|p| Arc::new(p.pod.clone())).collect(),
+            pods: self.pods.iter().map(|p| p.pod.clone()).collect(),
             node_pools: self.pools.clone(),
             node_classes: Vec::new(),
             policies: self.scenario.settings.policies().unwrap_or_default(),
@@ -30,7 +30,7 @@ impl TimelineRun<'_> {
             .pods
             .iter()
             .filter(|p| p.on.is_none())
-            .map(|p| &p.pod)
+            .map(|p| p.pod.as_ref())
             .collect();
         // This decision places the virtual pods anew.
         self.buffer_on.clear();
@@ -70,10 +70,10 @@ impl TimelineRun<'_> {
             self.place(&pods, &node);
         }
         for new in decisions.claims {
-            let Some(choice) = new.choice else {
+            let Some(choice) = new.choice.clone() else {
                 continue;
             };
-            if let Some(name) = self.launch(new.node_claim, choice, new.pods.len(), None) {
+            if let Some(name) = self.launch(new.node_claim(), choice, new.pods.len(), None) {
                 self.place(&new.pods, &name);
             }
         }
@@ -89,7 +89,10 @@ impl TimelineRun<'_> {
             }
             bound = true;
             pod.on = Some(claim.to_owned());
-            pod.pod.spec.get_or_insert_with(Default::default).node_name = Some(claim.to_owned());
+            Arc::make_mut(&mut pod.pod)
+                .spec
+                .get_or_insert_with(Default::default)
+                .node_name = Some(claim.to_owned());
         }
         // Virtual pods are no pod events (a buffer node's consolidateAfter is not reset by them).
         if bound {
