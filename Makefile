@@ -33,3 +33,4 @@ bench:
 	cargo bench -p kerf --bench pod_advice
 	cargo bench -p kerf --bench provisioning
 	cargo bench -p kerf --bench consolidation
+	cargo bench -p kerf-cmd --bench simulate_command

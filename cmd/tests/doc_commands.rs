@@ -39,6 +39,8 @@ const COVERED: &[(&str, &str)] = &[
     ("B=$(ls -t $CARGO_TARGET_DIR/release/deps/", "`make bench` (the bench binary it built)"),
     ("KERF_SOLVE_ONCE=", "the scheduling bench's one-solve mode (`benches/scheduling.rs`), a figure"),
     ("KERF_DECIDE_ONCE=", "the consolidation bench's one-decision mode (`benches/consolidation.rs`), a figure"),
+    ("KERF_SIZES=", "the whole-command simulate bench (`cmd/benches/simulate_command.rs`), a figure"),
+    ("KERF_SCENARIO_DIR=", "the whole-command simulate bench, keeping its scenario files for a profiler"),
     ("KERF_E2E=1 KERF_BIN=", "the e2e figures test (`e2e/tests/provisioning.rs`, ignored by default: a figure)"),
     ("perf ", "a profiling aid for the bench above, not a check"),
 ];
