@@ -9,7 +9,8 @@
 //!   pods, so every method runs to the end and finds nothing: the worst case of a pass.
 //!
 //! `cargo bench -p kerf --bench consolidation`; results and the machine are in docs/performance.md.
-//! `KERF_DECIDE_ONCE=packed` (or `underutilized`) instead runs one pass, prints its time and outcome, and exits.
+//! `KERF_DECIDE_ONCE=packed` (or `underutilized`) instead runs one pass, prints its time and outcome, and exits;
+//! `KERF_NODES` then sets the number of nodes (ten pods each).
 
 use criterion::{criterion_group, BenchmarkId, Criterion};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -23,6 +24,14 @@ use serde_json::json;
 use std::time::Duration;
 
 const NODES: usize = 2_000;
+
+/// The cluster's size: [`NODES`], or `KERF_NODES` in the one-pass mode (the growth figure at 5,000 nodes).
+fn nodes() -> usize {
+    std::env::var("KERF_NODES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(NODES)
+}
 const PODS_PER_NODE: usize = 10;
 const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
 const T0: &str = "2026-11-23T00:00:00Z";
@@ -119,7 +128,7 @@ struct Cluster {
 impl Cluster {
     fn new(shape: Shape) -> Self {
         let catalog = catalog();
-        let nodes = (0..NODES).map(|i| node(&catalog, i, shape)).collect();
+        let nodes = (0..nodes()).map(|i| node(&catalog, i, shape)).collect();
         Cluster {
             pools: vec![nodepool()],
             nodes,
