@@ -115,6 +115,7 @@ enum ClaimObject {
 struct PlannedObject {
     name: String,
     pool: Arc<NodePool>,
+    /// Its `pods` moved to [`NewClaim::pods`]: the object is made from the pods' UIDs below, not their names.
     planned: PlannedClaim,
     pod_uids: Vec<String>,
     /// NodeOverlay annotations (`kerf.sh/…`) of the claim's types.
@@ -465,7 +466,7 @@ pub fn decide(
             .instance_types
             .iter()
             .any(|it| it.overlaid != crate::catalog::Overlaid::default());
-        for planned in plan.claims {
+        for mut planned in plan.claims {
             let Some(pool) = pools
                 .iter()
                 .find(|p| p.metadata.name.as_deref() == Some(&planned.nodepool))
@@ -500,7 +501,6 @@ pub fn decide(
                 .clone();
             let uids: Vec<&str> = pod_uids.iter().map(String::as_str).collect();
             let name = claim::name(&planned.nodepool, &uids);
-            let mut planned = planned;
             let pods = std::mem::take(&mut planned.pods);
             decisions.claims.push(NewClaim {
                 nodepool: planned.nodepool.clone(),
