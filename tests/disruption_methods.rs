@@ -513,3 +513,45 @@ fn a_node_holding_buffer_pods_is_not_empty() {
     assert!(matches!(why[..], [Why::HasBufferPods(_)]), "{why:?}");
     assert_eq!(why[0].to_string(), "Node \"b\" has buffer pods");
 }
+
+/// One `web` pod per node, kept apart by a required hostname anti-affinity (the pod's own label), plus a node
+/// running something else: `web` pods may go only where no `web` pod stays.
+fn web_pods_apart(nodes: &[&str]) -> World {
+    let mut w = World::new(vec![pool("p", json!({"budgets": [{"nodes": "100%"}]}))], 1);
+    let apart = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "web"}}}]}});
+    for name in nodes {
+        w.node(name, "p", "f0-2", "on-demand");
+        let mut web = pod(&format!("{name}-web"), Some(name), "1", json!({}));
+        web.spec.as_mut().expect("spec").affinity =
+            Some(serde_json::from_value(apart.clone()).expect("affinity"));
+        w.find(name).pods.push(web);
+    }
+    w
+}
+
+/// Karpenter's consolidation suite: "won't delete node if it would violate pod anti-affinity" (no pod may join
+/// another's node, and no new node is cheaper), and the same pods moving once a
+/// node without a `web` pod has room: the anti-affinity check ahead of the solve never refuses a move the
+/// solve would take.
+#[test]
+fn hostname_anti_affinity_keeps_one_pod_per_node_and_lets_it_move_where_allowed() {
+    let w = web_pods_apart(&["n1", "n2", "n3"]);
+    let d = w.decide(NOW);
+    assert!(d.commands.is_empty(), "{:?}", disrupted(&d));
+    for claim in ["n1-claim", "n2-claim", "n3-claim"] {
+        assert_eq!(
+            skipped_for(&d, claim, Method::SingleNodeConsolidation),
+            [&Why::NoCheaperReplacement],
+            "{claim}"
+        );
+    }
+    let mut w = web_pods_apart(&["n1", "n2"]);
+    w.node("other", "p", "f0-2", "on-demand");
+    w.pods("other", 1, "500m", json!({"labels": {"app": "db"}}));
+    let d = w.decide(NOW);
+    assert_eq!(d.commands.len(), 1, "a web pod joins the db pod's node");
+    assert!(d.commands[0].is_delete());
+    let moved = &d.commands[0].candidates[0].claim;
+    assert!(moved == "n1-claim" || moved == "n2-claim", "{moved}");
+}

@@ -7,6 +7,11 @@
 //! (`wait4`'s `ru_maxrss`) and the growth exponent against the previous size. `KERF_SIZES` (comma-separated pod
 //! counts, default `5000,20000`) picks the sizes; with `KERF_SCENARIO_DIR` the scenario files are written there and
 //! kept (for a profiler). docs/performance.md records the figures and the command.
+//!
+//! Then a timeline: `KERF_TIMELINE_HOURS` (default 24) of a cluster of `KERF_TIMELINE_NODES` nodes (comma-separated,
+//! default `250,1000`): one pod per node (hostname anti-affinity), `consolidateAfter: 5m`, and the workload scaled
+//! to 90 % at 6h, back at 12h and to 80 % at 18h. It prints the same figures and the cluster-hours simulated per
+//! wall second. An empty list skips either part.
 
 use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
@@ -92,6 +97,35 @@ fn scenario(pods: usize) -> String {
     text
 }
 
+/// A timeline of `hours` of a cluster of `nodes` nodes, one pod each, scaled down, up and down again.
+fn timeline_scenario(nodes: usize, hours: usize) -> String {
+    let events: String = [(6, nodes * 9 / 10), (12, nodes), (18, nodes * 8 / 10)]
+        .iter()
+        .filter(|(at, _)| *at < hours)
+        .map(|(at, replicas)| {
+            format!("    - {{at: {at}h, scale: {{deployment: web, replicas: {replicas}}}}}\n")
+        })
+        .collect();
+    let events = if events.is_empty() {
+        "  events: []\n".to_owned()
+    } else {
+        format!("  events:\n{events}")
+    };
+    let head = HEAD.replace(
+        "        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand, spot]}\n",
+        "        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n  \
+         disruption: {consolidateAfter: 5m}\n",
+    );
+    format!(
+        "apiVersion: kerf.sh/v1alpha1\nkind: Simulation\nspec:\n  duration: {hours}h\n{events}---\n{head}---\n\
+         apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: default}}\nspec:\n  \
+         replicas: {nodes}\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    \
+         spec:\n{}      containers:\n        - name: c\n          image: pause\n          \
+         resources: {{requests: {{cpu: \"1\", memory: 1Gi}}}}\n",
+        constraint("hostname-anti-affinity").replace("group: hostname-anti-affinity", "app: web")
+    )
+}
+
 /// Runs `kerf simulate -o json file`: wall seconds, peak RSS in MiB, report bytes.
 fn run(kerf: &str, file: &Path) -> (f64, f64, usize) {
     let started = Instant::now();
@@ -121,47 +155,83 @@ fn run(kerf: &str, file: &Path) -> (f64, f64, usize) {
     (seconds, usage.ru_maxrss as f64 / 1024.0, report.len())
 }
 
+/// The median wall time, the peak RSS and the report size of `runs` runs on `file`.
+fn measure(kerf: &str, file: &Path, runs: usize) -> (f64, f64, usize) {
+    let mut samples: Vec<(f64, f64, usize)> = (0..runs.max(1)).map(|_| run(kerf, file)).collect();
+    samples.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (seconds, _, bytes) = samples[samples.len() / 2];
+    let rss = samples.iter().map(|s| s.1).fold(0.0, f64::max);
+    (seconds, rss, bytes)
+}
+
+/// The growth exponents of time and memory from `previous` (size, seconds, MiB) to this size.
+fn growth(previous: Option<(usize, f64, f64)>, size: usize, seconds: f64, rss: f64) -> String {
+    previous
+        .map(|(n, t, m)| {
+            let scale = (size as f64 / n as f64).ln();
+            format!(
+                "n^{:.2}, n^{:.2}",
+                (seconds / t).ln() / scale,
+                (rss / m).ln() / scale
+            )
+        })
+        .unwrap_or_default()
+}
+
+fn write(file: &Path, text: &str) {
+    std::fs::File::create(file)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .expect("writing the scenario");
+}
+
+/// A comma-separated list of sizes from `var`, else `default`.
+fn sizes(var: &str, default: &str) -> Vec<usize> {
+    std::env::var(var)
+        .unwrap_or_else(|_| default.to_owned())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect()
+}
+
 fn main() {
     let kerf = env!("CARGO_BIN_EXE_kerf");
     let runs: usize = std::env::var("KERF_RUNS")
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(3);
-    let sizes: Vec<usize> = std::env::var("KERF_SIZES")
-        .unwrap_or_else(|_| "5000,20000".to_owned())
-        .split(',')
-        .filter_map(|s| s.trim().parse().ok())
-        .collect();
     let temporary = tempfile::tempdir().expect("a temporary directory");
     let dir = std::env::var_os("KERF_SCENARIO_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| temporary.path().to_owned());
     let mut previous: Option<(usize, f64, f64)> = None;
     println!("pods | wall (median of {runs}) | peak RSS | report | growth (time, memory)");
-    for pods in sizes {
+    for pods in sizes("KERF_SIZES", "5000,20000") {
         let file = dir.join(format!("diverse-{pods}.yaml"));
-        std::fs::File::create(&file)
-            .and_then(|mut f| f.write_all(scenario(pods).as_bytes()))
-            .expect("writing the scenario");
-        let mut samples: Vec<(f64, f64, usize)> =
-            (0..runs.max(1)).map(|_| run(kerf, &file)).collect();
-        samples.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let (seconds, _, bytes) = samples[samples.len() / 2];
-        let rss = samples.iter().map(|s| s.1).fold(0.0, f64::max);
-        let growth = previous
-            .map(|(n, t, m)| {
-                let scale = (pods as f64 / n as f64).ln();
-                format!(
-                    "n^{:.2}, n^{:.2}",
-                    (seconds / t).ln() / scale,
-                    (rss / m).ln() / scale
-                )
-            })
-            .unwrap_or_default();
+        write(&file, &scenario(pods));
+        let (seconds, rss, bytes) = measure(kerf, &file, runs);
         println!(
-            "{pods} | {seconds:.3} s | {rss:.1} MiB | {:.1} MB | {growth}",
-            bytes as f64 / 1e6
+            "{pods} | {seconds:.3} s | {rss:.1} MiB | {:.1} MB | {}",
+            bytes as f64 / 1e6,
+            growth(previous, pods, seconds, rss)
         );
         previous = Some((pods, seconds, rss));
+    }
+    let hours: usize = std::env::var("KERF_TIMELINE_HOURS")
+        .ok()
+        .and_then(|h| h.parse().ok())
+        .unwrap_or(24);
+    let mut previous: Option<(usize, f64, f64)> = None;
+    println!();
+    println!("timeline of {hours}h: nodes | wall (median of {runs}) | cluster-hours per second | peak RSS | growth (time, memory)");
+    for nodes in sizes("KERF_TIMELINE_NODES", "250,1000") {
+        let file = dir.join(format!("timeline-{nodes}-{hours}h.yaml"));
+        write(&file, &timeline_scenario(nodes, hours));
+        let (seconds, rss, _) = measure(kerf, &file, runs);
+        println!(
+            "{nodes} | {seconds:.3} s | {:.1} | {rss:.1} MiB | {}",
+            hours as f64 / seconds,
+            growth(previous, nodes, seconds, rss)
+        );
+        previous = Some((nodes, seconds, rss));
     }
 }

@@ -381,6 +381,11 @@ fn timeline_json(example_name: &str, catalog: &Catalog) -> String {
 
 /// [`timeline_json`] of a loaded scenario.
 fn timeline_json_of(scenario: &Scenario, catalog: &Catalog) -> String {
+    timeline_json_with(scenario, catalog, false)
+}
+
+/// [`timeline_json_of`], going through every minute in full if `every_minute`.
+fn timeline_json_with(scenario: &Scenario, catalog: &Catalog, every_minute: bool) -> String {
     let simulation =
         Simulation::new(scenario, std::sync::Arc::new(catalog.clone())).expect("simulation");
     let mut report = simulation.report(&simulation.solve().expect("decide"), 0.0);
@@ -388,10 +393,158 @@ fn timeline_json_of(scenario: &Scenario, catalog: &Catalog) -> String {
     let timeline = scenario.timeline.as_ref().expect("a timeline example");
     report.timeline = Some(
         TimelineRun::new(scenario, timeline, catalog)
+            .map(|run| {
+                if every_minute {
+                    run.every_minute()
+                } else {
+                    run
+                }
+            })
             .and_then(TimelineRun::run)
             .expect("run"),
     );
     serde_json::to_string_pretty(&report).expect("json") + "\n"
+}
+
+/// Six hours of a cluster with every clock-driven fact a disruption pass reads: `consolidateAfter` off the
+/// minute grid, short `expireAfter`s, a budget window that freezes disruption for 20 minutes every hour, pods
+/// whose do-not-disrupt lasts 47 minutes, a WhenEmpty pool, and workloads scaled up and down.
+const CLOCKWORK: &str = "\
+apiVersion: kerf.sh/v1alpha1
+kind: Simulation
+spec:
+  duration: 6h
+  events:
+    - {at: 20m, scale: {deployment: web, replicas: 3}}
+    - {at: 1h5m, scale: {deployment: web, replicas: 14}}
+    - {at: 2h30m, scale: {deployment: batch, replicas: 0}}
+    - {at: 3h30m, scale: {deployment: batch, replicas: 6}}
+    - {at: 4h45m, scale: {deployment: web, replicas: 5}}
+    - {at: 5h20m, scale: {deployment: web, replicas: 1}}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: general}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      expireAfter: 2h30m
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+        - {key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m, r]}
+        - {key: karpenter.k8s.aws/instance-size, operator: In, values: [large, xlarge, 2xlarge]}
+  disruption:
+    consolidateAfter: 7m30s
+    budgets:
+      - {nodes: \"0\", schedule: \"15 * * * *\", duration: 20m}
+      - {nodes: \"50%\"}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: batch}
+spec:
+  template:
+    metadata: {labels: {pool: batch}}
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      expireAfter: 5h30m
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+        - {key: karpenter.k8s.aws/instance-category, operator: In, values: [m]}
+  disruption:
+    consolidationPolicy: WhenEmpty
+    consolidateAfter: 11m
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: KarpenterNodeRole
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: test}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: test}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 9
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata:
+      labels: {app: web}
+      annotations: {karpenter.sh/do-not-disrupt: 47m}
+    spec:
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            - topologyKey: kubernetes.io/hostname
+              labelSelector: {matchLabels: {app: web}}
+      containers:
+        - {name: c, image: pause, resources: {requests: {cpu: 1500m, memory: 2Gi}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: batch, namespace: default}
+spec:
+  replicas: 4
+  selector: {matchLabels: {app: batch}}
+  template:
+    metadata: {labels: {app: batch}}
+    spec:
+      nodeSelector: {pool: batch}
+      containers:
+        - {name: c, image: pause, resources: {requests: {cpu: \"3\", memory: 4Gi}}}
+";
+
+/// Skipping quiet minutes changes nothing: the timeline examples whose minutes it skips, and [`CLOCKWORK`],
+/// report the same bytes as runs that go through every minute. (The CapacityBuffer and zonal-shift examples
+/// keep every minute while their features are in play; the node-repair one shows a repair in between.)
+#[test]
+fn skipping_quiet_minutes_reports_what_running_every_minute_does() {
+    let catalog = catalog();
+    let mut scenarios: Vec<(String, Scenario)> = [
+        "timeline-consolidation",
+        "timeline-maintenance-window",
+        "timeline-drift",
+        "timeline-node-repair",
+    ]
+    .iter()
+    .map(|name| (name.to_string(), example(&format!("{name}.yaml"))))
+    .collect();
+    scenarios.push(("clockwork".into(), load(CLOCKWORK).expect("valid scenario")));
+    for (name, scenario) in &scenarios {
+        let skipping = timeline_json_of(scenario, &catalog);
+        let every_minute = timeline_json_with(scenario, &catalog, true);
+        assert_eq!(skipping, every_minute, "{name}");
+    }
+    let clockwork: Value =
+        serde_json::from_str(&timeline_json_of(&scenarios[4].1, &catalog)).expect("json");
+    let actions: std::collections::BTreeSet<&str> = clockwork["timeline"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    // The run exercises what it is meant to: launches, emptiness and expiration, and the frozen window, which
+    // lets emptiness go on exactly when it closes (a revisit between minutes the run skips).
+    assert_eq!(
+        actions,
+        ["blocked", "disrupt", "launch", "scale"].into(),
+        "{clockwork}"
+    );
+    let entries = clockwork["timeline"].as_array().expect("timeline");
+    let at = |action: &str, reason: &str| -> Vec<&str> {
+        entries
+            .iter()
+            .filter(|e| e["action"] == action && e["reason"] == reason)
+            .filter_map(|e| e["time"].as_str())
+            .collect()
+    };
+    assert!(at("blocked", "Empty").contains(&"2026-01-05T00:28:00Z"));
+    assert_eq!(at("disrupt", "Empty")[0], "2026-01-05T00:35:00Z");
+    assert!(at("disrupt", "Expired").contains(&"2026-01-05T02:30:00Z"));
 }
 
 /// Each timeline example gives the same bytes twice and equals its golden report; the reports show what the

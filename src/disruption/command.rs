@@ -122,6 +122,10 @@ pub struct Decision {
     /// The consolidation moves the pass judged, per pool, as Karpenter counts them: every move single-node
     /// consolidation found, and multi-node's chosen (or last refused) one.
     pub consolidation_moves: Vec<ConsolidationMove>,
+    /// The earliest instant after the pass at which a pass over the same cluster could decide differently (a
+    /// node becoming consolidatable or expiring, a budget window turning, …); `None` if none ever could. A
+    /// driver that changes nothing before then may skip the passes between.
+    pub revisit_at: Option<Timestamp>,
 }
 
 /// A consolidation move in one pool of its candidates: whether the move was taken and, in a `Balanced` pool,

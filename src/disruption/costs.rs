@@ -52,12 +52,39 @@ pub fn disruption_cost(
     claim: &NodeClaim,
     now: Timestamp,
 ) -> Result<f64, LifetimeError> {
-    let sum: f64 = pods
-        .iter()
+    Ok(eviction_sum(pods) * lifetime_remaining(claim, now)?)
+}
+
+/// How fast [`disruption_cost`] falls at `now`, per second: `Σ EvictionCost / expireAfter` between the claim's
+/// creation and its expiry, where the lifetime share falls linearly; 0 outside them (the share is clamped) and
+/// for `Never`.
+pub fn disruption_cost_fall(
+    pods: &[Pod],
+    claim: &NodeClaim,
+    now: Timestamp,
+) -> Result<f64, LifetimeError> {
+    let Some(lifetime) = expire_after(claim)? else {
+        return Ok(0.0);
+    };
+    let created = claim
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .ok_or(LifetimeError::NoCreationTimestamp)?;
+    let total = lifetime.as_secs_f64();
+    let age = now.duration_since(created.0).as_secs_f64();
+    Ok(if total > 0.0 && (0.0..total).contains(&age) {
+        eviction_sum(pods) / total
+    } else {
+        0.0
+    })
+}
+
+fn eviction_sum(pods: &[Pod]) -> f64 {
+    pods.iter()
         .filter(|p| is_reschedulable(p))
         .map(eviction_cost)
-        .sum();
-    Ok(sum * lifetime_remaining(claim, now)?)
+        .sum()
 }
 
 /// `1 + Σ max(0, EvictionCost)` over the node's reschedulable pods.

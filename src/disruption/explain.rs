@@ -60,9 +60,23 @@ impl Budgets {
     }
 
     fn next_change(&self, reason: DisruptionReason, now: Timestamp) -> Option<Timestamp> {
+        self.next_transition(now, |b| b.applies_to(reason))
+    }
+
+    /// The next instant any scheduled budget opens or closes, within the same bounded search: until then every
+    /// budget is as active as it is at `now`.
+    pub fn next_window_change(&self, now: Timestamp) -> Option<Timestamp> {
+        self.next_transition(now, |_| true)
+    }
+
+    fn next_transition(
+        &self,
+        now: Timestamp,
+        counted: impl Fn(&ParsedBudget) -> bool,
+    ) -> Option<Timestamp> {
         self.budgets
             .iter()
-            .filter(|b| b.applies_to(reason))
+            .filter(|b| counted(b))
             .filter_map(|b| match &b.window {
                 Some(Schedule::Window(w)) => match w.next_transition(now) {
                     Transition::Opens(t) | Transition::Closes(t) => Some(t),

@@ -40,6 +40,11 @@ impl Nominations {
         self.until.get(node).is_some_and(|until| *until > now)
     }
 
+    /// The next instant after `now` a nomination lapses.
+    pub fn next_lapse(&self, now: Timestamp) -> Option<Timestamp> {
+        self.until.values().filter(|t| **t > now).min().copied()
+    }
+
     /// Forgets the nominations that lapsed by `now`, so the map holds only live ones.
     pub fn prune(&mut self, now: Timestamp) {
         self.until.retain(|_, until| *until > now);
@@ -76,6 +81,12 @@ mod tests {
             n.is_nominated("a", at("2026-11-26T10:00:34Z")),
             "a shorter renewal keeps the longer nomination"
         );
+        assert_eq!(
+            n.next_lapse(at("2026-11-26T10:00:20Z")),
+            Some(at("2026-11-26T10:00:35Z")),
+            "the renewed nomination lapses then"
+        );
+        assert_eq!(n.next_lapse(at("2026-11-26T10:00:35Z")), None);
         n.prune(at("2026-11-26T10:00:35Z"));
         assert_eq!(n, Nominations::default());
     }

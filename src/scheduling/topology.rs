@@ -240,6 +240,15 @@ pub struct TopologyConstraint {
 }
 
 impl TopologyConstraint {
+    /// Whether `other`, running on a node, keeps a pod with this constraint off that node for certain: the
+    /// constraint is a required anti-affinity on the hostname that counts `other`.
+    pub fn shuts_out_of_host(&self, other: &super::PodInfo) -> bool {
+        self.kind == ConstraintKind::AntiAffinity
+            && self.relax == Relax::Never
+            && self.key == TopologyKey::Hostname
+            && selects(self.namespaces.as_ref(), &self.selector, other)
+    }
+
     /// How the constraint reads in an unschedulable reason.
     pub fn describe(&self) -> String {
         let key = self.key.label();
@@ -605,11 +614,17 @@ pub struct Bound<'a> {
 
 impl Group {
     fn selects(&self, pod: &super::PodInfo) -> bool {
-        self.namespaces
-            .as_ref()
-            .is_none_or(|ns| ns.contains(&pod.namespace))
-            && self.selector.matches(&pod.labels)
+        selects(self.namespaces.as_ref(), &self.selector, pod)
     }
+}
+
+/// Whether a constraint over `namespaces` (`None`: all) with `selector` counts `pod`.
+fn selects(
+    namespaces: Option<&BTreeSet<String>>,
+    selector: &Selector,
+    pod: &super::PodInfo,
+) -> bool {
+    namespaces.is_none_or(|ns| ns.contains(&pod.namespace)) && selector.matches(&pod.labels)
 }
 
 impl Topology {

@@ -55,11 +55,15 @@ pub(crate) fn candidate(f: &Facts<'_>) -> Result<bool, Why> {
 /// Consolidation order (v1.14): price per unit of reschedule cost, highest first; then the cheapest to
 /// disrupt; then by name, so that passes are deterministic.
 pub(crate) fn order(a: &Facts<'_>, b: &Facts<'_>) -> Ordering {
-    let value = |f: &Facts<'_>| f.offering.map_or(0.0, |o| o.price) / f.reschedule_cost;
     value(b)
         .total_cmp(&value(a))
         .then(a.disruption_cost.total_cmp(&b.disruption_cost))
         .then_with(|| a.target.claim.cmp(&b.target.claim))
+}
+
+/// The first key of [`order`]: the node's price per unit of reschedule cost. It does not change with time.
+pub(crate) fn value(f: &Facts<'_>) -> f64 {
+    f.offering.map_or(0.0, |o| o.price) / f.reschedule_cost
 }
 
 /// How `candidates` (indices into the pass's facts) can be consolidated, if they can. `single` applies the

@@ -3,7 +3,7 @@
 
 use super::super::candidate::{blocker, Blocker, NodeView};
 use super::super::command::{Target, Why};
-use super::super::costs::{disruption_cost, is_empty, reschedule_cost};
+use super::super::costs::{disruption_cost, disruption_cost_fall, is_empty, reschedule_cost};
 use super::super::drift_hash::{static_drift, StaticDrift};
 use super::super::input::{DisruptionInput, NodeInput};
 use super::super::lifetime::{consolidatable, is_expired, Consolidatable};
@@ -45,6 +45,8 @@ pub(crate) struct Facts<'a> {
     pub pod_blocker: Option<Blocker>,
     pub empty: bool,
     pub disruption_cost: f64,
+    /// How fast `disruption_cost` falls as the claim ages, per second.
+    pub cost_fall: f64,
     pub reschedule_cost: f64,
     pub created: Option<Timestamp>,
     pub consolidatable: Result<Consolidatable, Why>,
@@ -211,6 +213,7 @@ impl<'a> Facts<'a> {
             pod_blocker: blocker(view, input.pdbs, now, true),
             empty: is_empty(&node.pods),
             disruption_cost: disruption_cost(&node.pods, claim, now).unwrap_or(0.0),
+            cost_fall: disruption_cost_fall(&node.pods, claim, now).unwrap_or(0.0),
             reschedule_cost: reschedule_cost(&node.pods),
             created: claim.metadata.creation_timestamp.as_ref().map(|t| t.0),
             consolidatable,

@@ -10,6 +10,7 @@ mod expiration;
 mod facts;
 mod ledger;
 mod multi;
+mod revisit;
 mod simulation;
 mod single;
 mod validate;
@@ -84,6 +85,7 @@ pub fn decide_observed(
         })
         .collect();
     Decision {
+        revisit_at: revisit::revisit_at(&pass),
         commands,
         skipped: pass.skips,
         drifted,

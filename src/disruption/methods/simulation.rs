@@ -247,9 +247,10 @@ impl<'a> Simulator<'a> {
     }
 
     /// The summed requests of the pods of `removed` that no other node has the raw room for (CPU, memory, pod
-    /// slots and the rest, before taints, affinities or ports). Those pods can only go to new capacity, so a
-    /// move is possible only if a node that holds all of them is cheap enough: a cheap, sound test that spares
-    /// the solve for nodes that cannot move (a packed cluster).
+    /// slots and the rest, before taints, affinities or ports), or that a pod staying there shuts out by a
+    /// required hostname anti-affinity. Those pods can only go to new capacity, so a move is possible only if a
+    /// node that holds all of them is cheap enough: a cheap, sound test that spares the solve for nodes that
+    /// cannot move (a packed cluster, or one pod per node).
     pub fn homeless_load(&self, removed: &[usize]) -> Result<Resources, Why> {
         let mut gone = Vec::with_capacity(removed.len());
         for &index in removed {
@@ -260,11 +261,11 @@ impl<'a> Simulator<'a> {
             // Most pods of a packed cluster exceed the largest free CPU or memory of any node: no scan needed.
             let housed = pod.requests.cpu <= self.most_free.cpu
                 && pod.requests.memory <= self.most_free.memory
-                && self
-                    .free
-                    .iter()
-                    .enumerate()
-                    .any(|(place, room)| !gone.contains(&place) && pod.requests.fits_in(room));
+                && self.free.iter().enumerate().any(|(place, room)| {
+                    !gone.contains(&place)
+                        && pod.requests.fits_in(room)
+                        && !self.shuts_out(pod, place)
+                });
             if !housed {
                 load += &pod.requests;
             }
@@ -279,6 +280,16 @@ impl<'a> Simulator<'a> {
             .iter()
             .find(|(room, _)| load.fits_in(room))
             .map_or(f64::INFINITY, |(_, price)| *price)
+    }
+
+    /// Whether a pod on the node at `place` keeps `pod` off it by `pod`'s required hostname anti-affinity.
+    fn shuts_out(&self, pod: &PodInfo, place: usize) -> bool {
+        pod.topology.iter().any(|constraint| {
+            self.nodes[place]
+                .pods
+                .iter()
+                .any(|bound| constraint.shuts_out_of_host(&bound.pod))
+        })
     }
 
     fn swap(&mut self, a: usize, b: usize) {

@@ -69,6 +69,12 @@ impl TimelineRun<'_> {
             )
         }));
         let decision = decide(&self.input(&inputs, &pending, settings), self.now);
+        // The marks mirror the verdicts and are not read back by the next pass: a pass that only marked is settled.
+        self.last_pass = if decision.commands.is_empty() {
+            quiet::LastPass::Settled(decision.revisit_at)
+        } else {
+            quiet::LastPass::Acted
+        };
         for mark in marks::of_pass(&inputs, &decision, self.now) {
             if let Some(c) = self.claims.iter_mut().find(|c| c.name() == mark.claim) {
                 marks::apply(&mut c.claim, mark.conditions);

@@ -102,6 +102,7 @@ impl TimelineRun<'_> {
             })
             .collect();
         let repairs = repair::decide(&view, &AWS_POLICIES, self.now);
+        self.under_repair = !repairs.is_empty();
         drop(view);
         drop(nodes);
         for r in repairs {

@@ -1,13 +1,15 @@
 //! The cluster's life on a virtual clock: every minute the due events happen, launched nodes become ready,
 //! pending pods are provisioned (the controller's solve), and one disruption pass (`disruption::decide`) runs
-//! and its commands are carried out. Nothing reads the wall clock or draws a random number, and every
-//! collection is walked in a fixed order, so one scenario always gives the same timeline.
+//! and its commands are carried out. Minutes that cannot change anything are skipped and only billed
+//! ([`quiet`]). Nothing reads the wall clock or draws a random number, and every collection is walked in a
+//! fixed order, so one scenario always gives the same timeline.
 
 mod changes;
 mod disrupt;
 mod faults;
 mod nodes;
 mod provision;
+mod quiet;
 mod shifts;
 
 use super::events::{Action, Event, Interruption, NodeFault, Timeline, ZonalShiftSpec};
@@ -190,6 +192,12 @@ pub struct TimelineRun<'a> {
     replicas_said: BTreeMap<String, String>,
     /// Claims whose repair is held back and was reported so (reported again only once it was not).
     repair_held: std::collections::BTreeSet<String>,
+    /// Whether the last repair pass had an unhealthy node to judge.
+    under_repair: bool,
+    /// What the last disruption pass did.
+    last_pass: quiet::LastPass,
+    /// Whether quiet minutes are skipped ([`quiet`]); off only to compare with a run of every minute.
+    skip_quiet: bool,
 }
 
 impl<'a> TimelineRun<'a> {
@@ -271,6 +279,9 @@ impl<'a> TimelineRun<'a> {
             static_capacity: gates.static_capacity,
             replicas_said: BTreeMap::new(),
             repair_held: std::collections::BTreeSet::new(),
+            under_repair: false,
+            last_pass: quiet::LastPass::Acted,
+            skip_quiet: true,
         };
         for pool in &scenario.nodepools {
             run.set_pool(pool.clone());
@@ -305,8 +316,16 @@ impl<'a> TimelineRun<'a> {
     pub fn run(mut self) -> Result<TimelineReport, ScenarioError> {
         let end = self.timeline.start + self.timeline.duration;
         let mut events = self.timeline.events.iter().peekable();
+        let mut busy_from = self.now;
         while self.now < end {
             let elapsed = self.now.duration_since(self.timeline.start);
+            let due = events.peek().is_some_and(|e| e.at <= elapsed);
+            if !due && self.now < busy_from {
+                self.account();
+                self.now += STEP;
+                continue;
+            }
+            let before = self.before();
             while let Some(event) = events.next_if(|e| e.at <= elapsed) {
                 self.apply(event)?;
             }
@@ -320,6 +339,7 @@ impl<'a> TimelineRun<'a> {
             self.keep_replicas();
             self.provision()?;
             self.disrupt();
+            busy_from = self.next_busy_minute(&before, due);
             self.account();
             self.now += STEP;
         }
