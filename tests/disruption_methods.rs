@@ -555,3 +555,47 @@ fn hostname_anti_affinity_keeps_one_pod_per_node_and_lets_it_move_where_allowed(
     let moved = &d.commands[0].candidates[0].claim;
     assert!(moved == "n1-claim" || moved == "n2-claim", "{moved}");
 }
+
+/// Karpenter's consolidation suite: "won't delete node if it would require pods to schedule on an uninitialized
+/// node". The only room for n1's pods is on a node still launching: no command, however cheap the move looks,
+/// until that node is initialized.
+#[test]
+fn a_move_onto_a_node_still_launching_waits_for_it() {
+    let mut w = World::new(vec![pool("p", json!({"budgets": [{"nodes": "100%"}]}))], 1);
+    w.node("n1", "p", "f0-2", "on-demand");
+    w.pods("n1", 1, "1", json!({}));
+    w.node("new", "p", "f0-2", "on-demand");
+    let launching = |w: &mut World| {
+        let new = w.find("new");
+        new.claim.status.as_mut().expect("status").conditions = Some(Vec::new());
+        new.claim
+            .metadata
+            .labels
+            .as_mut()
+            .expect("labels")
+            .remove("karpenter.sh/initialized");
+        if let Some(labels) = new.node.as_mut().and_then(|n| n.metadata.labels.as_mut()) {
+            labels.remove("karpenter.sh/initialized");
+        }
+    };
+    launching(&mut w);
+    let d = w.decide(NOW);
+    assert!(
+        d.commands
+            .iter()
+            .all(|c| c.candidates[0].claim != "n1-claim"),
+        "{:?}",
+        disrupted(&d)
+    );
+    assert!(
+        !skipped_for(&d, "n1-claim", Method::SingleNodeConsolidation).is_empty(),
+        "n1 was considered and left"
+    );
+    // Initialized, the same node takes the pod and n1 goes.
+    let mut w = World::new(vec![pool("p", json!({"budgets": [{"nodes": "100%"}]}))], 1);
+    w.node("n1", "p", "f0-2", "on-demand");
+    w.pods("n1", 1, "1", json!({}));
+    w.node("new", "p", "f0-2", "on-demand");
+    w.pods("new", 1, "100m", json!({}));
+    assert_eq!(disrupted(&w.decide(NOW)), [["n1-claim"]]);
+}

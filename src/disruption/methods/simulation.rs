@@ -246,11 +246,12 @@ impl<'a> Simulator<'a> {
         Ok(plan)
     }
 
-    /// The summed requests of the pods of `removed` that no other node has the raw room for (CPU, memory, pod
-    /// slots and the rest, before taints, affinities or ports), or that a pod staying there shuts out by a
-    /// required hostname anti-affinity. Those pods can only go to new capacity, so a move is possible only if a
-    /// node that holds all of them is cheap enough: a cheap, sound test that spares the solve for nodes that
-    /// cannot move (a packed cluster, or one pod per node).
+    /// The summed requests of the pods of `removed` that no other initialized node has the raw room for (CPU,
+    /// memory, pod slots and the rest, before taints, affinities or ports), or that a pod staying there shuts
+    /// out by a required hostname anti-affinity. Those pods can only go to new capacity (a move that puts one on
+    /// a node not initialized yet is refused, see [`Simulator::without`]), so a move is possible only if a node
+    /// that holds all of them is cheap enough: a cheap, sound test that spares the solve for nodes that cannot
+    /// move (a packed cluster, one pod per node, room only on nodes still launching).
     pub fn homeless_load(&self, removed: &[usize]) -> Result<Resources, Why> {
         let mut gone = Vec::with_capacity(removed.len());
         for &index in removed {
@@ -263,6 +264,7 @@ impl<'a> Simulator<'a> {
                 && pod.requests.memory <= self.most_free.memory
                 && self.free.iter().enumerate().any(|(place, room)| {
                     !gone.contains(&place)
+                        && self.nodes[place].initialized
                         && pod.requests.fits_in(room)
                         && !self.shuts_out(pod, place)
                 });
