@@ -379,6 +379,16 @@ fn timeline_json(example_name: &str, catalog: &Catalog) -> String {
     timeline_json_of(&example(example_name), catalog)
 }
 
+/// The actions of a report's timeline entries, in order.
+fn actions(report: &Value) -> Vec<&str> {
+    report["timeline"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .filter_map(|e| e["action"].as_str())
+        .collect()
+}
+
 /// [`timeline_json`] of a loaded scenario.
 fn timeline_json_of(scenario: &Scenario, catalog: &Catalog) -> String {
     timeline_json_with(scenario, catalog, false)
@@ -521,12 +531,7 @@ fn skipping_quiet_minutes_reports_what_running_every_minute_does() {
     }
     let clockwork: Value =
         serde_json::from_str(&timeline_json_of(&scenarios[4].1, &catalog)).expect("json");
-    let actions: std::collections::BTreeSet<&str> = clockwork["timeline"]
-        .as_array()
-        .expect("timeline")
-        .iter()
-        .filter_map(|e| e["action"].as_str())
-        .collect();
+    let actions: std::collections::BTreeSet<&str> = actions(&clockwork).into_iter().collect();
     // The run exercises what it is meant to: launches, emptiness and expiration, and the frozen window, which
     // lets emptiness go on exactly when it closes (a revisit between minutes the run skips).
     assert_eq!(
@@ -594,12 +599,7 @@ fn timeline_examples_are_reproducible_and_golden() {
     let consolidation: Value =
         serde_json::from_str(&timeline_json("timeline-consolidation.yaml", &catalog))
             .expect("json");
-    let actions: Vec<&str> = consolidation["timeline"]
-        .as_array()
-        .expect("timeline")
-        .iter()
-        .filter_map(|e| e["action"].as_str())
-        .collect();
+    let actions = actions(&consolidation);
     assert_eq!(
         actions,
         [
@@ -702,13 +702,7 @@ fn kerf_simulate_prints_the_same_timeline_json_every_time() {
     assert_eq!(first.1, second.1, "two runs differ");
     assert!(!first.1.contains("solveSeconds"), "{}", first.1);
     let report: Value = serde_json::from_str(&first.1).expect("json");
-    let actions: Vec<&str> = report["timeline"]
-        .as_array()
-        .expect("timeline")
-        .iter()
-        .filter_map(|e| e["action"].as_str())
-        .collect();
-    assert_eq!(actions, ["launch", "interrupt", "launch"]);
+    assert_eq!(actions(&report), ["launch", "interrupt", "launch"]);
     assert_eq!(report["totals"]["nodesAtEnd"], 1);
 
     let existing = std::fs::read_to_string(concat!(

@@ -30,20 +30,32 @@ pub fn eviction_cost(pod: &Pod) -> f64 {
 /// The share of the claim's life left at `now`: `clamp((expireAfter − age) / expireAfter, 0, 1)`; 1 for
 /// `Never`.
 pub fn lifetime_remaining(claim: &NodeClaim, now: Timestamp) -> Result<f64, LifetimeError> {
-    let Some(lifetime) = expire_after(claim)? else {
+    let Some((total, age)) = lifetime_and_age(claim, now)? else {
         return Ok(1.0);
+    };
+    if total <= 0.0 {
+        return Ok(0.0);
+    }
+    Ok(((total - age) / total).clamp(0.0, 1.0))
+}
+
+/// The claim's `expireAfter` and its age at `now`, in seconds; `None` for `Never`.
+fn lifetime_and_age(
+    claim: &NodeClaim,
+    now: Timestamp,
+) -> Result<Option<(f64, f64)>, LifetimeError> {
+    let Some(lifetime) = expire_after(claim)? else {
+        return Ok(None);
     };
     let created = claim
         .metadata
         .creation_timestamp
         .as_ref()
         .ok_or(LifetimeError::NoCreationTimestamp)?;
-    let total = lifetime.as_secs_f64();
-    if total <= 0.0 {
-        return Ok(0.0);
-    }
-    let age = now.duration_since(created.0).as_secs_f64();
-    Ok(((total - age) / total).clamp(0.0, 1.0))
+    Ok(Some((
+        lifetime.as_secs_f64(),
+        now.duration_since(created.0).as_secs_f64(),
+    )))
 }
 
 /// `Σ EvictionCost × lifetime remaining` over the node's reschedulable pods: cheaper for nodes close to expiry.
@@ -63,16 +75,9 @@ pub fn disruption_cost_fall(
     claim: &NodeClaim,
     now: Timestamp,
 ) -> Result<f64, LifetimeError> {
-    let Some(lifetime) = expire_after(claim)? else {
+    let Some((total, age)) = lifetime_and_age(claim, now)? else {
         return Ok(0.0);
     };
-    let created = claim
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .ok_or(LifetimeError::NoCreationTimestamp)?;
-    let total = lifetime.as_secs_f64();
-    let age = now.duration_since(created.0).as_secs_f64();
     Ok(if total > 0.0 && (0.0..total).contains(&age) {
         eviction_sum(pods) / total
     } else {
