@@ -1,6 +1,7 @@
 //! `Decision::revisit_at`: the instant a pass over the same cluster could next decide differently. For each
 //! clock-driven fact a pass reads, the revisit is that fact's instant, and passes just before it decide as the
-//! first one did (the simulator skips them on that promise).
+//! first one did (the simulator skips them on that promise). A property test checks the promise over random
+//! clusters with every such fact at once.
 
 mod disruption_support;
 
@@ -140,4 +141,112 @@ fn candidates_swapping_places_as_their_costs_fall_is_a_revisit() {
         revisit <= swap && swap.duration_since(revisit) < SignedDuration::from_secs(3),
         "{revisit} is the swap at {swap}, rounded down"
     );
+}
+
+/// One random node: its type, pods (CPU each, and whether the pod's deletion cost is negative), how long ago it
+/// was created and its last pod event, its `expireAfter`, and a do-not-disrupt duration on its first pod.
+#[derive(Clone, Debug)]
+struct Clocked {
+    size: usize,
+    pods: Vec<(usize, bool)>,
+    created_hours_ago: i64,
+    event_minutes_ago: Option<i64>,
+    expire_after: usize,
+    do_not_disrupt_minutes: Option<i64>,
+}
+
+fn clocked() -> impl proptest::strategy::Strategy<Value = Clocked> {
+    use proptest::prelude::*;
+    (
+        0..disruption_support::SIZES.len(),
+        prop::collection::vec((0..3usize, prop::bool::weighted(0.3)), 0..5),
+        0i64..800,
+        prop::option::of(0i64..120),
+        0..4usize,
+        prop::option::of(1i64..1500),
+    )
+        .prop_map(
+            |(size, pods, created_hours_ago, event_minutes_ago, expire_after, dnd)| Clocked {
+                size,
+                pods,
+                created_hours_ago,
+                event_minutes_ago,
+                expire_after,
+                do_not_disrupt_minutes: dnd,
+            },
+        )
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, .. Default::default() })]
+
+    /// Between a pass and its revisit the same cluster is decided alike: the same commands at any instant before
+    /// the revisit (the promise the simulator's skipped minutes rest on).
+    #[test]
+    fn a_cluster_is_decided_alike_until_the_revisit(
+        nodes in proptest::collection::vec(clocked(), 1..7),
+        consolidate_after in 0..3usize,
+        windowed in proptest::bool::ANY,
+        share in 0.0f64..1.0,
+    ) {
+        let after = ["0s", "10m", "1h"][consolidate_after];
+        let budgets = if windowed {
+            json!([{"nodes": "0", "schedule": "30 */3 * * *", "duration": "50m"}, {"nodes": "100%"}])
+        } else {
+            json!([{"nodes": "100%"}])
+        };
+        let mut w = World::new(
+            vec![pool("p", json!({"consolidateAfter": after, "budgets": budgets}))],
+            1,
+        );
+        let now = at(NOW);
+        for (i, n) in nodes.iter().enumerate() {
+            let name = format!("n{i}");
+            let size = disruption_support::SIZES[n.size];
+            let node = w.node(&name, "p", &format!("f0-{size}"), "on-demand");
+            node.claim.metadata.creation_timestamp =
+                Some(Time(now - SignedDuration::from_hours(n.created_hours_ago)));
+            node.claim.spec.expire_after =
+                Some(["Never", "10h", "100h", "720h"][n.expire_after].to_owned());
+            if let Some(minutes) = n.event_minutes_ago {
+                node.claim.status.as_mut().expect("status").last_pod_event_time =
+                    Some((now - SignedDuration::from_mins(minutes)).to_string());
+            }
+            for (k, &(cpu, cheap)) in n.pods.iter().enumerate() {
+                let mut annotations = serde_json::Map::new();
+                if cheap {
+                    annotations.insert(
+                        "controller.kubernetes.io/pod-deletion-cost".into(),
+                        json!("-268435456"),
+                    );
+                }
+                if let (0, Some(minutes)) = (k, n.do_not_disrupt_minutes) {
+                    annotations.insert(DO_NOT_DISRUPT.into(), json!(format!("{minutes}m")));
+                }
+                let cpu = ["250m", "500m", "1"][cpu];
+                let p = disruption_support::pod(
+                    &format!("{name}-p{k}"),
+                    Some(&name),
+                    cpu,
+                    json!({"annotations": annotations}),
+                );
+                w.find(&name).pods.push(p);
+            }
+        }
+        let first = w.decide(NOW);
+        // Up to the revisit, or a week on if there is none.
+        let horizon = first
+            .revisit_at
+            .unwrap_or(now + SignedDuration::from_hours(168));
+        proptest::prop_assert!(horizon > now);
+        let span = horizon.duration_since(now).as_secs_f64();
+        let later = now + SignedDuration::from_secs((span * share).floor() as i64);
+        let later = if later >= horizon { now } else { later };
+        let second = w.decide(&later.to_string());
+        let methods = |d: &kerf::disruption::Decision| {
+            d.commands.iter().map(|c| c.method).collect::<Vec<_>>()
+        };
+        proptest::prop_assert_eq!(disrupted(&first), disrupted(&second), "at {}", later);
+        proptest::prop_assert_eq!(methods(&first), methods(&second));
+    }
 }
