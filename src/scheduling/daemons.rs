@@ -54,7 +54,7 @@ impl DaemonGroups {
                 template_requirements.add(Requirement::one_of(key, ["true"]));
             }
             let mut ids: BTreeMap<Vec<usize>, usize> = BTreeMap::from([(Vec::new(), 0)]);
-            for &i in &template.instance_types {
+            for &i in template.instance_types.iter() {
                 let it = &catalog.instance_types[i];
                 let members: Vec<usize> = (0..tolerating.len())
                     .filter(|d| {

@@ -8,6 +8,7 @@ use crate::api::requirements::{Requirement, RequirementError, RequirementTerm, R
 use crate::catalog::{Catalog, Resources};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// A NodePool as the scheduler uses it.
 #[derive(Clone, Debug)]
@@ -17,7 +18,7 @@ pub struct Template {
     pub requirements: Requirements,
     pub taints: Vec<Taint>,
     /// Indices into the catalog of the types this pool may launch, cheapest compatible offering first.
-    pub instance_types: Vec<usize>,
+    pub instance_types: Arc<[usize]>,
     /// Indices of the types the pool would launch but for its limits: still topology domains the pool offers
     /// (Karpenter counts every type of a pool there, limits or not).
     pub over_limits: Vec<usize>,

@@ -237,7 +237,7 @@ pub fn candidate(
     {
         // A pool whose requirements do not parse launches nothing; its own validation says why.
         if let Ok(template) = Template::new(pool, &catalog, &allocatable) {
-            for i in template.instance_types {
+            for &i in template.instance_types.iter() {
                 if !compatible.contains(&i) {
                     compatible.push(i);
                 }

@@ -8,7 +8,7 @@ impl Scheduler<'_> {
     pub(super) fn fresh_claim(
         &self,
         t: usize,
-        instance_types: Vec<usize>,
+        instance_types: Arc<[usize]>,
         pod: &PodInfo,
         requirements: &Requirements,
         extra: &[Requirement],
@@ -32,7 +32,7 @@ impl Scheduler<'_> {
             domains: Vec::new(),
         };
         let (requirements, instance_types) = self.narrow(&empty, pod, requirements, extra)?;
-        let instance_types = instance_types.unwrap_or(empty.instance_types);
+        let instance_types = instance_types.map_or(empty.instance_types, Arc::from);
         let requirements = requirements.unwrap_or(empty.requirements);
         Ok(Claim {
             requirements,
@@ -101,7 +101,7 @@ impl Scheduler<'_> {
     }
 
     /// The claim's requirements and instance types with the pod and the topology narrowing `extra` added (each
-    /// `None` when unchanged), or why the pod does not fit.
+    /// `None` when unchanged: the claim then keeps sharing its list), or why the pod does not fit.
     pub(super) fn narrow(
         &self,
         claim: &Claim,
@@ -203,7 +203,9 @@ impl Scheduler<'_> {
             min_values::shortest_prefix(self.catalog, requirements, &types)
                 .map_err(|unmet| unmet.to_string())?;
         }
-        Ok((merged, Some(types)))
+        // The filters only remove: a list as long as the claim's is the claim's.
+        let types = (types.len() != claim.instance_types.len()).then_some(types);
+        Ok((merged, types))
     }
 
     /// The claim's instance types with their cheapest allowed price, cheapest first.
@@ -231,7 +233,7 @@ impl Scheduler<'_> {
     pub(super) fn count_and_cheapest(&self, claim: &Claim) -> (usize, Option<Choice>) {
         let mut count = 0;
         let mut best: Option<(usize, f64)> = None;
-        for &i in &claim.instance_types {
+        for &i in claim.instance_types.iter() {
             let it = &self.catalog.instance_types[i];
             let Some(offering) = cheapest_offering(it, &claim.requirements) else {
                 continue;

@@ -119,8 +119,9 @@ pub struct NodePlacement {
 struct Claim {
     template: usize,
     requirements: Requirements,
-    /// Catalog indices of the types still possible, in the template's price order.
-    instance_types: Vec<usize>,
+    /// Catalog indices of the types still possible, in the template's price order. Shared with the template, or
+    /// with the claim's earlier self, until a pod rules a type out: thousands of claims hold a list.
+    instance_types: Arc<[usize]>,
     requests: Resources,
     pods: Vec<usize>,
     /// The host ports its pods bind.
@@ -346,6 +347,34 @@ struct Solver<'s, 'a> {
     domains: &'s SolveDomains,
     /// The catalog's capacity reservations, with what the claims of this solve hold.
     reservations: Reservations,
+    /// Each distinct list of instance types the claims hold: claims narrowed alike (the one-pod claims of a
+    /// workload) share one list instead of a copy each.
+    lists: TypeLists,
+}
+
+/// The distinct lists of instance types (catalog indices) the claims of a solve hold.
+#[derive(Default)]
+struct TypeLists {
+    lists: std::collections::HashSet<Arc<[usize]>>,
+    /// How many lists were left after the last sweep of those no claim holds any more.
+    kept: usize,
+}
+
+impl TypeLists {
+    /// The list equal to `types`: one already held, or `types`, which is kept from now on.
+    fn share(&mut self, types: Arc<[usize]>) -> Arc<[usize]> {
+        if let Some(list) = self.lists.get(&types) {
+            return list.clone();
+        }
+        // A claim narrowed again drops its old list: sweep those when the set has doubled, so that the set
+        // holds about what the claims hold.
+        if self.lists.len() >= 2 * self.kept.max(64) {
+            self.lists.retain(|list| Arc::strong_count(list) > 1);
+            self.kept = self.lists.len();
+        }
+        self.lists.insert(types.clone());
+        types
+    }
 }
 
 /// Why one attempt at placing a pod failed.

@@ -170,7 +170,7 @@ impl<'s> Solver<'s, '_> {
             }
             if let Some(types) = types {
                 claim.floor = self.scheduler.floor(claim.template, &types);
-                claim.instance_types = types;
+                claim.instance_types = self.lists.share(types.into());
             }
             claim.requests += &pod.requests;
             claim.ports.extend(pod.host_ports.iter().cloned());
@@ -335,7 +335,7 @@ impl<'s> Solver<'s, '_> {
                         template.nodepool
                     )));
                 }
-                let admitted: Vec<usize> = template
+                let admitted: Arc<[usize]> = template
                     .instance_types
                     .iter()
                     .copied()
@@ -374,6 +374,7 @@ impl<'s> Solver<'s, '_> {
             }
         }
         let mut claim = result?;
+        claim.instance_types = self.lists.share(claim.instance_types);
         claim.domains = self.domain_bits(t, &claim.requirements);
         claim.pods.push(index);
         // A new claim uses up the largest capacity it might launch with: pessimistic, as Karpenter is.
@@ -417,7 +418,7 @@ impl<'s> Solver<'s, '_> {
                         scheduler.rank(&template.instance_types, &claim.requirements)
                     });
                 let mut member = vec![false; scheduler.catalog.instance_types.len()];
-                for i in &claim.instance_types {
+                for i in claim.instance_types.iter() {
                     member[*i] = true;
                 }
                 all.iter().filter(|(i, _)| member[*i]).copied().collect()

@@ -67,6 +67,7 @@ impl<'a> Scheduler<'a> {
             nodes,
             domains: &domains,
             reservations: self.prepared.reservations.clone(),
+            lists: Default::default(),
         };
         let effective_zones = (0..pods.len()).map(|p| solver.effective_zone(p)).collect();
         // Largest first: CPU, then memory, then oldest, then UID.
