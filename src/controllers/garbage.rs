@@ -244,6 +244,110 @@ mod tests {
         }
     }
 
+    /// A launched claim (`instance`: its instance ID), being deleted or not, as the store holds it.
+    fn stored_claim(name: &str, instance: Option<&str>, deleting: bool) -> NodeClaim {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": name, "finalizers": ["karpenter.sh/termination"],
+                         "deletionTimestamp": deleting.then_some("2026-11-23T00:00:00Z")},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                     "requirements": []},
+            "status": {"providerID": instance.map(|id| provider_id("us-west-2a", id))},
+        }))
+        .expect("a nodeclaim")
+    }
+
+    /// A context over a scripted apiserver and an empty in-memory cloud, with `claims` in the store.
+    fn scripted(
+        claims: Vec<NodeClaim>,
+    ) -> (
+        Context<crate::cloud::sim::SimCloud>,
+        crate::controllers::testkit::ApiServer,
+    ) {
+        use crate::controllers::{state::ClusterState, testkit};
+        let (client, server) = testkit::apiserver();
+        let cloud = crate::cloud::sim::SimCloud::new("test", Vec::new());
+        let ctx = testkit::context(
+            client,
+            cloud,
+            ClusterState::of(vec![], claims, vec![]),
+            t0(),
+        );
+        (ctx, server)
+    }
+
+    fn collected(ctx: &Context<crate::cloud::sim::SimCloud>, kind: &'static str) -> u64 {
+        ctx.metrics
+            .garbage
+            .collected
+            .get_or_create(&KindLabel { kind })
+            .get()
+    }
+
+    /// Only the launched claim whose instance a lookup says is gone is deleted: not the unlaunched one, not
+    /// the one termination owns already.
+    #[tokio::test]
+    async fn a_launched_claim_whose_instance_is_gone_is_deleted() {
+        use crate::controllers::testkit::Exchange;
+        let (ctx, mut server) = scripted(vec![
+            stored_claim("orphan", Some("i-0a"), false),
+            stored_claim("unlaunched", None, false),
+            stored_claim("deleting", Some("i-0b"), true),
+        ]);
+        let deleted =
+            serde_json::to_value(stored_claim("orphan", Some("i-0a"), true)).expect("json");
+        let script =
+            vec![Exchange::delete("/apis/karpenter.sh/v1/nodeclaims/orphan").answer(200, deleted)];
+        server.serve(script, collect(&ctx)).await.expect("a pass");
+        assert_eq!(collected(&ctx, "nodeclaim"), 1);
+    }
+
+    /// One claim the apiserver refuses to delete (500) is logged and left for the next pass; the others are
+    /// still deleted in the same pass. (The store's order is not fixed: the answer goes by the path.)
+    #[tokio::test]
+    async fn a_claim_that_cannot_be_deleted_does_not_stop_the_others() {
+        use crate::controllers::testkit::{status, Exchange};
+        let (ctx, mut server) = scripted(vec![
+            stored_claim("refused", Some("i-1"), false),
+            stored_claim("deleted", Some("i-2"), false),
+        ]);
+        let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let delete = |asked: Arc<std::sync::Mutex<Vec<String>>>| {
+            Exchange::delete("/apis/karpenter.sh/v1/nodeclaims/*").answer_with(move |seen| {
+                let name = seen.path.rsplit('/').next().unwrap_or_default().to_owned();
+                asked.lock().expect("lock").push(name.clone());
+                if name == "refused" {
+                    (500, status(500, "InternalError", "etcd is unhappy"))
+                } else {
+                    let claim = stored_claim(&name, Some("i-2"), true);
+                    (200, serde_json::to_value(claim).expect("json"))
+                }
+            })
+        };
+        let script = vec![delete(asked.clone()), delete(asked.clone())];
+        server.serve(script, collect(&ctx)).await.expect("a pass");
+        let mut asked = asked.lock().expect("lock").clone();
+        asked.sort();
+        assert_eq!(asked, ["deleted", "refused"]);
+        assert_eq!(collected(&ctx, "nodeclaim"), 1);
+    }
+
+    /// A lookup that fails says nothing about the instance: the claim is kept (Karpenter's garbage
+    /// collection likewise deletes only on NotFound).
+    #[tokio::test]
+    async fn a_claim_whose_instance_lookup_fails_is_kept() {
+        use crate::cloud::sim::Operation;
+        let (ctx, mut server) = scripted(vec![stored_claim("orphan", Some("i-1"), false)]);
+        let throttled = CloudError::Api {
+            operation: "DescribeInstances",
+            code: "RequestLimitExceeded".into(),
+            message: "Request limit exceeded.".into(),
+        };
+        ctx.cloud.inject_api_error(Operation::Get, throttled, 1);
+        server.serve(vec![], collect(&ctx)).await.expect("a pass");
+        assert_eq!(collected(&ctx, "nodeclaim"), 0);
+    }
+
     #[test]
     fn an_instance_no_claim_names_is_leaked_once_past_the_grace_period() {
         let instances = [

@@ -40,6 +40,8 @@ pub mod serve;
 pub mod state;
 pub mod static_capacity;
 pub mod termination;
+#[cfg(test)]
+pub(crate) mod testkit;
 pub mod zonal_shift;
 
 use crate::cloud::metered::within;

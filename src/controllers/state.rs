@@ -225,6 +225,51 @@ impl ClusterState {
     }
 }
 
+/// Cluster state for unit tests: the stores hold `nodes`, `node_claims` and `pods`, every other store is empty,
+/// and all of them are synced. No reflector runs behind them, so nothing is asked of the apiserver.
+#[cfg(test)]
+impl ClusterState {
+    pub(crate) fn of(
+        nodes: Vec<Node>,
+        node_claims: Vec<NodeClaim>,
+        pods: Vec<Pod>,
+    ) -> ClusterState {
+        ClusterState {
+            pods: store_of(pods),
+            nodes: store_of(nodes),
+            node_claims: store_of(node_claims),
+            node_pools: store_of(Vec::new()),
+            node_classes: store_of(Vec::new()),
+            daemon_sets: store_of(Vec::new()),
+            persistent_volume_claims: store_of(Vec::new()),
+            persistent_volumes: store_of(Vec::new()),
+            storage_classes: store_of(Vec::new()),
+            csi_nodes: store_of(Vec::new()),
+            node_overlays: None,
+            capacity_buffers: None,
+            pod_templates: None,
+            spread_sources: None,
+            changed: watch::channel(()).1,
+            synced: watch::channel(Some(true)).1,
+        }
+    }
+}
+
+/// A listed store holding `objects`.
+#[cfg(test)]
+fn store_of<K>(objects: Vec<K>) -> Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    let (reader, mut writer) = reflector::store();
+    writer.apply_watcher_event(&watcher::Event::Init);
+    for object in objects {
+        writer.apply_watcher_event(&watcher::Event::InitApply(object));
+    }
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    reader
+}
+
 /// A reflector over every `K` of `api`, driven by a task on `tasks`; watch errors are logged and retried with
 /// backoff, every event wakes `changed`.
 fn reflect<K>(api: Api<K>, changed: &Arc<watch::Sender<()>>, tasks: &mut JoinSet<()>) -> Store<K>

@@ -176,6 +176,167 @@ pub fn name<K: Resource>(object: &K) -> Result<String, ReconcileError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::nodeclaim::NodeClaim;
+    use crate::controllers::testkit::{apiserver, Exchange};
+    use k8s_openapi::api::core::v1::Node;
+
+    const CLAIM: &str = "/apis/karpenter.sh/v1/nodeclaims/c";
+    const JSON_PATCH: &str = "application/json-patch+json";
+    const MERGE_PATCH: &str = "application/merge-patch+json";
+
+    fn claim(finalizers: &[&str]) -> NodeClaim {
+        serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "c", "finalizers": finalizers},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                     "requirements": []},
+        }))
+        .expect("a nodeclaim")
+    }
+
+    fn claims() -> (Api<NodeClaim>, crate::controllers::testkit::ApiServer) {
+        let (client, server) = apiserver();
+        (Api::all(client), server)
+    }
+
+    /// Karpenter's lifecycle "should add the finalizer if it doesn't exist": here as a JSON patch that appends
+    /// to the list it was computed from and fails if that list changed meanwhile.
+    #[tokio::test]
+    async fn adding_a_finalizer_appends_it_under_a_test_of_the_list_read() {
+        let (api, mut server) = claims();
+        let script = vec![Exchange::patch(CLAIM)
+            .content_type(JSON_PATCH)
+            .body(json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": ["other"]},
+                {"op": "add", "path": "/metadata/finalizers/-", "value": TERMINATION_FINALIZER},
+            ]))
+            .answer(
+                200,
+                serde_json::to_value(claim(&["other", TERMINATION_FINALIZER])).expect("json"),
+            )];
+        let added = server
+            .serve(
+                script,
+                add_finalizer(&api, &claim(&["other"]), TERMINATION_FINALIZER),
+            )
+            .await;
+        added.expect("added");
+    }
+
+    #[tokio::test]
+    async fn a_finalizer_already_there_is_not_written_again() {
+        let (api, mut server) = claims();
+        let present = claim(&[TERMINATION_FINALIZER]);
+        server
+            .serve(vec![], add_finalizer(&api, &present, TERMINATION_FINALIZER))
+            .await
+            .expect("nothing to do");
+    }
+
+    /// The last step of a termination: the finalizer goes by its index, and a claim deleted meanwhile is done.
+    #[tokio::test]
+    async fn removing_the_finalizer_of_an_object_already_gone_succeeds() {
+        let (api, mut server) = claims();
+        let script = vec![Exchange::patch(CLAIM)
+            .content_type(JSON_PATCH)
+            .body(json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": ["other", TERMINATION_FINALIZER]},
+                {"op": "remove", "path": "/metadata/finalizers/1"},
+            ]))
+            .fail(404, "NotFound")];
+        let removed = server
+            .serve(
+                script,
+                remove_finalizer(
+                    &api,
+                    &claim(&["other", TERMINATION_FINALIZER]),
+                    TERMINATION_FINALIZER,
+                ),
+            )
+            .await;
+        removed.expect("a claim already gone has no finalizer to remove");
+    }
+
+    /// When another writer changed the finalizers since they were read, the patch's test fails (the apiserver
+    /// answers 422): that is an error, so the reconcile is retried on the fresh object instead of removing the
+    /// wrong index.
+    #[tokio::test]
+    async fn removing_a_finalizer_from_a_changed_list_fails_for_a_retry() {
+        let (api, mut server) = claims();
+        let script = vec![Exchange::patch(CLAIM).fail(422, "Invalid")];
+        let removed = server
+            .serve(
+                script,
+                remove_finalizer(
+                    &api,
+                    &claim(&[TERMINATION_FINALIZER]),
+                    TERMINATION_FINALIZER,
+                ),
+            )
+            .await;
+        let error = removed.expect_err("a failed test op is not success");
+        assert!(!error.is_not_found());
+        assert!(
+            matches!(&error, ReconcileError::Kube(::kube::Error::Api(s)) if s.code == 422),
+            "{error}"
+        );
+    }
+
+    /// Karpenter treats a NotFound on delete as done ("already deleted"); anything else must come back so the
+    /// controller retries with backoff.
+    #[tokio::test]
+    async fn deleting_an_object_already_gone_succeeds_but_a_server_error_does_not() {
+        let (client, mut server) = apiserver();
+        let nodes: Api<Node> = Api::all(client);
+        let script = vec![
+            Exchange::delete("/api/v1/nodes/n").fail(404, "NotFound"),
+            Exchange::delete("/api/v1/nodes/n").fail(500, "InternalError"),
+        ];
+        let (gone, failed) = server
+            .serve(script, async {
+                (delete(&nodes, "n").await, delete(&nodes, "n").await)
+            })
+            .await;
+        gone.expect("404 is success");
+        let error = failed.expect_err("500 is an error");
+        assert!(
+            matches!(&error, ReconcileError::Kube(::kube::Error::Api(s)) if s.code == 500),
+            "{error}"
+        );
+    }
+
+    #[tokio::test]
+    async fn status_patches_merge_into_the_status_subresource() {
+        let (api, mut server) = claims();
+        let script = vec![Exchange::patch(&format!("{CLAIM}/status"))
+            .content_type(MERGE_PATCH)
+            .body(json!({"status": {"providerID": "aws:///us-west-2a/i-1"}}))
+            .answer(200, serde_json::to_value(claim(&[])).expect("json"))];
+        server
+            .serve(
+                script,
+                patch_status(&api, "c", json!({"providerID": "aws:///us-west-2a/i-1"})),
+            )
+            .await
+            .expect("patched");
+    }
+
+    /// A merge patch carrying a `resourceVersion` is refused with 409 when the object moved on; the caller
+    /// decides what a conflict means, so it comes back as an error, not as success.
+    #[tokio::test]
+    async fn a_conflicting_merge_patch_comes_back_as_a_conflict() {
+        let (api, mut server) = claims();
+        let patch = json!({"metadata": {"resourceVersion": "7", "labels": {"a": "b"}}});
+        let script = vec![Exchange::patch(CLAIM)
+            .content_type(MERGE_PATCH)
+            .body(patch.clone())
+            .fail(409, "Conflict")];
+        let patched = server.serve(script, merge_patch(&api, "c", patch)).await;
+        assert!(
+            matches!(&patched, Err(ReconcileError::Kube(::kube::Error::Api(s))) if s.code == 409),
+            "{patched:?}"
+        );
+    }
 
     #[test]
     fn finalizers_are_added_once_and_removed_by_index_under_a_test() {

@@ -1,6 +1,7 @@
 //! The launch step against the in-memory cloud: a second attempt adopts the instance the first launched,
 //! an out-of-capacity type is skipped by the next claim's launch, and what a launch writes on the claim.
 //! Its fixtures (`cloud`, `claim`, `t0`) serve the other controllers' tests against the in-memory cloud too.
+//! Then whole lifecycle reconciles against a scripted apiserver ([`crate::controllers::testkit`]).
 
 use super::launch::{adoptable, launched_labels, launched_status, Adoption, Launched};
 use crate::api::ec2nodeclass::{SecurityGroup, Subnet};
@@ -262,4 +263,117 @@ async fn a_launch_writes_type_zone_capacity_type_and_resources_on_the_claim() {
     assert_eq!(status["imageID"], "ami-1");
     assert_eq!(status["capacity"]["cpu"], "2");
     assert!(status["allocatable"]["memory"].is_string());
+}
+
+/// A claim of pool `default` created `age` before [`t0`], labelled with its class, with the termination finalizer
+/// when `finalized`.
+fn stored_claim(age: Duration, finalized: bool) -> NodeClaim {
+    let created = k8s_openapi::jiff::Timestamp::try_from(t0() - age).expect("a time");
+    let mut claim = claim("c");
+    claim.metadata.uid = Some("c-uid".into());
+    claim.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        created,
+    ));
+    claim
+        .metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert("karpenter.k8s.aws/ec2nodeclass".into(), "default".into());
+    if finalized {
+        claim.metadata.finalizers = Some(vec![super::TERMINATION_FINALIZER.into()]);
+    }
+    claim
+}
+
+fn scripted(
+    claims: Vec<NodeClaim>,
+) -> (
+    std::sync::Arc<crate::controllers::Context<SimCloud>>,
+    crate::controllers::testkit::ApiServer,
+) {
+    use crate::controllers::{state::ClusterState, testkit};
+    let (client, server) = testkit::apiserver();
+    let state = ClusterState::of(vec![], claims, vec![]);
+    let ctx = testkit::context(client, SimCloud::new(CLUSTER, Vec::new()), state, t0());
+    (std::sync::Arc::new(ctx), server)
+}
+
+/// A new claim gets the termination finalizer before anything else is done with it (Karpenter's lifecycle "should
+/// add the finalizer if it doesn't exist"); with its EC2NodeClass missing it is then marked `Launched=False`
+/// (`NodeClassNotReady`) with a Warning Event and looked at again in 10 s (docs/lifecycle.md), not deleted.
+#[tokio::test]
+async fn a_new_claim_of_a_missing_class_is_finalized_then_marked_not_launched() {
+    use crate::controllers::testkit::{event, Exchange};
+    let claim = stored_claim(Duration::from_secs(60), false);
+    let (ctx, mut server) = scripted(vec![claim.clone()]);
+    let path = "/apis/karpenter.sh/v1/nodeclaims/c";
+    let stored = serde_json::to_value(&claim).expect("json");
+    let script = vec![
+        Exchange::patch(path)
+            .content_type("application/json-patch+json")
+            .body(json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": null},
+                {"op": "add", "path": "/metadata/finalizers", "value": [super::TERMINATION_FINALIZER]},
+            ]))
+            .answer(200, stored.clone()),
+        // The store may lag the claim's own launch: the apiserver is asked before launching.
+        Exchange::get(path).answer(200, stored.clone()),
+        event("NodeClassNotReady", "EC2NodeClass default is not ready"),
+        Exchange::patch(&format!("{path}/status"))
+            .check(|seen| {
+                let conditions = seen.body["status"]["conditions"].as_array().expect("conditions");
+                let launched = conditions
+                    .iter()
+                    .find(|c| c["type"] == "Launched")
+                    .expect("a Launched condition");
+                assert_eq!(launched["status"], "False");
+                assert_eq!(launched["reason"], "NodeClassNotReady");
+            })
+            .answer(200, stored),
+    ];
+    let action = server
+        .serve(
+            script,
+            super::reconcile(std::sync::Arc::new(claim), ctx.clone()),
+        )
+        .await
+        .expect("a reconcile");
+    assert_eq!(
+        action,
+        ::kube::runtime::controller::Action::requeue(super::WAIT_RECHECK)
+    );
+}
+
+/// Karpenter's liveness "should delete the NodeClaim when the NodeClaim hasn't launched past the launch timeout":
+/// the claim is deleted (its pods are provisioned again) and the failure counts against its pool's registration
+/// health (a pool that is gone is left alone).
+#[tokio::test]
+async fn a_claim_not_launched_within_the_launch_timeout_is_deleted() {
+    use crate::controllers::testkit::Exchange;
+    let claim = stored_claim(super::liveness::LAUNCH_TTL + Duration::from_secs(1), true);
+    let (ctx, mut server) = scripted(vec![claim.clone()]);
+    let deleted = serde_json::to_value(&claim).expect("json");
+    let script = vec![
+        Exchange::delete("/apis/karpenter.sh/v1/nodeclaims/c").answer(200, deleted),
+        Exchange::get("/apis/karpenter.sh/v1/nodepools/default").fail(404, "NotFound"),
+    ];
+    let action = server
+        .serve(
+            script,
+            super::reconcile(std::sync::Arc::new(claim), ctx.clone()),
+        )
+        .await
+        .expect("a reconcile");
+    assert_eq!(action, ::kube::runtime::controller::Action::await_change());
+    let disrupted = ctx
+        .metrics
+        .lifecycle
+        .disrupted
+        .get_or_create(&crate::controllers::metrics::DisruptedLabels {
+            reason: "launch_timeout".into(),
+            nodepool: "default".into(),
+            capacity_type: String::new(),
+        })
+        .get();
+    assert_eq!(disrupted, 1);
 }

@@ -556,6 +556,92 @@ mod tests {
         assert_eq!(owned_by(&orphan, &owner), None);
     }
 
+    /// The NodePool as the apiserver holds it at `resource_version`.
+    fn pool_at(resource_version: &str) -> serde_json::Value {
+        let mut pool = serde_json::to_value(pool(json!({}))).expect("json");
+        pool["metadata"]["resourceVersion"] = json!(resource_version);
+        pool
+    }
+
+    fn scripted_context() -> (Context<()>, crate::controllers::testkit::ApiServer) {
+        use crate::controllers::{state::ClusterState, testkit};
+        let (client, server) = testkit::apiserver();
+        let now = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_800_000_000);
+        let state = ClusterState::of(vec![], vec![], vec![]);
+        (testkit::context(client, (), state, now), server)
+    }
+
+    const POOL: &str = "/apis/karpenter.sh/v1/nodepools/general";
+
+    /// A status write checked against the version it was read from: the healthy verdict is written with
+    /// that version.
+    fn healthy_write_at(resource_version: &'static str) -> crate::controllers::testkit::Exchange {
+        crate::controllers::testkit::Exchange::patch(&format!("{POOL}/status")).check(move |seen| {
+            assert_eq!(seen.body["metadata"]["resourceVersion"], resource_version);
+            let written = &seen.body["status"]["conditions"][0];
+            assert_eq!(written["type"], NODE_REGISTRATION_HEALTHY);
+            assert_eq!(written["status"], TRUE);
+        })
+    }
+
+    /// The write of Karpenter's "should add NodeRegistrationHealthy=true on the nodePool if registration
+    /// succeeds", when the pool changed between the read and the write (409): the pool is read again and the
+    /// verdict written over the fresh version, and the outcome is counted once.
+    #[tokio::test]
+    async fn a_health_write_refused_for_a_stale_pool_is_retried_on_a_fresh_read() {
+        use crate::controllers::testkit::Exchange;
+        let (ctx, mut server) = scripted_context();
+        let script = vec![
+            Exchange::get(POOL).answer(200, pool_at("1")),
+            healthy_write_at("1").fail(409, "Conflict"),
+            Exchange::get(POOL).answer(200, pool_at("2")),
+            healthy_write_at("2").answer(200, pool_at("3")),
+        ];
+        server
+            .serve(script, record(&ctx, &claim(None), Outcome::Registered))
+            .await;
+        assert_eq!(ctx.registration_health.health("pool-uid"), Health::Healthy);
+        assert_eq!(
+            ctx.registration_health
+                .health_with("pool-uid", Outcome::TimedOut),
+            Health::Healthy,
+            "one success was counted, not two"
+        );
+    }
+
+    /// A pool that changes under every write is given up on after [`WRITE_ATTEMPTS`] refusals (no endless
+    /// loop against a busy object), and the outcome is not counted.
+    #[tokio::test]
+    async fn a_pool_that_keeps_changing_is_given_up_on_after_three_refusals() {
+        use crate::controllers::testkit::Exchange;
+        let (ctx, mut server) = scripted_context();
+        let script = (0..WRITE_ATTEMPTS)
+            .flat_map(|_| {
+                [
+                    Exchange::get(POOL).answer(200, pool_at("1")),
+                    healthy_write_at("1").fail(409, "Conflict"),
+                ]
+            })
+            .collect();
+        server
+            .serve(script, record(&ctx, &claim(None), Outcome::Registered))
+            .await;
+        assert_eq!(ctx.registration_health.health("pool-uid"), Health::Unknown);
+    }
+
+    /// Karpenter's "should not update NodeRegistrationHealthy status condition if nodePool owning the nodeClaim
+    /// is deleted": a pool gone is neither written nor counted.
+    #[tokio::test]
+    async fn the_health_of_a_deleted_pool_is_neither_written_nor_counted() {
+        use crate::controllers::testkit::Exchange;
+        let (ctx, mut server) = scripted_context();
+        let script = vec![Exchange::get(POOL).fail(404, "NotFound")];
+        server
+            .serve(script, record(&ctx, &claim(None), Outcome::TimedOut))
+            .await;
+        assert_eq!(ctx.registration_health.health("pool-uid"), Health::Unknown);
+    }
+
     #[test]
     fn the_shared_buffer_counts_per_pool_and_forgets_deleted_pools() {
         let health = RegistrationHealth::default();

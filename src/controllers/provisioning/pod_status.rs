@@ -84,6 +84,67 @@ async fn write_one(client: ::kube::Client, pod: Arc<Pod>, patch: Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controllers::testkit::{apiserver, Exchange};
+
+    const NOTE: &str = "Pod should schedule on: nodeclaim/default-abc12";
+
+    fn named(name: &str, annotation: Option<&str>) -> Arc<Pod> {
+        let mut pod = pod(annotation);
+        pod.metadata.name = Some(name.to_owned());
+        pod.metadata.namespace = Some("ns".to_owned());
+        Arc::new(pod)
+    }
+
+    fn note_written(name: &str) -> Exchange {
+        Exchange::patch(&format!("/api/v1/namespaces/ns/pods/{name}"))
+            .content_type("application/merge-patch+json")
+            .body(json!({"metadata": {"annotations": {PROVISIONING_ANNOTATION: NOTE}}}))
+    }
+
+    /// A pod that says it already is not written; a pod deleted meanwhile (404) is passed over and the next
+    /// one is still written.
+    #[tokio::test]
+    async fn only_changed_pods_are_written_and_a_failed_write_stops_nothing() {
+        let (client, mut server) = apiserver();
+        let notes = vec![
+            (named("gone", None), NOTE.to_owned()),
+            (named("told", Some(NOTE)), NOTE.to_owned()),
+            (
+                named("pending", Some("Failed to schedule pod")),
+                NOTE.to_owned(),
+            ),
+        ];
+        let answer = serde_json::to_value(named("pending", Some(NOTE)).as_ref()).expect("json");
+        let script = vec![
+            note_written("gone").fail(404, "NotFound"),
+            note_written("pending").answer(200, answer),
+        ];
+        server.serve(script, write(&client, notes, 1)).await;
+    }
+
+    /// A batch larger than [`WRITES_PER_SECOND`] goes a chunk per second: the first chunk at once, the next a
+    /// second after the first began.
+    #[tokio::test(start_paused = true)]
+    async fn writes_beyond_the_rate_wait_for_the_next_second() {
+        let (client, mut server) = apiserver();
+        let start = tokio::time::Instant::now();
+        let notes: Vec<_> = (0..=WRITES_PER_SECOND)
+            .map(|i| (named(&format!("p{i}"), None), NOTE.to_owned()))
+            .collect();
+        let script = (0..=WRITES_PER_SECOND)
+            .map(|i| {
+                Exchange::patch("/api/v1/namespaces/ns/pods/*").check(move |_| {
+                    let at = start.elapsed();
+                    if i < WRITES_PER_SECOND {
+                        assert!(at < Duration::from_secs(1), "write {i} waited {at:?}");
+                    } else {
+                        assert!(at >= Duration::from_secs(1), "write {i} came after {at:?}");
+                    }
+                })
+            })
+            .collect();
+        server.serve(script, write(&client, notes, 8)).await;
+    }
 
     fn pod(annotation: Option<&str>) -> Pod {
         let mut pod = Pod::default();

@@ -127,10 +127,7 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
     .run(
         |node, t| async move {
             let key = key_of(TERMINATION, node.as_ref());
-            t.ctx
-                .backoff
-                .track(&key, node_deleted(node, t.clone()))
-                .await
+            t.ctx.backoff.track(&key, node_deleted(node, &t.ctx)).await
         },
         error_policy,
         termination,
@@ -169,12 +166,11 @@ fn label(labels: Option<&std::collections::BTreeMap<String, String>>, key: &str)
 #[tracing::instrument(skip_all, fields(node = node.metadata.name.as_deref()))]
 async fn node_deleted<C: CloudProvider>(
     node: Arc<Node>,
-    t: Arc<Termination<C>>,
+    ctx: &Context<C>,
 ) -> Result<Action, ReconcileError> {
     if !terminating(node.as_ref()) {
         return Ok(Action::await_change());
     }
-    let ctx = &t.ctx;
     let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.clone());
     let claim = provider_id.as_deref().and_then(|id| {
         ctx.state
@@ -677,6 +673,247 @@ async fn delete_at_deadline<C>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cloud::sim::SimCloud;
+    use crate::controllers::state::ClusterState;
+    use crate::controllers::testkit::{self, apiserver, ApiServer, Exchange};
+    use serde_json::Value;
+
+    const CLAIM: &str = "/apis/karpenter.sh/v1/nodeclaims/c";
+    const MERGE_PATCH: &str = "application/merge-patch+json";
+    const PROVIDER_ID: &str = "aws:///us-west-2a/i-0123456789abcdef0";
+
+    fn t0() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+    }
+
+    /// A context over a scripted apiserver, an empty in-memory cloud and these objects.
+    fn context(
+        nodes: Vec<Node>,
+        claims: Vec<NodeClaim>,
+        pods: Vec<Pod>,
+    ) -> (Context<SimCloud>, ApiServer) {
+        let (client, server) = apiserver();
+        let state = ClusterState::of(nodes, claims, pods);
+        let ctx = testkit::context(client, SimCloud::new("test", Vec::new()), state, t0());
+        (ctx, server)
+    }
+
+    fn claim_json(extra_metadata: Value) -> Value {
+        let mut claim = json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "c", "resourceVersion": "7", "finalizers": [TERMINATION_FINALIZER]},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                     "requirements": [], "terminationGracePeriod": "1h30m"},
+            "status": {"providerID": PROVIDER_ID},
+        });
+        for (key, value) in extra_metadata.as_object().into_iter().flatten() {
+            claim["metadata"][key] = value.clone();
+        }
+        claim
+    }
+
+    fn claim(extra_metadata: Value) -> NodeClaim {
+        serde_json::from_value(claim_json(extra_metadata)).expect("a nodeclaim")
+    }
+
+    fn deleting_claim() -> NodeClaim {
+        claim(json!({"deletionTimestamp": "2026-11-23T00:00:00Z"}))
+    }
+
+    fn deleting_node() -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": "n", "deletionTimestamp": "2026-11-23T00:00:00Z",
+                         "finalizers": [TERMINATION_FINALIZER]},
+            "spec": {"providerID": PROVIDER_ID},
+        }))
+        .expect("a node")
+    }
+
+    fn pod() -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u-1"},
+            "spec": {"containers": [], "nodeName": "n", "terminationGracePeriodSeconds": 600},
+        }))
+        .expect("a pod")
+    }
+
+    /// Karpenter's lifecycle "should annotate the node if the NodeClaim has a terminationGracePeriod": the claim
+    /// gets its deadline, written only over the version read, and an Event says when the pods will go.
+    #[tokio::test]
+    async fn a_claim_with_a_grace_period_is_stamped_with_its_deadline_under_its_version() {
+        let (ctx, mut server) = context(vec![], vec![], vec![]);
+        let claim = deleting_claim();
+        let script = vec![
+            Exchange::patch(CLAIM)
+                .content_type(MERGE_PATCH)
+                .body(json!({"metadata": {
+                    "resourceVersion": "7",
+                    "annotations": {TERMINATION_TIMESTAMP: "2026-11-23T01:30:00Z"},
+                }}))
+                .answer(200, claim_json(json!({}))),
+            testkit::event(
+                TERMINATION_GRACE_PERIOD_EXPIRING,
+                "All pods will be deleted by 2026-11-23T01:30:00Z",
+            ),
+        ];
+        server
+            .serve(script, stamp_deadline(&ctx, &claim))
+            .await
+            .expect("stamped");
+    }
+
+    /// Node repair may stamp an earlier deadline at the same time: its write wins (409), and this one is
+    /// dropped without an error and without announcing a deadline that is not the claim's. A claim deleted
+    /// meanwhile (404) is no error either.
+    #[tokio::test]
+    async fn a_deadline_stamp_that_loses_a_race_is_dropped_without_an_event() {
+        let (ctx, mut server) = context(vec![], vec![], vec![]);
+        let claim = deleting_claim();
+        let script = vec![
+            Exchange::patch(CLAIM).fail(409, "Conflict"),
+            Exchange::patch(CLAIM).fail(404, "NotFound"),
+        ];
+        let (conflict, gone) = server
+            .serve(script, async {
+                (
+                    stamp_deadline(&ctx, &claim).await,
+                    stamp_deadline(&ctx, &claim).await,
+                )
+            })
+            .await;
+        conflict.expect("a lost race is not an error");
+        gone.expect("a claim gone is not an error");
+    }
+
+    /// Karpenter's lifecycle "should not change the annotation if the NodeClaim has a terminationGracePeriod and
+    /// the annotation already exists".
+    #[tokio::test]
+    async fn a_claim_that_has_a_deadline_is_not_stamped_again() {
+        let (ctx, mut server) = context(vec![], vec![], vec![]);
+        let claim = claim(json!({
+            "deletionTimestamp": "2026-11-23T00:00:00Z",
+            "annotations": {TERMINATION_TIMESTAMP: "2026-11-22T23:00:00Z"},
+        }));
+        server
+            .serve(vec![], stamp_deadline(&ctx, &claim))
+            .await
+            .expect("nothing to do");
+    }
+
+    /// The termination conditions are written whole over the version read; when the claim moved on (409) or
+    /// went (404) the pass looks again instead of failing, while any other error is retried with backoff.
+    #[tokio::test]
+    async fn conditions_refused_for_a_claim_that_moved_on_mean_look_again() {
+        let (ctx, mut server) = context(vec![], vec![], vec![]);
+        let claim = deleting_claim();
+        let conditions: Vec<crate::api::condition::Condition> = serde_json::from_value(json!([{
+            "type": "Drained", "status": "True", "reason": "Drained", "message": "",
+            "lastTransitionTime": "2026-11-23T00:00:00Z",
+        }]))
+        .expect("conditions");
+        let written = json!({
+            "metadata": {"resourceVersion": "7"},
+            "status": {"conditions": conditions},
+        });
+        let status = format!("{CLAIM}/status");
+        let script = vec![
+            Exchange::patch(&status)
+                .content_type(MERGE_PATCH)
+                .body(written)
+                .answer(200, claim_json(json!({}))),
+            Exchange::patch(&status).fail(409, "Conflict"),
+            Exchange::patch(&status).fail(404, "NotFound"),
+            Exchange::patch(&status).fail(500, "InternalError"),
+        ];
+        let outcomes = server
+            .serve(script, async {
+                let mut outcomes = Vec::new();
+                for _ in 0..4 {
+                    outcomes.push(write_conditions(&ctx, &claim, &conditions).await);
+                }
+                outcomes
+            })
+            .await;
+        let outcomes: Vec<_> = outcomes.into_iter().map(|o| o.ok()).collect();
+        assert_eq!(outcomes, [Some(true), Some(false), Some(false), None]);
+    }
+
+    /// Karpenter's terminator "should delete a pod with less than terminationGracePeriodSeconds remaining before
+    /// nodeTerminationTime": deleted (not evicted, so PDBs do not hold it) with the grace that is left, counted
+    /// and reported.
+    #[tokio::test]
+    async fn a_pod_out_of_time_is_deleted_with_the_grace_left_and_reported() {
+        let (ctx, mut server) = context(vec![], vec![], vec![]);
+        let script = vec![
+            Exchange::delete("/api/v1/namespaces/ns/pods/p")
+                .check(|seen| assert_eq!(seen.body["gracePeriodSeconds"], 540, "{}", seen.body))
+                .answer(200, serde_json::to_value(pod()).expect("json")),
+            testkit::namespaced_event("ns", "Disrupted"),
+        ];
+        server
+            .serve(script, delete_at_deadline(&ctx, &pod(), 540))
+            .await
+            .expect("deleted");
+        assert_eq!(forced_deletions(&ctx), 1);
+    }
+
+    /// Karpenter's terminator "should succeed with no event when the pod is not found", for the deletion at the
+    /// deadline: a pod gone already is success, neither counted nor reported.
+    #[tokio::test]
+    async fn a_pod_gone_before_its_deadline_deletion_is_neither_counted_nor_reported() {
+        let (ctx, mut server) = context(vec![], vec![], vec![]);
+        let script = vec![Exchange::delete("/api/v1/namespaces/ns/pods/p").fail(404, "NotFound")];
+        server
+            .serve(script, delete_at_deadline(&ctx, &pod(), 1))
+            .await
+            .expect("a pod gone is success");
+        assert_eq!(forced_deletions(&ctx), 0);
+    }
+
+    fn forced_deletions(ctx: &Context<SimCloud>) -> u64 {
+        ctx.metrics
+            .termination
+            .pods_drained
+            .get_or_create(&ReasonLabels {
+                reason: "termination_grace_period_elapsed".into(),
+            })
+            .get()
+    }
+
+    /// Karpenter's node termination "should delete nodeclaims associated with nodes": a kerf Node deleted by
+    /// someone else has its claim deleted, and waits for the claim's termination to release it.
+    #[tokio::test]
+    async fn a_deleted_node_deletes_its_claim_and_waits_for_it() {
+        let (ctx, mut server) = context(vec![], vec![claim(json!({}))], vec![]);
+        let script = vec![Exchange::delete(CLAIM).answer(
+            200,
+            claim_json(json!({"deletionTimestamp": "2026-11-23T00:00:00Z"})),
+        )];
+        let action = server
+            .serve(script, node_deleted(Arc::new(deleting_node()), &ctx))
+            .await
+            .expect("the claim is deleted");
+        assert_eq!(action, Action::requeue(INSTANCE_RECHECK));
+    }
+
+    /// Karpenter's node termination "should delete nodes without nodeclaims": with no claim and its instance
+    /// gone, the Node's finalizer is removed, by index under a test of the list.
+    #[tokio::test]
+    async fn a_deleted_node_without_a_claim_or_instance_is_let_go() {
+        let (ctx, mut server) = context(vec![], vec![], vec![]);
+        let script = vec![Exchange::patch("/api/v1/nodes/n")
+            .content_type("application/json-patch+json")
+            .body(json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": [TERMINATION_FINALIZER]},
+                {"op": "remove", "path": "/metadata/finalizers/0"},
+            ]))
+            .answer(200, json!({"metadata": {"name": "n"}}))];
+        let action = server
+            .serve(script, node_deleted(Arc::new(deleting_node()), &ctx))
+            .await
+            .expect("let go");
+        assert_eq!(action, Action::await_change());
+    }
 
     #[test]
     fn the_disrupted_taint_replaces_another_effect_and_is_added_once() {
