@@ -8,10 +8,14 @@
 //!
 //! `KERF_SOLVE_ONCE=20000` instead builds that many diverse pods, solves once, prints the time and the peak
 //! memory of the process, and exits: run the bench binary under `/usr/bin/time -v` or a profiler this way.
+//!
+//! `KERF_QUALITY=5000,20000` instead prints, per mix and size, what the plan costs against the lower bound of
+//! any plan (`kerf::scheduling::bound`, the linear-programming relaxation), and how many nodes it launches.
 
 use criterion::{criterion_group, BenchmarkId, Criterion};
 use kerf::api::nodepool::NodePool;
 use kerf::catalog::Catalog;
+use kerf::scheduling::bound::lower_bound;
 use kerf::scheduling::{PodInfo, Scheduler};
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -198,7 +202,46 @@ fn print_peak_memory() {
     }
 }
 
+/// Decision quality: per mix and size, the plan's cost (each claim at its cheapest offering), the lower bound
+/// on any plan's cost, their ratio, and the node count.
+fn quality(counts: &[usize]) {
+    let catalog = catalog();
+    let pools = [nodepool()];
+    let scheduler = Scheduler::new(&pools, &catalog);
+    println!("mix | pods | nodes | plan $/h | lower bound $/h | plan / bound | bound's classes x node kinds | bound time");
+    for (mix, make) in [
+        ("generic", generic_pods as fn(usize) -> Vec<PodInfo>),
+        ("diverse", diverse_pods),
+    ] {
+        for &count in counts {
+            let pods = make(count);
+            let plan = scheduler.solve(&pods);
+            let cost: f64 = plan
+                .claims
+                .iter()
+                .filter_map(|c| c.cheapest.as_ref().and_then(|o| o.price))
+                .sum();
+            let started = std::time::Instant::now();
+            let bound = lower_bound(&scheduler, &pods).expect("every pod fits some type");
+            println!(
+                "{mix} | {count} | {} | {cost:.2} | {:.2} | {:.3} | {} x {} | {:.2} s",
+                plan.claims.len(),
+                bound.per_hour,
+                cost / bound.per_hour,
+                bound.classes,
+                bound.node_kinds,
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+}
+
 fn main() {
+    if let Ok(counts) = std::env::var("KERF_QUALITY") {
+        let counts: Vec<usize> = counts.split(',').filter_map(|c| c.trim().parse().ok()).collect();
+        quality(&counts);
+        return;
+    }
     if let Some(count) = std::env::var("KERF_SOLVE_ONCE")
         .ok()
         .and_then(|v| v.parse().ok())

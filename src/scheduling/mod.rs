@@ -8,6 +8,7 @@
 //! (`--scheduler-config`), the requeue of failed pods, existing nodes
 //! and in-flight NodeClaims (with their pods counted in topology), DaemonSet overhead, host ports and minValues.
 
+pub mod bound;
 mod cluster;
 mod daemons;
 mod default_spread;
@@ -33,8 +34,8 @@ pub use pod::{HostPort, PodError, PodInfo};
 pub use policies::{Policies, PreferencePolicy};
 pub use reservations::ReservedMode;
 pub use solve::{
-    solve, solve_cluster, Choice, NodePlacement, Plan, PlannedClaim, PoolFit, PoolOption, Prepared,
-    Scheduler, Unschedulable, MAX_INSTANCE_TYPES,
+    solve, solve_cluster, Choice, NewNode, NodePlacement, Plan, PlannedClaim, PoolFit, PoolOption,
+    Prepared, Scheduler, Unschedulable, MAX_INSTANCE_TYPES,
 };
 pub use static_pool::{replicas_of, static_replacement};
 pub use template::{pool_limits, pool_requirements, Limits, Template, NODES};

@@ -4,11 +4,13 @@
 //! plan.
 
 mod claims;
+mod fits;
 mod narrowing;
 mod place;
 mod prepared;
 mod run;
 
+pub use fits::NewNode;
 use narrowing::{combine, offering_domains, with_volumes};
 
 use super::cluster::{Cluster, DaemonSetPod, ExistingNode};
