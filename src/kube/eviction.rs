@@ -14,6 +14,11 @@ use std::time::Duration;
 /// How long one eviction request may take.
 const EVICTION_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The message of the apiserver's 500 answer to an eviction of a pod that more than one PodDisruptionBudget
+/// selects: no eviction can succeed until one goes, so the drain reports it as it reports a PDB's refusal.
+pub const MULTIPLE_PDBS_MESSAGE: &str =
+    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.";
+
 /// The Eviction API version the server serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EvictionVersion {
@@ -46,8 +51,9 @@ impl EvictionVersion {
 pub enum EvictionOutcome {
     /// Accepted: the pod is being deleted.
     Evicted,
-    /// The pod is gone already (404), or it is another pod by now (409: the UID precondition failed).
-    Gone,
+    /// The pod is gone already (404), or it is another pod by now (409: the UID precondition failed); `code` is
+    /// which (counted apart, as Karpenter counts them).
+    Gone { code: u16 },
     /// A PodDisruptionBudget does not allow it now (429); try again later.
     Blocked { message: String },
     /// Anything else; try again later.
@@ -59,7 +65,7 @@ impl EvictionOutcome {
     pub fn from_response(code: u16, message: String) -> Self {
         match code {
             200..=299 => EvictionOutcome::Evicted,
-            404 | 409 => EvictionOutcome::Gone,
+            404 | 409 => EvictionOutcome::Gone { code },
             429 => EvictionOutcome::Blocked { message },
             _ => EvictionOutcome::Failed { code, message },
         }
@@ -69,7 +75,7 @@ impl EvictionOutcome {
     pub fn code(&self) -> u16 {
         match self {
             EvictionOutcome::Evicted => 200,
-            EvictionOutcome::Gone => 404,
+            EvictionOutcome::Gone { code } => *code,
             EvictionOutcome::Blocked { .. } => 429,
             EvictionOutcome::Failed { code, .. } => *code,
         }
@@ -128,6 +134,12 @@ impl Evictor {
             "pod evictions use this Eviction version"
         );
         Ok(Evictor { client, version })
+    }
+
+    /// An evictor on `client` (in unit tests, a scripted apiserver's) posting Evictions of `version`.
+    #[cfg(test)]
+    pub(crate) fn new(client: Client, version: EvictionVersion) -> Evictor {
+        Evictor { client, version }
     }
 
     /// Evicts `namespace/name` (UID `uid` when given).
@@ -230,14 +242,12 @@ mod tests {
             EvictionOutcome::from_response(201, String::new()),
             EvictionOutcome::Evicted
         );
-        assert_eq!(
-            EvictionOutcome::from_response(404, "not found".into()),
-            EvictionOutcome::Gone
-        );
-        assert_eq!(
-            EvictionOutcome::from_response(409, "uid".into()),
-            EvictionOutcome::Gone
-        );
+        let gone = EvictionOutcome::from_response(404, "not found".into());
+        assert_eq!(gone, EvictionOutcome::Gone { code: 404 });
+        assert_eq!(gone.code(), 404);
+        let replaced = EvictionOutcome::from_response(409, "uid".into());
+        assert_eq!(replaced, EvictionOutcome::Gone { code: 409 });
+        assert_eq!(replaced.code(), 409, "a 409 is counted as a 409");
         let blocked = EvictionOutcome::from_response(429, "budget".into());
         assert_eq!(
             blocked,
@@ -249,5 +259,140 @@ mod tests {
         let failed = EvictionOutcome::from_response(500, "boom".into());
         assert_eq!(failed.code(), 500);
         assert!(matches!(failed, EvictionOutcome::Failed { .. }));
+    }
+
+    use crate::controllers::testkit::{apiserver, status, Exchange};
+
+    const EVICTION: &str = "/api/v1/namespaces/ns/pods/p/eviction";
+
+    fn accepted() -> Value {
+        json!({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Success", "code": 201})
+    }
+
+    /// Karpenter's queue posts an Eviction to the pod's `eviction` subresource with the pod's UID as a
+    /// precondition; kerf posts it in the version the server serves, as JSON, and a 201 is an eviction.
+    #[tokio::test]
+    async fn an_eviction_is_posted_to_the_pod_s_subresource_in_the_served_version() {
+        let (client, mut server) = apiserver();
+        let v1 = Evictor::new(client.clone(), EvictionVersion::V1);
+        let v1beta1 = Evictor::new(client, EvictionVersion::V1Beta1);
+        let script = vec![
+            Exchange::post(EVICTION)
+                .content_type("application/json")
+                .body(json!({
+                    "apiVersion": "policy/v1", "kind": "Eviction",
+                    "metadata": {"name": "p", "namespace": "ns"},
+                    "deleteOptions": {"preconditions": {"uid": "u-1"}},
+                }))
+                .check(|seen| assert_eq!(seen.query, None, "no dry run, no field manager"))
+                .answer(201, accepted()),
+            Exchange::post("/api/v1/namespaces/kube-system/pods/q/eviction")
+                .body(json!({
+                    "apiVersion": "policy/v1beta1", "kind": "Eviction",
+                    "metadata": {"name": "q", "namespace": "kube-system"},
+                }))
+                .answer(201, accepted()),
+        ];
+        let outcomes = server
+            .serve(script, async {
+                (
+                    v1.evict("ns", "p", Some("u-1")).await,
+                    v1beta1.evict("kube-system", "q", None).await,
+                )
+            })
+            .await;
+        assert_eq!(
+            outcomes,
+            (EvictionOutcome::Evicted, EvictionOutcome::Evicted)
+        );
+    }
+
+    /// Karpenter's eviction "should succeed with no event when the pod is not found" (404) and "... when the pod
+    /// UID conflicts" (409), "should return a NodeDrainError event when a PDB is blocking" (429) and "... when two
+    /// PDBs refer to the same pod" (500): each answer comes back at once, once (no retry of a 429), with its code
+    /// and the server's message.
+    #[tokio::test]
+    async fn each_answer_comes_back_once_as_its_outcome() {
+        let (client, mut server) = apiserver();
+        let evictor = Evictor::new(client, EvictionVersion::V1);
+        let budget = "Cannot evict pod as it would violate the pod's disruption budget.";
+        let script = vec![
+            Exchange::post(EVICTION).fail(404, "NotFound"),
+            Exchange::post(EVICTION).fail(409, "Conflict"),
+            Exchange::post(EVICTION).answer(429, status(429, "TooManyRequests", budget)),
+            Exchange::post(EVICTION)
+                .answer(500, status(500, "InternalError", MULTIPLE_PDBS_MESSAGE)),
+        ];
+        let outcomes = server
+            .serve(script, async {
+                let mut outcomes = Vec::new();
+                for _ in 0..4 {
+                    outcomes.push(evictor.evict("ns", "p", Some("u-1")).await);
+                }
+                outcomes
+            })
+            .await;
+        assert_eq!(
+            outcomes,
+            [
+                EvictionOutcome::Gone { code: 404 },
+                EvictionOutcome::Gone { code: 409 },
+                EvictionOutcome::Blocked {
+                    message: budget.into()
+                },
+                EvictionOutcome::Failed {
+                    code: 500,
+                    message: MULTIPLE_PDBS_MESSAGE.into()
+                },
+            ]
+        );
+    }
+
+    fn core_resources(eviction_version: Option<&str>) -> Value {
+        let mut eviction = json!({"name": "pods/eviction", "singularName": "", "namespaced": true,
+                                  "group": "policy", "kind": "Eviction", "verbs": ["create"]});
+        if let Some(version) = eviction_version {
+            eviction["version"] = json!(version);
+        }
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1", "resources": [
+            {"name": "pods", "singularName": "pod", "namespaced": true, "kind": "Pod", "verbs": ["get"]},
+            eviction,
+        ]})
+    }
+
+    fn groups(policy_versions: &[&str]) -> Value {
+        let versions: Vec<Value> = policy_versions
+            .iter()
+            .map(|v| json!({"groupVersion": format!("policy/{v}"), "version": v}))
+            .collect();
+        json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+            {"name": "apps", "versions": [{"groupVersion": "apps/v1", "version": "v1"}]},
+            {"name": "policy", "versions": versions},
+        ]})
+    }
+
+    /// The version comes from the core resources' `pods/eviction` entry; an old server's entry names none, and
+    /// then the `policy` group's versions decide (1.20 serves `policy/v1beta1` only).
+    #[tokio::test]
+    async fn the_version_is_discovered_from_the_server() {
+        let (client, mut server) = apiserver();
+        let script = vec![
+            Exchange::get("/api/v1").answer(200, core_resources(Some("v1"))),
+            Exchange::get("/api/v1").answer(200, core_resources(None)),
+            Exchange::get("/apis").answer(200, groups(&["v1beta1"])),
+            Exchange::get("/api/v1").answer(200, core_resources(None)),
+            Exchange::get("/apis").answer(200, groups(&["v1", "v1beta1"])),
+        ];
+        let found = server
+            .serve(script, async {
+                let mut found = Vec::new();
+                for _ in 0..3 {
+                    found.push(discover(&client).await.expect("discovered"));
+                }
+                found
+            })
+            .await;
+        use EvictionVersion::*;
+        assert_eq!(found, [V1, V1Beta1, V1]);
     }
 }

@@ -168,3 +168,145 @@ impl AwsCloud {
         Ok(types)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{self, t0};
+    use super::*;
+    use aws_sdk_ec2::operation::describe_instance_type_offerings::DescribeInstanceTypeOfferingsOutput;
+    use aws_sdk_ec2::operation::describe_instance_types::DescribeInstanceTypesOutput;
+    use aws_sdk_ec2::operation::describe_spot_price_history::DescribeSpotPriceHistoryOutput;
+    use aws_smithy_mocks::mock;
+
+    /// EC2's description of a two-vCPU x86 type sold on-demand and as spot.
+    fn described(name: &str) -> ec2::InstanceTypeInfo {
+        ec2::InstanceTypeInfo::builder()
+            .instance_type(ec2::InstanceType::from(name))
+            .processor_info(
+                ec2::ProcessorInfo::builder()
+                    .supported_architectures(ec2::ArchitectureType::X8664)
+                    .build(),
+            )
+            .supported_virtualization_types(ec2::VirtualizationType::Hvm)
+            .supported_usage_classes(ec2::UsageClassType::OnDemand)
+            .supported_usage_classes(ec2::UsageClassType::Spot)
+            .v_cpu_info(ec2::VCpuInfo::builder().default_v_cpus(2).build())
+            .memory_info(ec2::MemoryInfo::builder().size_in_mib(4096).build())
+            .network_info(
+                ec2::NetworkInfo::builder()
+                    .maximum_network_interfaces(3)
+                    .ipv4_addresses_per_interface(10)
+                    .build(),
+            )
+            .build()
+    }
+
+    fn offered(name: &str, zone: &str) -> ec2::InstanceTypeOffering {
+        ec2::InstanceTypeOffering::builder()
+            .instance_type(ec2::InstanceType::from(name))
+            .location_type(ec2::LocationType::AvailabilityZone)
+            .location(zone)
+            .build()
+    }
+
+    /// Every `NextToken` page of DescribeInstanceTypes and of DescribeInstanceTypeOfferings is read, each token
+    /// passed back as given, and what a later page adds joins what earlier ones gave (Karpenter's instance type
+    /// provider reads them with the SDK's paginators); a type is offered in the zones of every page, where the
+    /// class has a subnet only. EC2 is described once per process: the next listing asks nothing more.
+    #[tokio::test]
+    async fn instance_types_and_their_zones_are_read_across_every_page_once() {
+        let types_tokens = Arc::new(Mutex::new(Vec::new()));
+        let offerings_tokens = Arc::new(Mutex::new(Vec::new()));
+        let seen = types_tokens.clone();
+        let types =
+            mock!(aws_sdk_ec2::Client::describe_instance_types).then_compute_output(move |input| {
+                seen.lock()
+                    .unwrap()
+                    .push(input.next_token().map(str::to_owned));
+                match input.next_token() {
+                    None => DescribeInstanceTypesOutput::builder()
+                        .instance_types(described("c5.large"))
+                        .next_token("types-2")
+                        .build(),
+                    Some(_) => DescribeInstanceTypesOutput::builder()
+                        .instance_types(described("m5.large"))
+                        .build(),
+                }
+            });
+        let seen = offerings_tokens.clone();
+        let offerings = mock!(aws_sdk_ec2::Client::describe_instance_type_offerings)
+            .then_compute_output(move |input| {
+                assert_eq!(
+                    input.location_type(),
+                    Some(&ec2::LocationType::AvailabilityZone)
+                );
+                seen.lock()
+                    .unwrap()
+                    .push(input.next_token().map(str::to_owned));
+                match input.next_token() {
+                    None => DescribeInstanceTypeOfferingsOutput::builder()
+                        .instance_type_offerings(offered("c5.large", "us-west-2a"))
+                        .instance_type_offerings(offered("m5.large", "us-west-2a"))
+                        .next_token("offerings-2")
+                        .build(),
+                    Some("offerings-2") => DescribeInstanceTypeOfferingsOutput::builder()
+                        .instance_type_offerings(offered("c5.large", "us-west-2b"))
+                        .next_token("offerings-3")
+                        .build(),
+                    Some(_) => DescribeInstanceTypeOfferingsOutput::builder()
+                        .instance_type_offerings(offered("c5.large", "us-west-2c"))
+                        .build(),
+                }
+            });
+        let spot = mock!(aws_sdk_ec2::Client::describe_spot_price_history)
+            .then_output(|| DescribeSpotPriceHistoryOutput::builder().build());
+        let cloud = testing::cloud(testing::ec2(&[&types, &offerings, &spot]));
+        // Subnets in 2a and 2b: 2c is offered but not the class's.
+        let class = testing::node_class(&["us-west-2a", "us-west-2b"]);
+        let listed = cloud.offered_types(&class, t0()).await.expect("types");
+        let zones: BTreeMap<String, BTreeSet<(String, CapacityType)>> = listed
+            .iter()
+            .map(|it| {
+                let zones = it
+                    .offerings
+                    .iter()
+                    .map(|o| (o.zone.clone(), o.capacity_type))
+                    .collect();
+                (it.name.clone(), zones)
+            })
+            .collect();
+        let both = |zones: &[&str]| -> BTreeSet<(String, CapacityType)> {
+            zones
+                .iter()
+                .flat_map(|z| {
+                    [CapacityType::OnDemand, CapacityType::Spot].map(|ct| ((*z).to_owned(), ct))
+                })
+                .collect()
+        };
+        assert_eq!(
+            zones,
+            BTreeMap::from([
+                ("c5.large".to_owned(), both(&["us-west-2a", "us-west-2b"])),
+                ("m5.large".to_owned(), both(&["us-west-2a"])),
+            ])
+        );
+        assert_eq!(
+            *types_tokens.lock().unwrap(),
+            [None, Some("types-2".to_owned())]
+        );
+        assert_eq!(
+            *offerings_tokens.lock().unwrap(),
+            [
+                None,
+                Some("offerings-2".to_owned()),
+                Some("offerings-3".to_owned())
+            ]
+        );
+        cloud
+            .offered_types(&class, t0())
+            .await
+            .expect("types again");
+        assert_eq!(types.num_calls(), 2, "described once");
+        assert_eq!(offerings.num_calls(), 3, "described once");
+    }
+}

@@ -317,3 +317,146 @@ pub(super) fn not_found_is_empty<T>(
         Err(e) => Err(e),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{self, ec2_error_body};
+    use super::*;
+    use aws_sdk_ec2::operation::describe_subnets::DescribeSubnetsOutput;
+    use aws_smithy_mocks::mock;
+
+    fn subnet(id: &str, zone: &str) -> ec2::Subnet {
+        ec2::Subnet::builder()
+            .subnet_id(id)
+            .availability_zone(zone)
+            .availability_zone_id(format!("usw2-{}", &zone[9..]))
+            .available_ip_address_count(100)
+            .build()
+    }
+
+    fn spec(subnet_terms: serde_json::Value) -> EC2NodeClassSpec {
+        let mut spec = serde_json::to_value(testing::spec()).expect("json");
+        spec["subnetSelectorTerms"] = subnet_terms;
+        serde_json::from_value(spec).expect("a spec")
+    }
+
+    /// Karpenter's subnet provider "should handle empty pages when describing subnets" and "should not overwrite
+    /// found values when handling multiple pages of subnets": an empty page with a `NextToken` does not end the
+    /// listing, each token is passed back, every page's subnets are kept, and the tag term is the request's
+    /// filter (a listing, so at most 1000 a page).
+    #[tokio::test]
+    async fn subnets_are_gathered_across_pages_empty_ones_included() {
+        let tokens = Arc::new(Mutex::new(Vec::new()));
+        let seen = tokens.clone();
+        let pages =
+            mock!(aws_sdk_ec2::Client::describe_subnets).then_compute_output(move |input| {
+                let filters: Vec<_> = input
+                    .filters()
+                    .iter()
+                    .map(|f| (f.name().unwrap_or_default(), f.values().to_vec()))
+                    .collect();
+                assert_eq!(
+                    filters,
+                    [(
+                        "tag:karpenter.sh/discovery",
+                        vec![testing::CLUSTER.to_owned()]
+                    )]
+                );
+                assert_eq!(input.max_results(), Some(1000));
+                seen.lock()
+                    .unwrap()
+                    .push(input.next_token().map(str::to_owned));
+                match input.next_token() {
+                    None => DescribeSubnetsOutput::builder().next_token("p2").build(),
+                    Some("p2") => DescribeSubnetsOutput::builder()
+                        .subnets(subnet("subnet-a", "us-west-2a"))
+                        .next_token("p3")
+                        .build(),
+                    Some(_) => DescribeSubnetsOutput::builder()
+                        .subnets(subnet("subnet-b", "us-west-2b"))
+                        .build(),
+                }
+            });
+        let cloud = testing::cloud(testing::ec2(&[&pages]));
+        let found = cloud.subnets(&testing::spec()).await.expect("subnets");
+        let found: Vec<(&str, &str, i64)> = found
+            .iter()
+            .map(|s| {
+                (
+                    s.subnet.id.as_str(),
+                    s.subnet.zone.as_str(),
+                    s.available_ips,
+                )
+            })
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("subnet-a", "us-west-2a", 100),
+                ("subnet-b", "us-west-2b", 100)
+            ]
+        );
+        assert_eq!(
+            *tokens.lock().unwrap(),
+            [None, Some("p2".to_owned()), Some("p3".to_owned())]
+        );
+    }
+
+    /// A subnet term naming an ID asks for that ID (not a listing); EC2's `InvalidSubnetID.NotFound` for it is
+    /// "nothing matched", not a failure of the resolution (the class then says no subnet matched).
+    #[tokio::test]
+    async fn a_subnet_id_that_does_not_exist_matches_nothing() {
+        let missing = mock!(aws_sdk_ec2::Client::describe_subnets)
+            .match_requests(|input| {
+                input.subnet_ids() == ["subnet-gone"] && input.max_results().is_none()
+            })
+            .sequence()
+            .http_status(400, Some(ec2_error_body("InvalidSubnetID.NotFound")))
+            .build();
+        let cloud = testing::cloud(testing::ec2(&[&missing]));
+        let found = cloud
+            .subnets(&spec(serde_json::json!([{"id": "subnet-gone"}])))
+            .await
+            .expect("nothing matched is no error");
+        assert!(found.is_empty());
+        assert_eq!(missing.num_calls(), 1);
+    }
+
+    /// A placement group EC2 does not know (`InvalidPlacementGroup.Unknown`) is no group (the class is then not
+    /// ready for its selector), while a failed call (here throttled, retries off) makes the class not ready for
+    /// the group's resolution (Karpenter's `PlacementGroupResolutionFailed`) instead of an API error.
+    #[tokio::test]
+    async fn an_unknown_placement_group_is_none_and_a_failed_lookup_is_not_ready() {
+        let answers = mock!(aws_sdk_ec2::Client::describe_placement_groups)
+            .match_requests(|input| {
+                input.group_names() == ["training"]
+                    && input
+                        .filters()
+                        .iter()
+                        .any(|f| f.name() == Some("state") && f.values() == ["available"])
+            })
+            .sequence()
+            .http_status(400, Some(ec2_error_body("InvalidPlacementGroup.Unknown")))
+            .http_status(503, Some(ec2_error_body("RequestLimitExceeded")))
+            .build();
+        let cloud = testing::cloud(testing::ec2(&[&answers]));
+        let selector = PlacementGroupSelector {
+            id: None,
+            name: Some("training".into()),
+        };
+        let unknown = cloud.placement_group("default", &selector).await;
+        assert!(matches!(unknown, Ok(None)), "{unknown:?}");
+        let failed = cloud
+            .placement_group("default", &selector)
+            .await
+            .unwrap_err();
+        match failed {
+            CloudError::NodeClassNotReady { name, reason } => {
+                assert_eq!(name, "default");
+                assert!(reason.starts_with(PLACEMENT_GROUP_UNRESOLVED), "{reason}");
+                assert!(reason.contains("RequestLimitExceeded"), "{reason}");
+            }
+            other => panic!("{other}"),
+        }
+    }
+}

@@ -25,7 +25,7 @@ use crate::api::nodeclaim::{NodeClaim, TERMINATION_TIMESTAMP};
 use crate::cloud::{CloudError, CloudProvider, TAG_NODECLAIM};
 use crate::disruption::{parse_go_duration, DISRUPTED_TAINT};
 use crate::engine::repair::rfc3339_seconds;
-use crate::kube::eviction::{EvictionOutcome, Evictor};
+use crate::kube::eviction::{EvictionOutcome, Evictor, MULTIPLE_PDBS_MESSAGE};
 use ::kube::api::{Api, DeleteParams};
 use ::kube::runtime::controller::{Action, Controller};
 use ::kube::runtime::reflector::{self, ObjectRef, Store};
@@ -577,8 +577,12 @@ async fn drain_node<C: CloudProvider>(
                     )
                     .await;
             }
-            EvictionOutcome::Gone => {}
+            EvictionOutcome::Gone { .. } => {}
             EvictionOutcome::Blocked { message } => blocked.push(format!("{key}: {message}")),
+            // As refused as by one PDB, until one of its budgets goes: reported as Karpenter reports it.
+            EvictionOutcome::Failed { message, .. } if message == MULTIPLE_PDBS_MESSAGE => {
+                blocked.push(format!("{key}: eviction does not support multiple PDBs"))
+            }
             EvictionOutcome::Failed { code, message } => {
                 tracing::warn!(pod = %key, code, %message, "eviction failed; retrying");
             }
@@ -676,6 +680,7 @@ mod tests {
     use crate::cloud::sim::SimCloud;
     use crate::controllers::state::ClusterState;
     use crate::controllers::testkit::{self, apiserver, ApiServer, Exchange};
+    use crate::kube::eviction::EvictionVersion;
     use serde_json::Value;
 
     const CLAIM: &str = "/apis/karpenter.sh/v1/nodeclaims/c";
@@ -913,6 +918,295 @@ mod tests {
             .await
             .expect("let go");
         assert_eq!(action, Action::await_change());
+    }
+
+    const EVICT_P: &str = "/api/v1/namespaces/ns/pods/p/eviction";
+    const BUDGET: &str = "Cannot evict pod as it would violate the pod's disruption budget.";
+
+    /// The controller's state around `ctx`, evicting (policy/v1) through the same scripted apiserver.
+    fn termination(ctx: Context<SimCloud>) -> Termination<SimCloud> {
+        Termination {
+            evictor: Evictor::new(ctx.client.clone(), EvictionVersion::V1),
+            ctx: Arc::new(ctx),
+            volume_attachments: reflector::store().0,
+            node_events: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Node `n` of the claim, tainted `karpenter.sh/disrupted` already (the drain evicts at once).
+    fn tainted_node() -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": "n"},
+            "spec": {"providerID": PROVIDER_ID,
+                     "taints": [{"key": DISRUPTED_TAINT, "effect": "NoSchedule"}]},
+        }))
+        .expect("a node")
+    }
+
+    /// A claim being deleted without a termination grace period: no deadline, nothing is deleted at one.
+    fn ungraced_claim() -> NodeClaim {
+        let mut claim = deleting_claim();
+        claim.spec.termination_grace_period = None;
+        claim
+    }
+
+    fn pod_named(name: &str, uid: &str) -> Pod {
+        let mut pod = pod();
+        pod.metadata.name = Some(name.into());
+        pod.metadata.uid = Some(uid.into());
+        pod
+    }
+
+    fn now() -> Timestamp {
+        Timestamp::try_from(t0()).expect("a timestamp")
+    }
+
+    fn eviction_requests(ctx: &Context<SimCloud>, code: &str) -> u64 {
+        ctx.metrics
+            .termination
+            .eviction_requests
+            .get_or_create(&CodeLabels { code: code.into() })
+            .get()
+    }
+
+    fn pods_evicted(ctx: &Context<SimCloud>) -> u64 {
+        ctx.metrics
+            .termination
+            .pods_drained
+            .get_or_create(&ReasonLabels {
+                reason: "evicted".into(),
+            })
+            .get()
+    }
+
+    fn accepted() -> Value {
+        json!({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Success", "code": 201})
+    }
+
+    /// A `FailedDraining` Warning on Node `n` whose message contains `message`.
+    fn failed_draining(message: &'static str) -> Exchange {
+        testkit::event("FailedDraining", message).check(|seen| {
+            assert_eq!(seen.body["type"], "Warning", "{}", seen.body);
+            assert_eq!(seen.body["involvedObject"]["name"], "n", "{}", seen.body);
+        })
+    }
+
+    /// Karpenter's eviction "should succeed with an evicted event when there are no PDBs" and "should increment
+    /// PodsDrainedTotal metric when a pod is evicted": the pod's eviction is posted with its UID, counted under
+    /// 200 and as drained, and an `Evicted` Event goes to the pod; the node is not drained while the pod is bound.
+    #[tokio::test]
+    async fn an_accepted_eviction_is_counted_and_reported_on_the_pod() {
+        let (ctx, mut server) = context(vec![tainted_node()], vec![], vec![pod()]);
+        let t = termination(ctx);
+        let script = vec![
+            Exchange::post(EVICT_P)
+                .body(json!({
+                    "apiVersion": "policy/v1", "kind": "Eviction",
+                    "metadata": {"name": "p", "namespace": "ns"},
+                    "deleteOptions": {"preconditions": {"uid": "u-1"}},
+                }))
+                .answer(201, accepted()),
+            testkit::namespaced_event("ns", "Evicted"),
+        ];
+        let claim = ungraced_claim();
+        let drained = server
+            .serve(script, drain_node(&t, &claim, &tainted_node(), now()))
+            .await
+            .expect("a drain pass");
+        assert!(!drained, "the pod is bound until it is gone");
+        assert_eq!(eviction_requests(&t.ctx, "200"), 1);
+        assert_eq!(pods_evicted(&t.ctx), 1);
+    }
+
+    /// Karpenter's eviction "should return a NodeDrainError event when a PDB is blocking": a 429 leaves the pod
+    /// (not drained, not counted as drained), counts under 429, warns the Node, and the next pass asks again,
+    /// without a second Warning within the Event window.
+    #[tokio::test]
+    async fn a_pdb_refusal_keeps_the_pod_warns_the_node_once_and_is_retried() {
+        let (ctx, mut server) = context(vec![tainted_node()], vec![], vec![pod()]);
+        let t = termination(ctx);
+        let script = vec![
+            Exchange::post(EVICT_P).answer(429, testkit::status(429, "TooManyRequests", BUDGET)),
+            failed_draining("Failed to drain node, ns/p: Cannot evict pod as it would violate"),
+            Exchange::post(EVICT_P).answer(429, testkit::status(429, "TooManyRequests", BUDGET)),
+        ];
+        let claim = ungraced_claim();
+        let node = tainted_node();
+        let (first, second) = server
+            .serve(script, async {
+                (
+                    drain_node(&t, &claim, &node, now()).await,
+                    drain_node(&t, &claim, &node, now()).await,
+                )
+            })
+            .await;
+        assert!(!first.expect("a blocked eviction is no error"));
+        assert!(!second.expect("a blocked eviction is no error"));
+        assert_eq!(eviction_requests(&t.ctx, "429"), 2);
+        assert_eq!(pods_evicted(&t.ctx), 0);
+    }
+
+    /// What a PDB-blocked drain does to its claim's termination: the claim says `Drained=Unknown` (`Draining`),
+    /// written over the version read, and the claim is looked at again after the drain's recheck (Karpenter
+    /// requeues a drain in progress) instead of failing into backoff.
+    #[tokio::test]
+    async fn a_blocked_drain_marks_the_claim_draining_and_requeues_it() {
+        let (ctx, mut server) = context(vec![tainted_node()], vec![], vec![pod()]);
+        let t = Arc::new(termination(ctx));
+        let script = vec![
+            Exchange::post(EVICT_P).answer(429, testkit::status(429, "TooManyRequests", BUDGET)),
+            failed_draining("ns/p"),
+            Exchange::patch(&format!("{CLAIM}/status"))
+                .content_type(MERGE_PATCH)
+                .check(|seen| {
+                    assert_eq!(seen.body["metadata"]["resourceVersion"], "7");
+                    let conditions = &seen.body["status"]["conditions"];
+                    assert_eq!(conditions.as_array().map(Vec::len), Some(1), "{conditions}");
+                    assert_eq!(conditions[0]["type"], "Drained");
+                    assert_eq!(conditions[0]["status"], "Unknown");
+                    assert_eq!(conditions[0]["reason"], "Draining");
+                })
+                .answer(200, claim_json(json!({}))),
+        ];
+        let action = server
+            .serve(script, terminate_claim(Arc::new(ungraced_claim()), t))
+            .await
+            .expect("a pass that waits");
+        assert_eq!(action, Action::requeue(DRAIN_RECHECK));
+    }
+
+    /// Karpenter's eviction "should succeed with no event when the pod is not found" and "should succeed with no
+    /// event when the pod UID conflicts": a pod gone (404) or replaced under its name (409) is success, without an
+    /// Event and not counted as drained; each answer is counted under its own code.
+    #[tokio::test]
+    async fn pods_gone_or_replaced_are_success_without_an_event() {
+        let pods = vec![pod_named("p", "u-1"), pod_named("q", "u-2")];
+        let (ctx, mut server) = context(vec![tainted_node()], vec![], pods);
+        let t = termination(ctx);
+        // The two evictions are in flight together: answered by path, in whatever order they come.
+        let answer = |seen: &testkit::Seen| match seen.path.as_str() {
+            EVICT_P => (
+                404,
+                testkit::status(404, "NotFound", "pods \"p\" not found"),
+            ),
+            "/api/v1/namespaces/ns/pods/q/eviction" => {
+                assert_eq!(seen.body["deleteOptions"]["preconditions"]["uid"], "u-2");
+                (
+                    409,
+                    testkit::status(409, "Conflict", "the UID precondition failed"),
+                )
+            }
+            other => panic!("an eviction of {other}"),
+        };
+        let script = vec![
+            Exchange::post("/api/v1/namespaces/ns/pods/*").answer_with(answer),
+            Exchange::post("/api/v1/namespaces/ns/pods/*").answer_with(answer),
+        ];
+        let claim = ungraced_claim();
+        let drained = server
+            .serve(script, drain_node(&t, &claim, &tainted_node(), now()))
+            .await
+            .expect("gone pods are no error");
+        assert!(!drained, "the next pass sees them gone");
+        assert_eq!(eviction_requests(&t.ctx, "404"), 1);
+        assert_eq!(eviction_requests(&t.ctx, "409"), 1);
+        assert_eq!(pods_evicted(&t.ctx), 0);
+    }
+
+    /// Karpenter's eviction "should return a NodeDrainError event when two PDBs refer to the same pod": the
+    /// apiserver answers 500 with its message; counted under 500 and reported on the Node like a PDB's refusal.
+    #[tokio::test]
+    async fn two_pdbs_on_a_pod_are_reported_as_a_failed_drain() {
+        let (ctx, mut server) = context(vec![tainted_node()], vec![], vec![pod()]);
+        let t = termination(ctx);
+        let script = vec![
+            Exchange::post(EVICT_P).answer(
+                500,
+                testkit::status(500, "InternalError", MULTIPLE_PDBS_MESSAGE),
+            ),
+            failed_draining("ns/p: eviction does not support multiple PDBs"),
+        ];
+        let claim = ungraced_claim();
+        let drained = server
+            .serve(script, drain_node(&t, &claim, &tainted_node(), now()))
+            .await
+            .expect("a drain pass");
+        assert!(!drained);
+        assert_eq!(eviction_requests(&t.ctx, "500"), 1);
+    }
+
+    /// Any other failed eviction (a 500) is no error of the pass and no Event (it is logged): the pass waits and
+    /// the next one asks again, which succeeds.
+    #[tokio::test]
+    async fn a_failed_eviction_is_asked_again_on_the_next_pass() {
+        let (ctx, mut server) = context(vec![tainted_node()], vec![], vec![pod()]);
+        let t = termination(ctx);
+        let script = vec![
+            Exchange::post(EVICT_P).fail(500, "InternalError"),
+            Exchange::post(EVICT_P).answer(201, accepted()),
+            testkit::namespaced_event("ns", "Evicted"),
+        ];
+        let claim = ungraced_claim();
+        let node = tainted_node();
+        let (first, second) = server
+            .serve(script, async {
+                (
+                    drain_node(&t, &claim, &node, now()).await,
+                    drain_node(&t, &claim, &node, now()).await,
+                )
+            })
+            .await;
+        assert!(!first.expect("a failed eviction is no error of the pass"));
+        assert!(!second.expect("a drain pass"));
+        assert_eq!(eviction_requests(&t.ctx, "500"), 1);
+        assert_eq!(eviction_requests(&t.ctx, "200"), 1);
+        assert_eq!(pods_evicted(&t.ctx), 1);
+    }
+
+    /// The first pass over an untainted Node taints it (tested against the taints read) and evicts nothing: pods
+    /// the scheduler places meanwhile are seen by the next pass. A Node with no pod left is drained without a
+    /// request.
+    #[tokio::test]
+    async fn a_node_is_tainted_before_any_eviction_and_drained_once_empty() {
+        let untainted: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n"}, "spec": {"providerID": PROVIDER_ID},
+        }))
+        .expect("a node");
+        let (ctx, mut server) = context(vec![untainted.clone()], vec![], vec![pod()]);
+        let t = termination(ctx);
+        let script = vec![
+            Exchange::patch("/api/v1/nodes/n")
+                .content_type("application/json-patch+json")
+                .body(json!([
+                    {"op": "test", "path": "/spec/taints", "value": null},
+                    {"op": "add", "path": "/spec/taints",
+                     "value": [{"key": DISRUPTED_TAINT, "effect": "NoSchedule"}]},
+                ]))
+                .answer(200, serde_json::to_value(tainted_node()).expect("json")),
+            testkit::event(
+                "DisruptionTerminating",
+                "Disrupting NodeClaim c: terminating",
+            ),
+            testkit::event(
+                "DisruptionTerminating",
+                "Disrupting NodeClaim c: terminating",
+            ),
+        ];
+        let claim = ungraced_claim();
+        let drained = server
+            .serve(script, drain_node(&t, &claim, &untainted, now()))
+            .await
+            .expect("tainted");
+        assert!(!drained);
+        assert_eq!(eviction_requests(&t.ctx, "200"), 0);
+
+        let (ctx, mut server) = context(vec![tainted_node()], vec![], vec![]);
+        let t = termination(ctx);
+        let drained = server
+            .serve(vec![], drain_node(&t, &claim, &tainted_node(), now()))
+            .await
+            .expect("drained");
+        assert!(drained);
     }
 
     #[test]
