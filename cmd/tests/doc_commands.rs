@@ -38,6 +38,7 @@ const COVERED: &[(&str, &str)] = &[
     ("cargo build --release", "`make bench` builds the same binary"),
     ("B=$(ls -t $CARGO_TARGET_DIR/release/deps/", "`make bench` (the bench binary it built)"),
     ("KERF_SOLVE_ONCE=", "the scheduling bench's one-solve mode (`benches/scheduling.rs`), a figure"),
+    ("KERF_QUALITY=", "the scheduling bench's decision-quality mode (`benches/scheduling.rs`), a figure"),
     ("KERF_DECIDE_ONCE=", "the consolidation bench's one-decision mode (`benches/consolidation.rs`), a figure"),
     ("KERF_SIZES=", "the whole-command simulate bench (`cmd/benches/simulate_command.rs`), a figure"),
     ("KERF_SCENARIO_DIR=", "the whole-command simulate bench, keeping its scenario files for a profiler"),

@@ -733,6 +733,13 @@ impl Topology {
         }
     }
 
+    /// Whether pod `p` is outside topology altogether: no constraint of its own, and no constraint of any pod
+    /// (pending, or running with a required anti-affinity) counts it. Where it goes changes no other pod's
+    /// options.
+    pub fn is_free(&self, p: usize) -> bool {
+        self.owned[p].is_empty() && self.matches[p].is_empty()
+    }
+
     /// Whether pod `p` has any constraint or inverse constraint on `key`.
     pub fn touches(&self, p: usize, key: &TopologyKey) -> bool {
         self.owned[p]

@@ -24,6 +24,7 @@ impl Scheduler<'_> {
         let empty = Claim {
             template: t,
             requirements: template.requirements.clone(),
+            admitted: instance_types.clone(),
             instance_types,
             requests: Resources::default(),
             pods: Vec::new(),
@@ -32,10 +33,11 @@ impl Scheduler<'_> {
             domains: Vec::new(),
         };
         let (requirements, instance_types) = self.narrow(&empty, pod, requirements, extra)?;
-        let instance_types = instance_types.map_or(empty.instance_types, Arc::from);
+        let instance_types = instance_types.map_or_else(|| empty.instance_types.clone(), Arc::from);
         let requirements = requirements.unwrap_or(empty.requirements);
         Ok(Claim {
             requirements,
+            admitted: empty.instance_types.clone(),
             floor: self.floor(t, &instance_types),
             instance_types,
             requests: pod.requests.clone(),
@@ -108,7 +110,7 @@ impl Scheduler<'_> {
         pod: &PodInfo,
         requirements: &Requirements,
         extra: &[Requirement],
-    ) -> Result<(Option<Requirements>, Option<Vec<usize>>), String> {
+    ) -> Result<Narrowed, String> {
         let narrowed = !requirements.is_empty() || !extra.is_empty();
         if !narrowed
             && pod.host_ports.is_empty()
@@ -231,11 +233,25 @@ impl Scheduler<'_> {
     /// How many of the claim's types have an allowed offering, and the first of them in [`Self::rank`]'s order,
     /// in one pass without sorting: all pod advice needs, on the admission path.
     pub(super) fn count_and_cheapest(&self, claim: &Claim) -> (usize, Option<Choice>) {
+        let (count, best) = self.cheapest_of(&claim.instance_types, &claim.requirements);
+        (
+            count,
+            best.and_then(|b| self.choice(&claim.requirements, &[b])),
+        )
+    }
+
+    /// How many of `types` have an offering `requirements` allow, and the first of them in [`Self::rank`]'s
+    /// order with its price (infinite when unknown).
+    pub(super) fn cheapest_of(
+        &self,
+        types: &[usize],
+        requirements: &Requirements,
+    ) -> (usize, Option<(usize, f64)>) {
         let mut count = 0;
         let mut best: Option<(usize, f64)> = None;
-        for &i in claim.instance_types.iter() {
+        for &i in types {
             let it = &self.catalog.instance_types[i];
-            let Some(offering) = cheapest_offering(it, &claim.requirements) else {
+            let Some(offering) = cheapest_offering(it, requirements) else {
                 continue;
             };
             count += 1;
@@ -250,10 +266,7 @@ impl Scheduler<'_> {
                 best = Some((i, price));
             }
         }
-        (
-            count,
-            best.and_then(|b| self.choice(&claim.requirements, &[b])),
-        )
+        (count, best)
     }
 
     /// Among equal prices (unknown ones included), the smaller type first, then the catalog order.

@@ -8,6 +8,7 @@ mod fits;
 mod narrowing;
 mod place;
 mod prepared;
+mod refill;
 mod run;
 
 pub use fits::NewNode;
@@ -124,6 +125,9 @@ struct Claim {
     /// Catalog indices of the types still possible, in the template's price order. Shared with the template, or
     /// with the claim's earlier self, until a pod rules a type out: thousands of claims hold a list.
     instance_types: Arc<[usize]>,
+    /// The types the claim could launch as when it was opened, before any pod narrowed them (its pool's types
+    /// within its limits): what the claim may widen back to when it gives pods up.
+    admitted: Arc<[usize]>,
     requests: Resources,
     pods: Vec<usize>,
     /// The host ports its pods bind.
@@ -467,6 +471,10 @@ struct Rankings {
     /// Each distinct launch list (catalog indices) made so far, as the names planned claims share.
     lists: std::collections::HashMap<Vec<usize>, Arc<[TypeName]>>,
 }
+
+/// What a pod changes on a claim it fits: the claim's requirements and its instance types, each `None` when
+/// unchanged.
+type Narrowed = (Option<Requirements>, Option<Vec<usize>>);
 
 /// A pod's label-key narrowings on one template with the domains they allow as
 /// [`domain_bits`], or the constraint that cannot be met.

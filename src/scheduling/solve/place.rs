@@ -156,25 +156,11 @@ impl<'s> Solver<'s, '_> {
                 break;
             }
         }
-        if let Some((c, (merged, types), held)) = placed {
+        if let Some((c, fit, held)) = placed {
             if let Some(held) = held {
                 self.reservations.hold(c, held);
             }
-            let bits = merged
-                .as_ref()
-                .map(|merged| self.domain_bits(self.claims[c].template, merged));
-            let claim = &mut self.claims[c];
-            if let (Some(merged), Some(bits)) = (merged, bits) {
-                claim.domains = bits;
-                claim.requirements = merged;
-            }
-            if let Some(types) = types {
-                claim.floor = self.scheduler.floor(claim.template, &types);
-                claim.instance_types = self.lists.share(types.into());
-            }
-            claim.requests += &pod.requests;
-            claim.ports.extend(pod.host_ports.iter().cloned());
-            claim.pods.push(index);
+            self.join(c, index, fit);
             self.reorder(c);
             self.record(index, c);
             return Ok(());
@@ -390,6 +376,27 @@ impl<'s> Solver<'s, '_> {
         self.record(index, c);
         Ok(())
     }
+    /// Pod `index` joins claim `c` with `fit`, what [`Scheduler::narrow`] found for it there.
+    pub(super) fn join(&mut self, c: usize, index: usize, fit: Narrowed) {
+        let pod = &self.pods[index];
+        let (merged, types) = fit;
+        let bits = merged
+            .as_ref()
+            .map(|merged| self.domain_bits(self.claims[c].template, merged));
+        let claim = &mut self.claims[c];
+        if let (Some(merged), Some(bits)) = (merged, bits) {
+            claim.domains = bits;
+            claim.requirements = merged;
+        }
+        if let Some(types) = types {
+            claim.floor = self.scheduler.floor(claim.template, &types);
+            claim.instance_types = self.lists.share(types.into());
+        }
+        claim.requests += &pod.requests;
+        claim.ports.extend(pod.host_ports.iter().cloned());
+        claim.pods.push(index);
+    }
+
     /// Claim `c` as planned: its launch list cut to [`MAX_INSTANCE_TYPES`] cheapest types, and the smallest
     /// DaemonSet overhead of those added to its requests; narrowed to its capacity reservations if it holds any.
     /// Under the Strict minValues policy, a cut that breaks minValues is an error for the claim's pods.

@@ -101,6 +101,7 @@ impl<'a> Scheduler<'a> {
                 break;
             }
         }
+        solver.refill();
         let mut unschedulable: Vec<Unschedulable> = queue
             .into_iter()
             .map(|index| Unschedulable {
