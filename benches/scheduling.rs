@@ -238,7 +238,10 @@ fn quality(counts: &[usize]) {
 
 fn main() {
     if let Ok(counts) = std::env::var("KERF_QUALITY") {
-        let counts: Vec<usize> = counts.split(',').filter_map(|c| c.trim().parse().ok()).collect();
+        let counts: Vec<usize> = counts
+            .split(',')
+            .filter_map(|c| c.trim().parse().ok())
+            .collect();
         quality(&counts);
         return;
     }
