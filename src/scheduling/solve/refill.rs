@@ -9,6 +9,7 @@
 //! "Filling the room a plan leaves").
 
 use super::*;
+use std::collections::HashMap;
 
 impl Solver<'_, '_> {
     /// Moves free pods between the claims of one NodePool where that makes the plan cheaper (module doc).
@@ -29,7 +30,9 @@ impl Solver<'_, '_> {
                 listed[i] = true;
             }
             let choices = ranked.get(self, c.template, &c.requirements);
-            launch.push(priced(choices.iter().find(|(i, _)| listed[*i]).copied()));
+            launch.push(priced(
+                choices.ranked.iter().find(|(i, _)| listed[*i]).copied(),
+            ));
             for &i in c.instance_types.iter() {
                 listed[i] = false;
             }
@@ -61,20 +64,21 @@ impl Solver<'_, '_> {
             let choices = ranked.get(self, giver.template, &giver.requirements);
             let mask = admitted_mask(self, giver);
             let daemons = &scheduler.prepared.daemons[giver.template];
-            // What the giver launches as holding `requests`: the first of its choices with room for them.
+            let ports = giver.ports.clone();
+            // Whether type `i` is one the giver may launch as holding `requests`.
+            let holds = |i: usize, requests: &Resources| {
+                mask.as_ref().is_none_or(|m| m[i])
+                    && requests.fits_in(&daemons.room[i])
+                    && (ports.is_empty()
+                        || !ports_clash(&ports, &daemons.groups[daemons.group[i]].ports))
+            };
+            // What the giver launches as holding `requests`: the first of its choices that holds them.
             let cheapest_holding = |requests: &Resources| {
                 choices
+                    .ranked
                     .iter()
-                    .find(|(i, _)| {
-                        mask.as_ref().is_none_or(|m| m[*i])
-                            && requests.fits_in(&daemons.room[*i])
-                            && (giver.ports.is_empty()
-                                || !ports_clash(
-                                    &giver.ports,
-                                    &daemons.groups[daemons.group[*i]].ports,
-                                ))
-                    })
-                    .map(|(_, price)| *price)
+                    .find(|(i, _)| holds(*i, requests))
+                    .copied()
             };
             // Each free pod, in placement order (largest first), into the other claim of the pool whose room
             // it fits tightest; after each, what the giver would launch as.
@@ -99,8 +103,8 @@ impl Solver<'_, '_> {
                 }
                 left -= &pod.requests;
                 moves.push((p, r));
-                if let Some(price) =
-                    cheapest_holding(&left).filter(|price| *price < best.map_or(before, |(_, b)| b))
+                if let Some((_, price)) = cheapest_holding(&left)
+                    .filter(|(_, price)| *price < best.map_or(before, |(_, b)| b))
                 {
                     best = Some((moves.len(), price));
                 }
@@ -130,15 +134,18 @@ impl Solver<'_, '_> {
                 giver.pods.retain(|q| *q != p);
                 giver.requests -= &pod.requests;
             }
-            let types = self.widened(d);
-            launch[d] = priced(
-                scheduler
-                    .cheapest_of(&types, &self.claims[d].requirements)
-                    .1,
-            );
+            // The types it could launch as now: those it was opened with, in their order, that hold what it
+            // keeps.
+            let giver = &self.claims[d];
+            let types: Vec<usize> = giver
+                .admitted
+                .iter()
+                .copied()
+                .filter(|i| choices.allowed[*i] && holds(*i, &giver.requests))
+                .collect();
+            launch[d] = priced(cheapest_holding(&giver.requests));
             spare[d] = launch[d].map(|(i, _)| {
-                let giver = &self.claims[d];
-                let mut room = Floor::of([&scheduler.prepared.daemons[giver.template].room[i]]);
+                let mut room = Floor::of([&daemons.room[i]]);
                 room.take(&giver.requests);
                 room
             });
@@ -159,28 +166,6 @@ impl Solver<'_, '_> {
             && pod.attached.is_empty()
             && pod.requests.extended.is_empty()
     }
-
-    /// The types claim `c` could launch as now: those it was opened with that its requirements, host ports
-    /// and offerings allow and that have room for its requests.
-    fn widened(&self, c: usize) -> Vec<usize> {
-        let claim = &self.claims[c];
-        let daemons = &self.scheduler.prepared.daemons[claim.template];
-        claim
-            .admitted
-            .iter()
-            .copied()
-            .filter(|i| claim.requests.fits_in(&daemons.room[*i]))
-            .filter(|i| {
-                claim.ports.is_empty()
-                    || !ports_clash(&claim.ports, &daemons.groups[daemons.group[*i]].ports)
-            })
-            .filter(|i| {
-                let it = &self.scheduler.catalog.instance_types[*i];
-                claim.requirements.has_intersection(&it.requirements)
-                    && cheapest_offering(it, &claim.requirements).is_some()
-            })
-            .collect()
-    }
 }
 
 /// Per NodePool and claim requirements: the pool's types those requirements allow, with their cheapest
@@ -188,25 +173,23 @@ impl Solver<'_, '_> {
 /// a few lists serve thousands of claims.
 #[derive(Default)]
 struct RankedByRequirements {
-    lists: Vec<(usize, Requirements, Ranked)>,
+    /// Entries by NodePool and the requirements as written, each bucket checked for equality.
+    index: HashMap<(usize, String), Vec<usize>>,
+    entries: Vec<(Requirements, Choices)>,
 }
 
-/// Catalog indices with their cheapest allowed price, cheapest first.
-type Ranked = Arc<[(usize, f64)]>;
+/// The types some requirements allow on a NodePool: ranked with their prices, and as a mask over the catalog.
+#[derive(Clone)]
+struct Choices {
+    ranked: Arc<[(usize, f64)]>,
+    allowed: Arc<[bool]>,
+}
 
 impl RankedByRequirements {
-    fn get(
-        &mut self,
-        solver: &Solver,
-        t: usize,
-        requirements: &Requirements,
-    ) -> Arc<[(usize, f64)]> {
-        if let Some((_, _, list)) = self
-            .lists
-            .iter()
-            .find(|(template, theirs, _)| *template == t && theirs == requirements)
-        {
-            return list.clone();
+    fn get(&mut self, solver: &Solver, t: usize, requirements: &Requirements) -> Choices {
+        let bucket = self.index.entry((t, requirements.to_string())).or_default();
+        if let Some(&e) = bucket.iter().find(|&&e| self.entries[e].0 == *requirements) {
+            return self.entries[e].1.clone();
         }
         let scheduler = solver.scheduler;
         let types: Vec<usize> = solver.templates[t]
@@ -217,9 +200,18 @@ impl RankedByRequirements {
                 requirements.has_intersection(&scheduler.catalog.instance_types[*i].requirements)
             })
             .collect();
-        let list: Ranked = scheduler.rank(&types, requirements).into();
-        self.lists.push((t, requirements.clone(), list.clone()));
-        list
+        let ranked = scheduler.rank(&types, requirements);
+        let mut allowed = vec![false; scheduler.catalog.instance_types.len()];
+        for (i, _) in &ranked {
+            allowed[*i] = true;
+        }
+        let choices = Choices {
+            ranked: ranked.into(),
+            allowed: allowed.into(),
+        };
+        bucket.push(self.entries.len());
+        self.entries.push((requirements.clone(), choices.clone()));
+        choices
     }
 }
 
