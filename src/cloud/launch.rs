@@ -46,6 +46,25 @@ pub struct LaunchRequest<'a> {
 }
 
 impl<'a> LaunchRequest<'a> {
+    /// The same request owning its instance types, free of the catalog it borrowed them from (a request kept
+    /// past its catalog, or changed by a test).
+    pub fn into_owned(self) -> LaunchRequest<'static> {
+        LaunchRequest {
+            instance_types: self
+                .instance_types
+                .into_iter()
+                .map(|t| Cow::Owned(t.into_owned()))
+                .collect(),
+            node_claim: self.node_claim,
+            node_pool: self.node_pool,
+            node_class: self.node_class,
+            requirements: self.requirements,
+            labels: self.labels,
+            taints: self.taints,
+            efa_requested: self.efa_requested,
+        }
+    }
+
     /// The request for `claim`, choosing among `instance_types` (with their offerings, as
     /// [`CloudProvider::instance_types`](super::CloudProvider::instance_types) gives them).
     pub fn from_node_claim(

@@ -128,18 +128,9 @@ fn claim(capacity_types: &[&str]) -> NodeClaim {
 async fn request(cloud: &SimCloud, capacity_types: &[&str]) -> LaunchRequest<'static> {
     let class = cloud.resolve_node_class("default", &spec()).await.unwrap();
     let types = cloud.instance_types(&class, t0()).await.unwrap();
-    let request = LaunchRequest::from_node_claim(&claim(capacity_types), class, &types).unwrap();
-    let owned = request.instance_types.iter();
-    LaunchRequest {
-        instance_types: owned.map(|t| Cow::Owned(t.clone().into_owned())).collect(),
-        node_claim: request.node_claim,
-        node_pool: request.node_pool,
-        node_class: request.node_class,
-        requirements: request.requirements,
-        labels: request.labels,
-        taints: request.taints,
-        efa_requested: request.efa_requested,
-    }
+    LaunchRequest::from_node_claim(&claim(capacity_types), class, &types)
+        .unwrap()
+        .into_owned()
 }
 
 #[tokio::test]

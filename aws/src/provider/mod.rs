@@ -106,6 +106,14 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// The AWS clients a provider calls through.
+pub(crate) struct Clients {
+    pub ec2: aws_sdk_ec2::Client,
+    pub ssm: aws_sdk_ssm::Client,
+    pub iam: aws_sdk_iam::Client,
+    pub pricing: Option<aws_sdk_pricing::Client>,
+}
+
 impl AwsCloud {
     /// Builds the EC2, SSM, IAM and Price List clients. No call is made, except EKS `DescribeCluster` when the
     /// cluster's endpoint is not configured ([`crate::cluster::discover`]).
@@ -140,15 +148,7 @@ impl AwsCloud {
         } else {
             None
         };
-        Ok(AwsCloud {
-            fleet_batcher: FleetBatcher::start(
-                ec2.clone(),
-                settings.fleet_batch.clone(),
-                settings.call_timeout,
-                budget.clone(),
-            ),
-            budget,
-            ec2,
+        let clients = Clients {
             ssm: aws_sdk_ssm::Client::from_conf(
                 aws_sdk_ssm::config::Builder::from(&config)
                     .interceptor(per_api())
@@ -159,7 +159,38 @@ impl AwsCloud {
                     .interceptor(per_api())
                     .build(),
             ),
+            ec2,
             pricing,
+        };
+        Ok(AwsCloud::from_clients(
+            clients,
+            settings,
+            region,
+            budget,
+            (zonal_shift_source, zonal_shifts),
+        ))
+    }
+
+    /// The provider around its clients, with nothing learnt yet (no types described, empty caches).
+    pub(crate) fn from_clients(
+        clients: Clients,
+        settings: AwsSettings,
+        region: String,
+        budget: Arc<ApiBudget>,
+        (zonal_shift_source, zonal_shifts): (Option<ZonalShiftSource>, ZonalShifts),
+    ) -> AwsCloud {
+        AwsCloud {
+            fleet_batcher: FleetBatcher::start(
+                clients.ec2.clone(),
+                settings.fleet_batch.clone(),
+                settings.call_timeout,
+                budget.clone(),
+            ),
+            budget,
+            ec2: clients.ec2,
+            ssm: clients.ssm,
+            iam: clients.iam,
+            pricing: clients.pricing,
             settings,
             region,
             described: tokio::sync::Mutex::new(None),
@@ -173,7 +204,7 @@ impl AwsCloud {
             reserved_instances: Mutex::new(HashMap::new()),
             zonal_shift_source,
             zonal_shifts: Mutex::new(zonal_shifts),
-        })
+        }
     }
 
     pub fn region(&self) -> &str {

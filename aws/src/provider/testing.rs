@@ -6,7 +6,6 @@ use aws_sdk_ec2::config::retry::RetryConfig;
 use aws_smithy_mocks::{create_mock_http_client, MockResponseInterceptor, Rule, RuleMode};
 use kerf::api::nodeclaim::NodeClaim;
 use kerf::catalog::{Catalog, Pricing};
-use std::borrow::Cow;
 use std::time::Duration;
 
 pub(super) const CLUSTER: &str = "test-cluster";
@@ -100,32 +99,18 @@ pub(super) fn cloud(ec2: aws_sdk_ec2::Client) -> AwsCloud {
             .http_client(create_mock_http_client())
             .build(),
     );
-    AwsCloud {
-        fleet_batcher: FleetBatcher::start(
-            ec2.clone(),
-            settings.fleet_batch.clone(),
-            settings.call_timeout,
-            budget.clone(),
-        ),
-        budget,
-        ec2,
-        ssm,
-        iam,
-        pricing: None,
+    AwsCloud::from_clients(
+        Clients {
+            ec2,
+            ssm,
+            iam,
+            pricing: None,
+        },
         settings,
-        region: REGION.into(),
-        described: tokio::sync::Mutex::new(None),
-        templates: Mutex::new(HashSet::new()),
-        ice: Mutex::new(IceCache::new()),
-        on_demand: tokio::sync::Mutex::new(Refreshing::new(on_demand::REFRESH)),
-        spot: tokio::sync::Mutex::new(Refreshing::new(spot::REFRESH)),
-        profiles: Mutex::new(HashMap::new()),
-        reservation_answers: tokio::sync::Mutex::new(BTreeMap::new()),
-        availability: Mutex::new(Availability::default()),
-        reserved_instances: Mutex::new(HashMap::new()),
-        zonal_shift_source: None,
-        zonal_shifts: Mutex::new(ZonalShifts::default()),
-    }
+        REGION.into(),
+        budget,
+        (None, ZonalShifts::default()),
+    )
 }
 
 pub(super) fn spec() -> EC2NodeClassSpec {
@@ -202,20 +187,7 @@ pub(super) fn request(capacity_type: &str, zones: &[&str]) -> LaunchRequest<'sta
     }))
     .expect("a claim");
     let types = instance_types();
-    let request =
-        LaunchRequest::from_node_claim(&claim, node_class(zones), &types).expect("a request");
-    LaunchRequest {
-        instance_types: request
-            .instance_types
-            .iter()
-            .map(|t| Cow::Owned(t.clone().into_owned()))
-            .collect(),
-        node_claim: request.node_claim,
-        node_pool: request.node_pool,
-        node_class: request.node_class,
-        requirements: request.requirements,
-        labels: request.labels,
-        taints: request.taints,
-        efa_requested: request.efa_requested,
-    }
+    LaunchRequest::from_node_claim(&claim, node_class(zones), &types)
+        .expect("a request")
+        .into_owned()
 }
