@@ -7,21 +7,13 @@ use kerf::scheduling::bound::{lower_bound, BoundError};
 use kerf::scheduling::{PodInfo, Scheduler};
 use proptest::prelude::*;
 use serde_json::json;
-use support::{catalog, labelled, nodepool, pods};
+use support::{catalog, hostname_anti_affinity, labelled, nodepool, pods};
 
-/// What a plan costs per hour: each claim at its cheapest offering.
+/// What the solve's plan for `pods` costs per hour (every pod placed).
 fn plan_cost(scheduler: &Scheduler, pods: &[PodInfo]) -> f64 {
     let plan = scheduler.solve(pods);
     assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
-    plan.claims
-        .iter()
-        .map(|c| c.cheapest.as_ref().and_then(|o| o.price).expect("priced"))
-        .sum()
-}
-
-fn anti_affinity(group: &str) -> serde_json::Value {
-    json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": group}}}]}}})
+    support::plan_cost(&plan)
 }
 
 #[test]
@@ -62,7 +54,7 @@ fn pods_kept_apart_cost_at_least_a_node_each() {
     let catalog = catalog();
     let pools = [nodepool("default", json!({}))];
     let scheduler = Scheduler::new(&pools, &catalog);
-    let apart = labelled(3, "db", json!({"app": "db"}), anti_affinity("db"));
+    let apart = labelled(3, "db", json!({"app": "db"}), hostname_anti_affinity("db"));
     let bound = lower_bound(&scheduler, &apart).expect("bound");
     assert!((bound.per_hour - 3.0 * 0.04).abs() < 1e-9, "{bound:?}");
     assert!((plan_cost(&scheduler, &apart) - bound.per_hour).abs() < 1e-9);
@@ -77,7 +69,12 @@ fn an_anti_affinity_to_other_pods_keeps_a_workload_together() {
     let catalog = catalog();
     let pools = [nodepool("default", json!({}))];
     let scheduler = Scheduler::new(&pools, &catalog);
-    let others = labelled(3, "web", json!({"app": "web"}), anti_affinity("db"));
+    let others = labelled(
+        3,
+        "web",
+        json!({"app": "web"}),
+        hostname_anti_affinity("db"),
+    );
     let together = labelled(3, "web", json!({"app": "web"}), json!({}));
     assert_eq!(
         lower_bound(&scheduler, &others).expect("bound").per_hour,
@@ -121,7 +118,7 @@ proptest! {
             let group = format!("g{i}");
             let mut spec = json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": cpus[cpu], "memory": memories[memory]}}}]});
             if apart {
-                support::merge(&mut spec, anti_affinity(&group));
+                support::merge(&mut spec, hostname_anti_affinity(&group));
             }
             if spot {
                 spec["nodeSelector"] = json!({"karpenter.sh/capacity-type": "on-demand"});

@@ -6,14 +6,7 @@ mod support;
 use kerf::scheduling::bound::lower_bound;
 use kerf::scheduling::{Plan, PodInfo, Scheduler};
 use serde_json::{json, Value};
-use support::{catalog, labelled, merge, nodepool};
-
-fn cost(plan: &Plan) -> f64 {
-    plan.claims
-        .iter()
-        .map(|c| c.cheapest.as_ref().and_then(|o| o.price).expect("priced"))
-        .sum()
-}
+use support::{catalog, hostname_anti_affinity, labelled, merge, nodepool, plan_cost};
 
 fn types(plan: &Plan) -> Vec<&str> {
     let mut types: Vec<&str> = plan
@@ -32,11 +25,6 @@ fn sized(n: usize, prefix: &str, cpu: &str, spec: Value) -> Vec<PodInfo> {
     labelled(n, prefix, json!({"app": prefix}), spec_with)
 }
 
-fn apart(group: &str) -> Value {
-    json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": group}}}]}}})
-}
-
 /// Two 1.5-CPU pods come first (largest first) and open a claim; three small pods that a hostname
 /// anti-affinity keeps apart follow: the first joins that claim, the others get a `small` node each with most of
 /// it empty. Karpenter's queue stops there: a `medium` and two `small` nodes. Moving the big pods into the two
@@ -48,7 +36,7 @@ fn pods_nothing_constrains_fill_the_room_a_node_per_pod_workload_leaves() {
     let pools = [nodepool("default", json!({}))];
     let scheduler = Scheduler::new(&pools, &catalog);
     let mut pods = sized(2, "batch", "1500m", json!({}));
-    pods.extend(sized(3, "db", "250m", apart("db")));
+    pods.extend(sized(3, "db", "250m", hostname_anti_affinity("db")));
     let plan = scheduler.solve(&pods);
     assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
     assert_eq!(types(&plan), ["small", "small", "small"]);
@@ -58,9 +46,9 @@ fn pods_nothing_constrains_fill_the_room_a_node_per_pod_workload_leaves() {
     }
     let bound = lower_bound(&scheduler, &pods).expect("bound");
     assert!(
-        (cost(&plan) - bound.per_hour).abs() < 1e-9,
+        (plan_cost(&plan) - bound.per_hour).abs() < 1e-9,
         "{} against {bound:?}",
-        cost(&plan)
+        plan_cost(&plan)
     );
 }
 
@@ -73,11 +61,11 @@ fn pods_with_requirements_or_counted_by_a_spread_stay_where_the_queue_put_them()
     let scheduler = Scheduler::new(&pools, &catalog);
     let selected = json!({"nodeSelector": {"kubernetes.io/os": "linux"}});
     let mut pods = sized(2, "batch", "1500m", selected);
-    pods.extend(sized(3, "db", "250m", apart("db")));
+    pods.extend(sized(3, "db", "250m", hostname_anti_affinity("db")));
     assert_eq!(types(&scheduler.solve(&pods)), ["medium", "small", "small"]);
 
     let mut pods = sized(2, "batch", "1500m", json!({}));
-    pods.extend(sized(3, "db", "250m", apart("db")));
+    pods.extend(sized(3, "db", "250m", hostname_anti_affinity("db")));
     // A spread over the batch pods (its own pods match nothing): they are counted, so they stay.
     pods.extend(sized(
         1,
@@ -105,7 +93,7 @@ fn no_pod_moves_when_no_claim_gets_cheaper() {
     let pools = [nodepool("default", json!({}))];
     let scheduler = Scheduler::new(&pools, &catalog);
     let mut pods = sized(1, "batch", "1500m", json!({}));
-    pods.extend(sized(3, "db", "250m", apart("db")));
+    pods.extend(sized(3, "db", "250m", hostname_anti_affinity("db")));
     let plan = scheduler.solve(&pods);
     assert_eq!(types(&plan), ["small", "small", "small"]);
     let batch = plan

@@ -71,3 +71,17 @@ pub fn labelled(n: usize, prefix: &str, labels: Value, spec: Value) -> Vec<PodIn
         })
         .collect()
 }
+
+/// What a plan costs per hour: each claim at its cheapest offering, every one priced.
+pub fn plan_cost(plan: &kerf::scheduling::Plan) -> f64 {
+    plan.claims
+        .iter()
+        .map(|c| c.cheapest.as_ref().and_then(|o| o.price).expect("priced"))
+        .sum()
+}
+
+/// A required hostname anti-affinity to the pods labelled `app: group`.
+pub fn hostname_anti_affinity(group: &str) -> Value {
+    json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": group}}}]}}})
+}

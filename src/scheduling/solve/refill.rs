@@ -43,9 +43,10 @@ impl Solver<'_, '_> {
             .zip(&launch)
             .map(|(c, l)| {
                 let (i, _) = (*l)?;
-                let mut room = Floor::of([&scheduler.prepared.daemons[c.template].room[i]]);
-                room.take(&c.requests);
-                Some(room)
+                Some(Floor::left(
+                    &scheduler.prepared.daemons[c.template].room[i],
+                    &c.requests,
+                ))
             })
             .collect();
         // The dearest claims first: they have the most to give.
@@ -144,11 +145,7 @@ impl Solver<'_, '_> {
                 .filter(|i| choices.allowed[*i] && holds(*i, &giver.requests))
                 .collect();
             launch[d] = priced(cheapest_holding(&giver.requests));
-            spare[d] = launch[d].map(|(i, _)| {
-                let mut room = Floor::of([&daemons.room[i]]);
-                room.take(&giver.requests);
-                room
-            });
+            spare[d] = launch[d].map(|(i, _)| Floor::left(&daemons.room[i], &giver.requests));
             let giver = &mut self.claims[d];
             giver.floor = scheduler.floor(giver.template, &types);
             giver.instance_types = self.lists.share(types.into());
@@ -236,6 +233,13 @@ fn priced(choice: Option<(usize, f64)>) -> Option<(usize, f64)> {
 
 /// A claim's room under its launch type, as pods move in and out.
 impl Floor {
+    /// What `room` leaves once `requests` are placed.
+    fn left(room: &Resources, requests: &Resources) -> Floor {
+        let mut left = Floor::of([room]);
+        left.take(requests);
+        left
+    }
+
     fn take(&mut self, r: &Resources) {
         self.cpu -= r.cpu;
         self.memory -= r.memory;
