@@ -122,6 +122,9 @@ pub struct Decision {
     /// The consolidation moves the pass judged, per pool, as Karpenter counts them: every move single-node
     /// consolidation found, and multi-node's chosen (or last refused) one.
     pub consolidation_moves: Vec<ConsolidationMove>,
+    /// The reasons of the voluntary methods that ran with candidates, in the order they ran: Karpenter works out
+    /// their budgets (and says which pools they block) only then.
+    pub budgets_checked: Vec<Reason>,
     /// The earliest instant after the pass at which a pass over the same cluster could decide differently (a
     /// node becoming consolidatable or expiring, a budget window turning, …); `None` if none ever could. A
     /// driver that changes nothing before then may skip the passes between.

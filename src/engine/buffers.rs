@@ -285,6 +285,18 @@ pub fn buffer_of(pod: &Pod) -> Option<String> {
     ))
 }
 
+/// The virtual pod `pod` as disruption sees it on the Node `node` it was planned onto: bound there and running,
+/// so the node is not empty and a consolidation must find room for it.
+pub fn held_on(pod: &Pod, node: &str) -> Pod {
+    let mut pod = pod.clone();
+    pod.spec.get_or_insert_with(Default::default).node_name = Some(node.to_owned());
+    if let Some(status) = pod.status.as_mut() {
+        status.phase = Some("Running".into());
+        status.conditions = None;
+    }
+    pod
+}
+
 /// Where one decision put a buffer's virtual pods.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Placed {

@@ -6,10 +6,12 @@
 use super::nominations::Nominations;
 use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
-use crate::disruption::{CloudDrift, NodeInput, DISRUPTED_TAINT};
+use crate::disruption::{
+    count_nodes, CloudDrift, NodeInput, NodeState, PoolCounts, DISRUPTED_TAINT,
+};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// What a driver knows of a claim that the objects do not say.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -75,6 +77,18 @@ pub fn node_inputs<'p, 'n>(
             input
         })
         .collect()
+}
+
+/// Each NodePool's node counts over `nodes`, as its budgets count them (initialized nodes, and those of them
+/// not Ready or marked for deletion).
+pub fn pool_counts(nodes: &[NodeInput]) -> BTreeMap<String, PoolCounts> {
+    count_nodes(nodes.iter().filter_map(|n| {
+        let pool = n.claim.metadata.labels.as_ref()?.get(labels::NODEPOOL)?;
+        Some((
+            pool.as_str(),
+            NodeState::of(&n.claim, n.node.as_ref(), n.queued),
+        ))
+    }))
 }
 
 /// Whether `node` carries `karpenter.sh/disrupted` (a disruption or a termination is under way).

@@ -5,6 +5,7 @@
 //! nodes to replace ([`repair`]), how static NodePools keep their replicas ([`static_capacity`]), and which
 //! NodePools hear of a zonal shift ([`zonal_shift`]). Pure: no I/O, no async.
 
+pub mod blocked_pools;
 pub mod buffers;
 mod clock;
 pub mod conditions;

@@ -2,8 +2,8 @@
 //! ([`input`], with the cloud facts of drift from [`cloud_drift`]) goes through the pure engine
 //! ([`crate::disruption::decide`]); the claims get the conditions that show its verdicts (`Drifted`, `Consolidatable`: [`marks`]); its
 //! commands are re-checked after 15 s where the reference asks for it ([`crate::disruption::validate`]) and
-//! carried out one at a time ([`execute`]). NodePools whose budgets allow no disruption get a
-//! `DisruptionBlocked` Event.
+//! carried out one at a time ([`execute`]). NodePools whose budgets allow a method that had
+//! candidates no disruption get a `DisruptionBlocked` Event ([`crate::engine::blocked_pools`]).
 
 pub mod cloud_drift;
 pub mod execute;
@@ -14,17 +14,15 @@ pub mod reason;
 
 use super::provisioning::catalogs::Catalogs;
 use super::{Context, Error};
-use crate::api::labels;
-use crate::api::nodepool::NodePool;
 use crate::cloud::CloudProvider;
 use crate::disruption::{
-    count_nodes, decide, decide_observed, validate, Binding, Budgets, Command, Decision,
-    DisruptionInput, Explanation, NodeState, PoolCounts, VALIDATION_DELAY,
+    decide, decide_observed, validate, Command, Decision, DisruptionInput, VALIDATION_DELAY,
 };
-use crate::engine::disruption_events;
+use crate::engine::disruption_input::pool_counts;
+use crate::engine::{blocked_pools, disruption_events};
 use input::Snapshot;
 use k8s_openapi::jiff::Timestamp;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -78,11 +76,12 @@ async fn pass<C: CloudProvider>(ctx: &Context<C>, memory: &mut Memory) {
     let Some((snapshot, decision, now)) = decide_now(ctx, memory, true).await else {
         return;
     };
-    let counts = pool_counts(&snapshot);
+    let counts = pool_counts(&snapshot.nodes);
     ctx.metrics
         .disruption
         .publish_budgets(metrics::budget_samples(&snapshot.nodepools, &counts, now));
-    report_blocked(ctx, &snapshot, &counts, now, &mut memory.blocked).await;
+    let blocked = blocked_pools::of(&decision, &snapshot.nodepools, &counts, now);
+    report_blocked(ctx, &snapshot, blocked, &mut memory.blocked).await;
     marks::write(
         ctx,
         crate::engine::marks::of_pass(&snapshot.nodes, &decision, now),
@@ -302,41 +301,33 @@ fn names(command: &Command) -> String {
     names.join(",")
 }
 
-/// The budget counts of every pool of `snapshot`.
-fn pool_counts(snapshot: &Snapshot) -> BTreeMap<String, PoolCounts> {
-    count_nodes(snapshot.nodes.iter().filter_map(|n| {
-        let pool = n.claim.metadata.labels.as_ref()?.get(labels::NODEPOOL)?;
-        Some((
-            pool.as_str(),
-            NodeState::of(&n.claim, n.node.as_ref(), n.queued),
-        ))
-    }))
-}
-
-/// Publishes `DisruptionBlocked` on every pool that has nodes and whose budgets allow no disruption now for a
-/// reason, at most once per [`BLOCKED_EVENT_EVERY`] per pool and message.
+/// Publishes a `DisruptionBlocked` Event on each NodePool the pass found blocked ([`blocked_pools::of`]), unless
+/// the same message was published within [`BLOCKED_EVENT_EVERY`].
 async fn report_blocked<C>(
     ctx: &Context<C>,
     snapshot: &Snapshot,
-    counts: &BTreeMap<String, PoolCounts>,
-    now: Timestamp,
+    blocked: Vec<blocked_pools::BlockedPool>,
     published: &mut HashMap<(String, String), Instant>,
 ) {
     published.retain(|_, at| at.elapsed() < BLOCKED_EVENT_EVERY);
-    for pool in &snapshot.nodepools {
-        let name = pool.metadata.name.clone().unwrap_or_default();
-        let Some(&pool_counts) = counts.get(&name) else {
+    for blocked in blocked {
+        let Some(pool) = snapshot
+            .nodepools
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(blocked.nodepool.as_str()))
+        else {
             continue;
         };
-        for message in blocked_messages(pool, pool_counts, now) {
-            let key = (name.clone(), message.clone());
-            if published.contains_key(&key) {
-                continue;
-            }
-            tracing::info!(nodepool = %name, %message, "disruption blocked by a budget");
-            ctx.events.normal(pool, "DisruptionBlocked", message).await;
-            published.insert(key, Instant::now());
+        let message = blocked.message();
+        let key = (blocked.nodepool, message.clone());
+        if published.contains_key(&key) {
+            continue;
         }
+        tracing::info!(nodepool = %key.0, %message, "disruption blocked by a budget");
+        ctx.events
+            .normal(pool, blocked_pools::DISRUPTION_BLOCKED, message)
+            .await;
+        published.insert(key, Instant::now());
     }
 }
 
@@ -371,114 +362,5 @@ async fn report_nodes<C>(
             .normal(&node.claim, event.reason, event.message)
             .await;
         published.insert(key, (Instant::now(), event.dedupe));
-    }
-}
-
-/// The `DisruptionBlocked` messages of `pool`, one per reason its budgets allow nothing for: Karpenter's text
-/// first (users grep for it), then the budget that binds and when disruption opens again.
-fn blocked_messages(pool: &NodePool, counts: PoolCounts, now: Timestamp) -> Vec<String> {
-    Budgets::of(pool)
-        .explain_all(counts, now)
-        .iter()
-        .filter_map(|e| {
-            let karpenter = e.allowance.blocked_message()?;
-            Some(format!("{karpenter}: {}; {}", e.binding(), reopening(e)))
-        })
-        .collect()
-}
-
-/// When a blocked reason may disrupt again, in words.
-fn reopening(blocked: &Explanation) -> String {
-    match (blocked.until, blocked.then, &blocked.allowance.binding) {
-        (_, _, Binding::Invalid(_)) => "blocked until the budget is fixed".to_owned(),
-        (Some(until), Some(then), _) if !then.is_zero() => format!("{then} allowed from {until}"),
-        (Some(until), _, _) => format!("the budgets change at {until} and still allow 0"),
-        (None, _, _) => "no budget window opens or closes ahead".to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::disruption::fixtures;
-    use serde_json::json;
-
-    fn pool(budgets: serde_json::Value) -> NodePool {
-        fixtures::pool(json!({ "budgets": budgets }))
-    }
-
-    const FOUR: PoolCounts = PoolCounts {
-        total: 4,
-        disrupting: 0,
-    };
-
-    fn at(s: &str) -> Timestamp {
-        s.parse().expect("timestamp")
-    }
-
-    #[test]
-    fn a_blocked_reason_keeps_karpenters_text_then_names_the_budget_and_when_it_opens() {
-        let business_hours = pool(json!([
-            {"nodes": "0", "schedule": "0 9 * * mon-fri", "duration": "8h", "reasons": ["Drifted"]},
-            {"nodes": "2"}
-        ]));
-        assert_eq!(
-            blocked_messages(&business_hours, FOUR, at("2026-11-23T10:00:00Z")),
-            ["No allowed disruptions for disruption reason Drifted due to blocking budget: budgets[0] active: \
-              nodes \"0\", schedule \"0 9 * * mon-fri\" for 8h, reasons [Drifted]; 2 allowed from \
-              2026-11-23T17:00:00Z"]
-        );
-        assert!(blocked_messages(&business_hours, FOUR, at("2026-11-23T17:00:00Z")).is_empty());
-    }
-
-    #[test]
-    fn a_window_that_hands_over_to_another_zero_says_so() {
-        let back_to_back = pool(json!([
-            {"nodes": "0", "schedule": "0 9 * * *", "duration": "1h", "reasons": ["Empty"]},
-            {"nodes": "0", "schedule": "0 10 * * *", "duration": "1h", "reasons": ["Empty"]},
-            {"nodes": "1"}
-        ]));
-        assert_eq!(
-            blocked_messages(&back_to_back, FOUR, at("2026-11-23T09:30:00Z")),
-            ["No allowed disruptions for disruption reason Empty due to blocking budget: budgets[0] active: \
-              nodes \"0\", schedule \"0 9 * * *\" for 1h, reasons [Empty]; the budgets change at \
-              2026-11-23T10:00:00Z and still allow 0"]
-        );
-    }
-
-    #[test]
-    fn unscheduled_and_invalid_blocks_say_nothing_will_open_them() {
-        let messages = blocked_messages(
-            &pool(json!([{"nodes": "0"}])),
-            FOUR,
-            at("2026-11-23T10:00:00Z"),
-        );
-        assert_eq!(messages.len(), 3);
-        assert!(
-            messages[0].ends_with(
-                "budgets[0] active: nodes \"0\"; no budget window opens or closes ahead"
-            ),
-            "{}",
-            messages[0]
-        );
-        let invalid =
-            pool(json!([{"nodes": "1", "schedule": "0 0 * * sat-sun", "duration": "1h"}]));
-        let messages = blocked_messages(&invalid, FOUR, at("2026-11-23T10:00:00Z"));
-        assert_eq!(messages.len(), 3);
-        assert!(
-            messages[2].ends_with("blocked until the budget is fixed"),
-            "{}",
-            messages[2]
-        );
-    }
-
-    #[test]
-    fn a_pool_without_nodes_is_never_reported_blocked() {
-        let messages = blocked_messages(
-            &pool(json!([{"nodes": "0"}])),
-            PoolCounts::default(),
-            at("2026-11-23T10:00:00Z"),
-        );
-        assert!(messages.is_empty());
     }
 }

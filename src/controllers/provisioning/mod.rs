@@ -17,9 +17,10 @@ use crate::api::nodepool::NodePool;
 use crate::catalog::Catalog;
 use crate::cloud::metered::within;
 use crate::cloud::CloudProvider;
-use crate::engine::buffers::{self, Placed};
+use crate::engine::buffers;
 use crate::engine::provisioning::leaving::Leaving;
 use crate::engine::provisioning::plan;
+use crate::engine::provisioning::step::{self, BufferPlacement};
 use crate::kube::CALL_TIMEOUT;
 use ::kube::api::PostParams;
 use ::kube::runtime::reflector::ObjectRef;
@@ -188,14 +189,14 @@ async fn provision<C: CloudProvider + 'static>(
                 .map(|p| plan::pod_key(p))
                 .collect(),
         };
-        let decisions = plan::decide(&snapshot, &pods, &class_catalogs, &mut kept);
-        (snapshot, batch, decisions, kept)
+        let step = step::step(&snapshot, &pods, &class_catalogs, &mut kept);
+        (snapshot, batch, step, kept)
     });
     let solved = metrics.track(&solve, solving).await;
-    let (snapshot, batch, decisions) = match solved {
-        Ok((snapshot, batch, Ok(decisions), kept)) => {
+    let (snapshot, batch, step) = match solved {
+        Ok((snapshot, batch, Ok(step), kept)) => {
             *preparations = kept;
-            (snapshot, batch, decisions)
+            (snapshot, batch, step)
         }
         Ok((_, _, Err(error), kept)) => {
             *preparations = kept;
@@ -208,6 +209,7 @@ async fn provision<C: CloudProvider + 'static>(
         }
     };
     ctx.metrics.pods.times.acked(&batch.pods, now);
+    let decisions = &step.decisions;
     metrics
         .scheduling_duration
         .get_or_create(&Provisioning::provisioner())
@@ -240,21 +242,15 @@ async fn provision<C: CloudProvider + 'static>(
         duration_ms = started.elapsed().as_millis() as u64,
         "scheduling simulation done"
     );
-    // The nodes and in-flight claims the pods were planned onto are counted on: disruption leaves them be. Not
-    // for virtual pods: they come back every pass, so their nodes would never be disruptable (a node holding
-    // buffer capacity is kept by its virtual pods instead, `BufferPods::for_disruption`).
+    // The nodes and in-flight claims the pods were planned onto are counted on: disruption leaves them be.
     ctx.nominations.nominate(
-        decisions
-            .nominated
-            .iter()
-            .filter(|(pod, _)| !virtual_keys.contains(pod))
-            .map(|(_, target)| target.split_once('/').map_or(target.as_str(), |(_, n)| n)),
+        step.nominated.iter().map(|(node, _)| node.as_str()),
         now,
         ctx.settings.batch_max,
     );
     if ctx.state.capacity_buffers.is_some() {
-        let placed = place_buffers(ctx, &snapshot, &decisions);
-        capacity_buffer::write_provisioning(ctx, &placed).await;
+        record_buffers(ctx, &snapshot, &step.buffers);
+        capacity_buffer::write_provisioning(ctx, &step.buffers.by_buffer).await;
     }
     // Each claim's launch starts as soon as its create call returns; the Events wait for the launches.
     let launches = std::sync::Mutex::new(Vec::new());
@@ -273,59 +269,31 @@ async fn provision<C: CloudProvider + 'static>(
         .into_inner()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     report(
-        ctx, &snapshot, &batch, &decisions, &created, reported, launches,
+        ctx, &snapshot, &batch, decisions, &created, reported, launches,
     )
     .await;
 }
 
-/// Where the decision put each buffer's virtual pods, by buffer: recorded for disruption (those on Nodes are kept
-/// room for there) and returned for the buffers' `Provisioning` conditions.
-fn place_buffers<C>(
-    ctx: &Context<C>,
-    snapshot: &Snapshot,
-    decisions: &Decisions,
-) -> BTreeMap<String, Placed> {
+/// Records where the step put the buffers' virtual pods, for disruption: those on Nodes are kept room for there,
+/// the others count as pending.
+fn record_buffers<C>(ctx: &Context<C>, snapshot: &Snapshot, placement: &BufferPlacement) {
     let virtual_pods: HashMap<String, &Arc<Pod>> = snapshot
         .pods
         .iter()
         .filter(|p| buffers::is_virtual(p))
         .map(|p| (plan::pod_key(p), p))
         .collect();
-    let node_names: HashSet<&str> = snapshot
-        .nodes
-        .iter()
-        .filter_map(|n| n.metadata.name.as_deref())
-        .collect();
-    let mut placed: BTreeMap<String, Placed> = BTreeMap::new();
-    let mut on_nodes: BTreeMap<String, Vec<Arc<Pod>>> = BTreeMap::new();
-    let mut waiting: Vec<Arc<Pod>> = Vec::new();
-    let mut count = |key: &str, bump: fn(&mut Placed)| -> Option<Arc<Pod>> {
-        let pod = virtual_pods.get(key)?;
-        bump(placed.entry(buffers::buffer_of(pod)?).or_default());
-        Some(Arc::clone(pod))
+    let pods = |keys: &mut dyn Iterator<Item = &str>| -> Vec<Arc<Pod>> {
+        keys.filter_map(|key| virtual_pods.get(key).map(|p| Arc::clone(p)))
+            .collect()
     };
-    for (key, target) in &decisions.nominated {
-        let Some(pod) = count(key, |p| p.existing += 1) else {
-            continue;
-        };
-        match target
-            .strip_prefix("node/")
-            .filter(|n| node_names.contains(n))
-        {
-            Some(node) => on_nodes.entry(node.to_owned()).or_default().push(pod),
-            None => waiting.push(pod),
-        }
-    }
-    for new in &decisions.claims {
-        for key in &new.pods {
-            waiting.extend(count(key, |p| p.new_capacity += 1));
-        }
-    }
-    for unschedulable in &decisions.unschedulable {
-        waiting.extend(count(&unschedulable.pod, |p| p.failed += 1));
-    }
-    ctx.buffer_pods.placed(on_nodes, waiting);
-    placed
+    let on_nodes = placement
+        .on_nodes
+        .iter()
+        .map(|(node, keys)| (node.clone(), pods(&mut keys.iter().map(String::as_str))))
+        .collect();
+    ctx.buffer_pods
+        .placed(on_nodes, pods(&mut placement.waiting()));
 }
 
 /// The pods one batch solved for, by `namespace/name`.

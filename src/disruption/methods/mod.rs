@@ -62,10 +62,15 @@ pub fn decide_observed(
         (Method::MultiNodeConsolidation, multi::commands),
         (Method::SingleNodeConsolidation, single::commands),
     ];
+    let mut budgets_checked = Vec::new();
     for (method, commands_of) in methods {
         observer.started(method);
         let found = commands_of(&mut pass);
-        observer.finished(method, eligible(method, &pass.facts));
+        let eligible = eligible(method, &pass.facts);
+        observer.finished(method, eligible);
+        if eligible > 0 && !budgets_checked.contains(&method.reason()) {
+            budgets_checked.push(method.reason());
+        }
         if !found.is_empty() {
             commands.extend(found);
             break;
@@ -91,6 +96,7 @@ pub fn decide_observed(
         drifted,
         consolidatable,
         consolidation_moves: pass.moves,
+        budgets_checked,
     }
 }
 

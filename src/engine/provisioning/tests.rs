@@ -12,7 +12,7 @@ use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 
-fn catalog() -> Arc<Catalog> {
+pub(super) fn catalog() -> Arc<Catalog> {
     static CATALOG: OnceLock<Arc<Catalog>> = OnceLock::new();
     CATALOG
         .get_or_init(|| {
@@ -24,7 +24,7 @@ fn catalog() -> Arc<Catalog> {
         .clone()
 }
 
-fn pool(limits: serde_json::Value, requirements: serde_json::Value) -> NodePool {
+pub(super) fn pool(limits: serde_json::Value, requirements: serde_json::Value) -> NodePool {
     serde_json::from_value(json!({
         "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
         "metadata": {"name": "general", "uid": "pool-uid"},
@@ -39,14 +39,14 @@ fn pool(limits: serde_json::Value, requirements: serde_json::Value) -> NodePool 
     .expect("a valid NodePool")
 }
 
-fn amd64() -> serde_json::Value {
+pub(super) fn amd64() -> serde_json::Value {
     json!([
         {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
     ])
 }
 
-fn pending_pod(i: usize) -> Pod {
+pub(super) fn pending_pod(i: usize) -> Pod {
     serde_json::from_value(json!({
         "metadata": {"name": format!("inflate-{i}"), "namespace": "default", "uid": format!("uid-{i}"),
                      "creationTimestamp": "2026-01-01T00:00:00Z"},
@@ -73,7 +73,7 @@ fn run(snapshot: &Snapshot, catalogs: &BTreeMap<String, Arc<Catalog>>) -> Decisi
     decide(snapshot, &pending, catalogs, &mut Preparations::default()).expect("a decision")
 }
 
-fn default_catalogs() -> BTreeMap<String, Arc<Catalog>> {
+pub(super) fn default_catalogs() -> BTreeMap<String, Arc<Catalog>> {
     BTreeMap::from([("default".to_owned(), catalog())])
 }
 
@@ -331,12 +331,12 @@ fn pods_one_class_cannot_place_go_to_the_next() {
 
 const NOW: &str = "2026-11-23T00:00:00Z";
 
-fn now() -> k8s_openapi::jiff::Timestamp {
+pub(super) fn now() -> k8s_openapi::jiff::Timestamp {
     NOW.parse().expect("a timestamp")
 }
 
 /// A kerf Node of pool `general` with room for 4 of the test pods.
-fn node(name: &str) -> Node {
+pub(super) fn node(name: &str) -> Node {
     serde_json::from_value(json!({
         "metadata": {"name": name, "labels": {
             "karpenter.sh/nodepool": "general", "karpenter.sh/initialized": "true",
@@ -349,7 +349,7 @@ fn node(name: &str) -> Node {
 }
 
 /// The launched claim of `node`.
-fn claim_of(node: &str, deleting: bool) -> NodeClaim {
+pub(super) fn claim_of(node: &str, deleting: bool) -> NodeClaim {
     let mut claim = json!({
         "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
         "metadata": {"name": format!("{node}-claim"), "labels": {"karpenter.sh/nodepool": "general"}},
@@ -366,7 +366,7 @@ fn claim_of(node: &str, deleting: bool) -> NodeClaim {
 }
 
 /// Inflate pod `i`, running on `node`.
-fn running_pod(i: usize, node: &str) -> Pod {
+pub(super) fn running_pod(i: usize, node: &str) -> Pod {
     let mut pod = pending_pod(i);
     pod.metadata.name = Some(format!("running-{i}"));
     pod.metadata.uid = Some(format!("running-uid-{i}"));

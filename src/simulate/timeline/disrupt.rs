@@ -13,21 +13,18 @@ impl TimelineRun<'_> {
             .collect();
         let by_name: BTreeMap<&str, &SimClaim> =
             self.claims.iter().map(|c| (c.name(), c)).collect();
-        // CapacityBuffer virtual pods count on the claims the last decision put them on (their Nodes are named after
-        // the claims), as the controller's disruption input has them.
+        // CapacityBuffer virtual pods count on the Nodes the last step put them on, and as pending elsewhere, as the
+        // controller's disruption input has them.
+        let held_on: BTreeMap<&str, &str> = self
+            .buffers
+            .on_nodes
+            .iter()
+            .flat_map(|(node, keys)| keys.iter().map(move |k| (k.as_str(), node.as_str())))
+            .collect();
         let held: Vec<Pod> = self
             .pods
             .iter()
-            .filter_map(|p| {
-                let claim = self.buffer_on.get(&p.key)?;
-                let mut pod = Pod::clone(&p.pod);
-                pod.spec.get_or_insert_with(Default::default).node_name = Some(claim.clone());
-                if let Some(status) = pod.status.as_mut() {
-                    status.phase = Some("Running".into());
-                    status.conditions = None;
-                }
-                Some(pod)
-            })
+            .filter_map(|p| Some(buffers::held_on(&p.pod, held_on.get(p.key.as_str())?)))
             .collect();
         let inputs = node_inputs(
             self.claims.iter().map(|c| c.claim.clone()),
@@ -50,7 +47,7 @@ impl TimelineRun<'_> {
         let pending = self
             .pods
             .iter()
-            .filter(|p| p.on.is_none() && !self.buffer_on.contains_key(&p.key))
+            .filter(|p| p.on.is_none() && !held_on.contains_key(p.key.as_str()))
             .map(|p| Pod::clone(&p.pod))
             .collect();
         (inputs, pending)
@@ -62,12 +59,7 @@ impl TimelineRun<'_> {
     pub(super) fn disrupt(&mut self) {
         let settings = self.scenario.settings.disruption().unwrap_or_default();
         let (inputs, pending) = self.disruption_view(self.now);
-        let counts = count_nodes(inputs.iter().map(|n| {
-            (
-                pool_of(&n.claim),
-                NodeState::of(&n.claim, n.node.as_ref(), n.queued),
-            )
-        }));
+        let counts = pool_counts(&inputs);
         let decision = decide(&self.input(&inputs, &pending, settings), self.now);
         // The marks mirror the verdicts and are not read back by the next pass: a pass that only marked is settled.
         self.last_pass = if decision.commands.is_empty() {
@@ -80,11 +72,8 @@ impl TimelineRun<'_> {
                 marks::apply(&mut c.claim, mark.conditions);
             }
         }
-        for skip in &decision.skipped {
-            let (Why::Budget { .. }, Some(pool)) = (&skip.why, &skip.nodepool) else {
-                continue;
-            };
-            self.blocked(pool, skip.method.reason(), &counts);
+        for blocked in blocked_pools::of(&decision, &self.pools, &counts, self.now) {
+            self.blocked(blocked);
         }
         let delay = SignedDuration::try_from(VALIDATION_DELAY).unwrap_or(SignedDuration::ZERO);
         for command in &decision.commands {
@@ -121,26 +110,18 @@ impl TimelineRun<'_> {
     }
 
     /// A `blocked` entry, unless the same budget was already reported blocking until the same time.
-    pub(super) fn blocked(
-        &mut self,
-        pool: &str,
-        reason: crate::disruption::Reason,
-        counts: &BTreeMap<String, PoolCounts>,
-    ) {
-        let Some(explanation) = self.explain(pool, reason, counts) else {
-            return;
-        };
-        let line = explanation.to_string();
-        let key = (pool.to_owned(), reason.to_string());
+    pub(super) fn blocked(&mut self, blocked: BlockedPool) {
+        let line = blocked.explanation.to_string();
+        let key = (blocked.nodepool.clone(), blocked.reason.to_string());
         if self.blocked.get(&key) == Some(&line) {
             return;
         }
         self.blocked.insert(key, line.clone());
-        let mut entry = self.entry("blocked", format!("NodePool {pool}: {line}"));
-        entry.nodepool = Some(pool.to_owned());
-        entry.reason = Some(reason.to_string());
+        let mut entry = self.entry("blocked", format!("NodePool {}: {line}", blocked.nodepool));
+        entry.nodepool = Some(blocked.nodepool);
+        entry.reason = Some(blocked.reason.to_string());
         entry.budget = Some(line);
-        entry.until = explanation.until.map(|t| t.to_string());
+        entry.until = blocked.explanation.until.map(|t| t.to_string());
         self.entries.push(entry);
     }
 

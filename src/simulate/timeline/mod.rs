@@ -23,13 +23,13 @@ use crate::api::nodepool::NodePool;
 use crate::catalog::Catalog;
 use crate::cloud::zonal_shift::{self, ZonalShift, ZonalShifts};
 use crate::disruption::{
-    count_nodes, decide, ec2nodeclass_hash, is_daemonset_pod, lifetime_remaining, nodepool_hash,
-    validate, Budgets, CloudDrift, Command, DisruptionInput, Explanation, NodeInput, NodeState,
-    PoolCounts, Settings, Why, DISRUPTED_TAINT, HASH_VERSION, NODEPOOL_HASH, NODEPOOL_HASH_VERSION,
-    VALIDATION_DELAY,
+    decide, ec2nodeclass_hash, is_daemonset_pod, lifetime_remaining, nodepool_hash, validate,
+    Budgets, CloudDrift, Command, DisruptionInput, Explanation, NodeInput, PoolCounts, Settings,
+    DISRUPTED_TAINT, HASH_VERSION, NODEPOOL_HASH, NODEPOOL_HASH_VERSION, VALIDATION_DELAY,
 };
+use crate::engine::blocked_pools::{self, BlockedPool};
 use crate::engine::buffers;
-use crate::engine::disruption_input::{node_inputs, Facts};
+use crate::engine::disruption_input::{node_inputs, pool_counts, Facts};
 use crate::engine::launch::{kubelet_labels, launched_labels, registered_metadata};
 use crate::engine::marks;
 use crate::engine::nominations::{self, Nominations};
@@ -37,6 +37,7 @@ use crate::engine::overlay;
 use crate::engine::pod_events::stamp_due;
 use crate::engine::provisioning::claim::node_claim;
 use crate::engine::provisioning::plan::{self, Preparations, Snapshot};
+use crate::engine::provisioning::step::{self, BufferPlacement};
 use crate::engine::repair::{self, pool_label, ClaimHealth, NodeHealth, Verdict, AWS_POLICIES};
 use crate::engine::static_capacity::{self, Scale, StaticClaim};
 use crate::engine::zonal_shift::{notices, ZoneInfo};
@@ -167,9 +168,9 @@ pub struct TimelineRun<'a> {
     shifted: BTreeSet<String>,
     /// Instances of claims deleted in a shifted zone: not terminated (nor their cost stopped) until it clears.
     held: Vec<HeldInstance>,
-    /// Where the last provisioning decision put CapacityBuffer virtual pods (by pod key, the claim): they are
-    /// never bound (real pods take the room first, as in the cluster), but disruption keeps room for them there.
-    buffer_on: BTreeMap<String, String>,
+    /// Where the last provisioning step put CapacityBuffer virtual pods: they are never bound (real pods take the
+    /// room first, as in the cluster), but disruption keeps room for those on Nodes.
+    buffers: BufferPlacement,
     /// Each scaled workload's replicas now, by (namespace, name): a CapacityBuffer's percentage follows them.
     workload_replicas: BTreeMap<(String, String), i32>,
     /// The NodeOverlays in force: the scenario's, and those events applied (none without the gate).
@@ -266,7 +267,7 @@ impl<'a> TimelineRun<'a> {
             shifted: BTreeSet::new(),
             held: Vec::new(),
             workload_replicas: BTreeMap::new(),
-            buffer_on: BTreeMap::new(),
+            buffers: BufferPlacement::default(),
             overlays: scenario.nodeoverlays.clone(),
             node_overlay: gates.node_overlay,
             overlaid_for: None,

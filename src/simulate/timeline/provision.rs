@@ -32,8 +32,6 @@ impl TimelineRun<'_> {
             .filter(|p| p.on.is_none())
             .map(|p| p.pod.as_ref())
             .collect();
-        // This decision places the virtual pods anew.
-        self.buffer_on.clear();
         // Every class a pool names has the scenario's catalog.
         let catalogs: BTreeMap<String, Arc<Catalog>> = self
             .pools
@@ -45,46 +43,29 @@ impl TimelineRun<'_> {
                 )
             })
             .collect();
-        let decisions = plan::decide(&snapshot, &pending, &catalogs, &mut self.preparations)?;
-        let targets: Vec<(String, Vec<String>)> = decisions
-            .nominated_nodes()
-            .into_iter()
-            .map(|(node, pods)| {
-                (
-                    node.to_owned(),
-                    pods.into_iter().map(str::to_owned).collect(),
-                )
-            })
-            .collect();
+        let step = step::step(&snapshot, &pending, &catalogs, &mut self.preparations)?;
         let window = nominations::window(nominations::DEFAULT_BATCH_MAX);
-        for (node, pods) in targets {
-            // Virtual pods nominate nothing (Karpenter's scheduler skips them): their node is held by them.
-            let real = pods.iter().any(|key| {
-                self.pods
-                    .iter()
-                    .any(|p| &p.key == key && !buffers::is_virtual(&p.pod))
-            });
-            if real {
-                self.nominations.nominate(&node, self.now, window);
-            }
-            self.place(&pods, &node);
+        for (node, pods) in &step.nominated {
+            self.nominations.nominate(node, self.now, window);
+            self.bind(pods, node);
         }
-        for new in decisions.claims {
+        for new in &step.decisions.claims {
             let Some(choice) = new.choice.clone() else {
                 continue;
             };
             if let Some(name) = self.launch(new.node_claim(), choice, new.pods.len(), None) {
-                self.place(&new.pods, &name);
+                self.bind(&new.pods, &name);
             }
         }
+        self.buffers = step.buffers;
         Ok(())
     }
 
-    pub(super) fn place(&mut self, pods: &[String], claim: &str) {
+    /// Binds the real pods among `pods` to the claim's node (virtual pods are never bound), a pod event there.
+    pub(super) fn bind(&mut self, pods: &[String], claim: &str) {
         let mut bound = false;
         for pod in self.pods.iter_mut().filter(|p| pods.contains(&p.key)) {
             if buffers::is_virtual(&pod.pod) {
-                self.buffer_on.insert(pod.key.clone(), claim.to_owned());
                 continue;
             }
             bound = true;
@@ -94,7 +75,6 @@ impl TimelineRun<'_> {
                 .get_or_insert_with(Default::default)
                 .node_name = Some(claim.to_owned());
         }
-        // Virtual pods are no pod events (a buffer node's consolidateAfter is not reset by them).
         if bound {
             self.pod_event(claim);
         }

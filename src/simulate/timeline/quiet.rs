@@ -88,7 +88,7 @@ impl TimelineRun<'_> {
     fn waiting(&self) -> bool {
         self.pods
             .iter()
-            .any(|p| p.on.is_none() && !self.buffer_on.contains_key(&p.key))
+            .any(|p| p.on.is_none() && !self.buffers.is_placed(&p.key))
     }
 
     /// Whether a feature with a clock of its own is in play.
