@@ -74,19 +74,7 @@ impl BufferPods {
         let bound = inner
             .on_nodes
             .iter()
-            .flat_map(|(node, pods)| {
-                pods.iter().map(move |p| {
-                    let mut pod = p.as_ref().clone();
-                    if let Some(spec) = pod.spec.as_mut() {
-                        spec.node_name = Some(node.clone());
-                    }
-                    if let Some(status) = pod.status.as_mut() {
-                        status.phase = Some("Running".into());
-                        status.conditions = None;
-                    }
-                    pod
-                })
-            })
+            .flat_map(|(node, pods)| pods.iter().map(move |p| buffers::held_on(p, node)))
             .collect();
         let waiting = inner.waiting.iter().map(|p| p.as_ref().clone()).collect();
         (bound, waiting)
@@ -321,5 +309,229 @@ pub async fn write_provisioning<C>(ctx: &Context<C>, placed: &BTreeMap<String, P
             });
             write_status(ctx, &buffer, &patch).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cloud::sim::SimCloud;
+    use crate::controllers::state::ClusterState;
+    use crate::controllers::testkit::{self, apiserver, ApiServer, Exchange};
+    use k8s_openapi::api::core::v1::PodTemplate;
+    use serde_json::Value;
+    use std::time::{Duration, SystemTime};
+
+    const MERGE_PATCH: &str = "application/merge-patch+json";
+    const STATUS: &str =
+        "/apis/autoscaling.x-k8s.io/v1beta1/namespaces/ns/capacitybuffers/web/status";
+    const DEPLOYMENT: &str = "/apis/apps/v1/namespaces/ns/deployments/web";
+    /// The clock of every pass, as conditions carry it.
+    const NOW: &str = "2027-01-15T08:00:00Z";
+
+    fn t0() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+    }
+
+    /// The buffer `ns/web` (generation 4, version 9) with `spec` and `status`.
+    fn buffer_json(spec: Value, status: Value) -> Value {
+        json!({
+            "apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+            "metadata": {"name": "web", "namespace": "ns", "uid": "buffer-uid", "generation": 4,
+                         "resourceVersion": "9"},
+            "spec": spec, "status": status,
+        })
+    }
+
+    fn buffer(spec: Value, status: Value) -> CapacityBuffer {
+        serde_json::from_value(buffer_json(spec, status)).expect("a CapacityBuffer")
+    }
+
+    fn of_template(replicas: i32) -> Value {
+        json!({"podTemplateRef": {"name": "tpl"}, "replicas": replicas})
+    }
+
+    fn pod_spec() -> Value {
+        json!({"containers": [{"name": "app", "image": "app",
+                               "resources": {"requests": {"cpu": "500m"}}}]})
+    }
+
+    /// The PodTemplate `ns/tpl` at generation 6.
+    fn template() -> PodTemplate {
+        serde_json::from_value(json!({
+            "metadata": {"name": "tpl", "namespace": "ns", "generation": 6},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": pod_spec()},
+        }))
+        .expect("a PodTemplate")
+    }
+
+    fn deployment(replicas: i32) -> Value {
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "ns"},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}}, "spec": pod_spec()}},
+        })
+    }
+
+    /// A context over a scripted apiserver with the `CapacityBuffer` gate's stores holding `buffers` and the
+    /// PodTemplate `ns/tpl`.
+    fn context(buffers: Vec<CapacityBuffer>) -> (Context<SimCloud>, ApiServer) {
+        let (client, server) = apiserver();
+        let mut state = ClusterState::of(vec![], vec![], vec![]);
+        state.capacity_buffers = Some(crate::controllers::state::store_of(buffers));
+        state.pod_templates = Some(crate::controllers::state::store_of(vec![template()]));
+        let cloud = SimCloud::new("test", Vec::new());
+        (testkit::context(client, cloud, state, t0()), server)
+    }
+
+    fn condition(type_: &str, status: &str, reason: &str, message: &str) -> Value {
+        json!({"type": type_, "status": status, "reason": reason, "message": message,
+               "lastTransitionTime": NOW, "observedGeneration": 4})
+    }
+
+    /// What a buffer of the PodTemplate keeping 3 chunks shows once resolved.
+    fn resolved_status() -> Value {
+        json!({
+            "conditions": [condition(READY_FOR_PROVISIONING, "True", "Resolved",
+                                     "Pod template resolved successfully")],
+            "replicas": 3, "podTemplateRef": {"name": "tpl"}, "podTemplateGeneration": 6,
+            "provisioningStrategy": "buffer.x-k8s.io/active-capacity",
+        })
+    }
+
+    /// Karpenter's "should resolve a podTemplateRef": the buffer is `ReadyForProvisioning` with its replicas,
+    /// template and strategy, written in one merge patch of its status tied to the version read, and its virtual
+    /// pods are kept for provisioning.
+    #[tokio::test]
+    async fn a_buffer_of_a_pod_template_is_ready_with_its_replicas_and_template() {
+        let (ctx, mut server) = context(vec![buffer(of_template(3), json!({}))]);
+        let script = vec![Exchange::patch(STATUS)
+            .content_type(MERGE_PATCH)
+            .body(json!({"metadata": {"resourceVersion": "9"}, "status": resolved_status()}))
+            .answer(200, buffer_json(of_template(3), json!({})))];
+        server.serve(script, resolve_all(&ctx)).await;
+        let pods = ctx.buffer_pods.all();
+        assert_eq!(pods.len(), 3);
+        assert!(pods
+            .iter()
+            .all(|p| p.metadata.namespace.as_deref() == Some("ns")));
+    }
+
+    /// A buffer whose status shows what it resolves to is not written again: no request at all.
+    #[tokio::test]
+    async fn a_buffer_showing_its_resolution_is_not_written_again() {
+        let (ctx, mut server) = context(vec![buffer(of_template(3), resolved_status())]);
+        server.serve(vec![], resolve_all(&ctx)).await;
+        assert_eq!(
+            ctx.buffer_pods.all().len(),
+            3,
+            "its pods are kept all the same"
+        );
+    }
+
+    /// Karpenter's "should resolve a scalableRef" with a percentage: the Deployment is read from the apiserver and
+    /// 20 % of its 10 replicas kept; no PodTemplate is named in the status.
+    #[tokio::test]
+    async fn a_buffer_of_a_deployment_reads_it_and_keeps_a_share_of_its_replicas() {
+        let spec = json!({"scalableRef": {"apiGroup": "apps", "kind": "Deployment", "name": "web"},
+                          "percentage": 20});
+        let (ctx, mut server) = context(vec![buffer(spec.clone(), json!({}))]);
+        let script = vec![
+            Exchange::get(DEPLOYMENT).answer(200, deployment(10)),
+            Exchange::patch(STATUS)
+                .content_type(MERGE_PATCH)
+                .body(json!({"metadata": {"resourceVersion": "9"}, "status": {
+                    "conditions": [condition(READY_FOR_PROVISIONING, "True", "Resolved",
+                                             "Pod template resolved successfully")],
+                    "replicas": 2, "podTemplateRef": null, "podTemplateGeneration": null,
+                    "provisioningStrategy": "buffer.x-k8s.io/active-capacity",
+                }}))
+                .answer(200, buffer_json(spec, json!({}))),
+        ];
+        server.serve(script, resolve_all(&ctx)).await;
+        assert_eq!(ctx.buffer_pods.all().len(), 2);
+    }
+
+    /// "should set ReadyForProvisioning to false when the scalableRef does not exist": a Deployment that is gone
+    /// (404) makes the buffer not ready with Karpenter's reason, and it keeps no virtual pods.
+    #[tokio::test]
+    async fn a_buffer_whose_deployment_is_gone_is_not_ready_and_keeps_no_pods() {
+        let spec = json!({"scalableRef": {"apiGroup": "apps", "kind": "Deployment", "name": "web"},
+                          "replicas": 2});
+        let (ctx, mut server) = context(vec![buffer(spec.clone(), json!({}))]);
+        let script = vec![
+            Exchange::get(DEPLOYMENT).fail(404, "NotFound"),
+            Exchange::patch(STATUS)
+                .body(json!({"metadata": {"resourceVersion": "9"}, "status": {
+                    "conditions": [condition(READY_FOR_PROVISIONING, "False", "ScalableRefNotFound",
+                                             "deployments.apps \"web\" not found")],
+                    "replicas": null, "podTemplateRef": null, "podTemplateGeneration": null,
+                    "provisioningStrategy": "buffer.x-k8s.io/active-capacity",
+                }}))
+                .answer(200, buffer_json(spec, json!({}))),
+        ];
+        server.serve(script, resolve_all(&ctx)).await;
+        assert!(ctx.buffer_pods.all().is_empty());
+    }
+
+    /// A refused write (409: the buffer changed since it was read) still keeps the buffer's pods for
+    /// provisioning, and the next pass writes the status again.
+    #[tokio::test]
+    async fn a_conflict_keeps_the_pods_and_the_next_pass_writes_again() {
+        let (ctx, mut server) = context(vec![buffer(of_template(3), json!({}))]);
+        let expected = json!({"metadata": {"resourceVersion": "9"}, "status": resolved_status()});
+        let script = vec![Exchange::patch(STATUS)
+            .body(expected.clone())
+            .fail(409, "Conflict")];
+        server.serve(script, resolve_all(&ctx)).await;
+        assert_eq!(ctx.buffer_pods.all().len(), 3);
+        let script = vec![Exchange::patch(STATUS)
+            .body(expected)
+            .answer(200, buffer_json(of_template(3), json!({})))];
+        server.serve(script, resolve_all(&ctx)).await;
+    }
+
+    /// Karpenter's provisioner buffers suite: after a decision that put the buffer's pods on new capacity, its
+    /// `Provisioning` is false with the counts, the other conditions kept, under the version read; a buffer
+    /// whose condition already says so, or with no placement in the decision, is not written.
+    #[tokio::test]
+    async fn provisioning_is_written_after_a_decision_only_when_it_changes() {
+        let ready = resolved_status();
+        let (ctx, mut server) = context(vec![buffer(of_template(3), ready.clone())]);
+        let placed = BTreeMap::from([(
+            "ns/web".to_owned(),
+            Placed {
+                existing: 1,
+                new_capacity: 2,
+                failed: 0,
+            },
+        )]);
+        let provisioning = condition(
+            PROVISIONING,
+            "False",
+            "RequiresNewCapacity",
+            "2/3 virtual pods required new capacity, 0 failed",
+        );
+        let script = vec![Exchange::patch(STATUS)
+            .content_type(MERGE_PATCH)
+            .body(
+                json!({"metadata": {"resourceVersion": "9"}, "status": {"conditions": [
+                    ready["conditions"][0].clone(), provisioning.clone(),
+                ]}}),
+            )
+            .answer(200, buffer_json(of_template(3), json!({})))];
+        server
+            .serve(script, write_provisioning(&ctx, &placed))
+            .await;
+        let mut shown = ready;
+        shown["conditions"] = json!([shown["conditions"][0].clone(), provisioning]);
+        let (ctx, mut server) = context(vec![buffer(of_template(3), shown)]);
+        server
+            .serve(vec![], write_provisioning(&ctx, &placed))
+            .await;
+        server
+            .serve(vec![], write_provisioning(&ctx, &BTreeMap::new()))
+            .await;
     }
 }

@@ -10,6 +10,8 @@
 //! polls them.
 
 pub mod conditions;
+#[cfg(test)]
+mod reconcile_tests;
 pub mod validation;
 
 use super::backoff::{key_of, NODECLASS};
@@ -77,7 +79,24 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
     Ok(())
 }
 
+/// Reconciles one class; a class the apiserver no longer has (404: deleted since the watch saw it) is done with,
+/// as Karpenter ignores NotFound: no failure to log and back off from under a name that is gone.
 async fn reconcile<C: CloudProvider>(
+    class: Arc<EC2NodeClass>,
+    classes: Arc<NodeClasses<C>>,
+) -> Result<Action, Error> {
+    let name = class.name_any();
+    match reconcile_class(class, classes.clone()).await {
+        Err(Error::Call(error)) if error.is_not_found() => {
+            tracing::debug!(ec2nodeclass = %name, %error, "ec2nodeclass is gone");
+            classes.checks.forget(&name);
+            Ok(Action::await_change())
+        }
+        other => other,
+    }
+}
+
+async fn reconcile_class<C: CloudProvider>(
     class: Arc<EC2NodeClass>,
     classes: Arc<NodeClasses<C>>,
 ) -> Result<Action, Error> {

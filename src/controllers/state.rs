@@ -255,9 +255,9 @@ impl ClusterState {
     }
 }
 
-/// A listed store holding `objects`.
+/// A listed (synced) store holding `objects`, for the stores [`ClusterState::of`] leaves empty or absent.
 #[cfg(test)]
-fn store_of<K>(objects: Vec<K>) -> Store<K>
+pub(crate) fn store_of<K>(objects: Vec<K>) -> Store<K>
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {

@@ -8,6 +8,8 @@
 pub mod budget_condition;
 pub mod readiness;
 pub mod registration_health;
+#[cfg(test)]
+mod status_tests;
 
 use super::nodeclaim::calls;
 use super::nodeclass::rfc3339;
