@@ -533,10 +533,11 @@ fn skipping_quiet_minutes_reports_what_running_every_minute_does() {
         serde_json::from_str(&timeline_json_of(&scenarios[4].1, &catalog)).expect("json");
     let actions: std::collections::BTreeSet<&str> = actions(&clockwork).into_iter().collect();
     // The run exercises what it is meant to: launches, emptiness and expiration, and the frozen window, which
-    // lets emptiness go on exactly when it closes (a revisit between minutes the run skips).
+    // lets emptiness go on exactly when it closes (a revisit between minutes the run skips); the nodes its
+    // do-not-disrupt pods and WhenEmpty pool keep say why.
     assert_eq!(
         actions,
-        ["blocked", "disrupt", "launch", "scale"].into(),
+        ["blocked", "disrupt", "kept", "launch", "scale"].into(),
         "{clockwork}"
     );
     let entries = clockwork["timeline"].as_array().expect("timeline");
@@ -603,14 +604,20 @@ fn timeline_examples_are_reproducible_and_golden() {
     assert_eq!(
         actions,
         [
-            "launch",
-            "scale",
-            "disrupt",
-            "launch",
-            "interrupt",
-            "launch"
+            "launch", "kept", "scale", "disrupt", "launch", "kept", "interrupt", "launch", "kept"
         ],
-        "the scale-down consolidates, the interruption is replaced"
+        "the scale-down consolidates, the interruption is replaced, and each node kept says why once"
+    );
+    let kept = consolidation["timeline"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .find(|e| e["action"] == "kept")
+        .expect("a kept entry");
+    assert_eq!(kept["reason"], "Unconsolidatable");
+    assert_eq!(
+        kept["detail"],
+        "default-1: Can't replace with a cheaper node"
     );
     assert_eq!(consolidation["totals"]["pendingAtEnd"], 0);
     let drift: Value =
@@ -702,7 +709,10 @@ fn kerf_simulate_prints_the_same_timeline_json_every_time() {
     assert_eq!(first.1, second.1, "two runs differ");
     assert!(!first.1.contains("solveSeconds"), "{}", first.1);
     let report: Value = serde_json::from_str(&first.1).expect("json");
-    assert_eq!(actions(&report), ["launch", "interrupt", "launch"]);
+    assert_eq!(
+        actions(&report),
+        ["launch", "kept", "interrupt", "launch", "kept"]
+    );
     assert_eq!(report["totals"]["nodesAtEnd"], 1);
 
     let existing = std::fs::read_to_string(concat!(

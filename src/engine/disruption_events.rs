@@ -33,8 +33,17 @@ pub struct NodeEvent {
     pub dedupe: Duration,
 }
 
+/// Whether a skip says something lasting about the node, not only "not yet" of a node on its way in or out (not
+/// initialized, no Node, deleting, nominated): what `kerf simulate` reports of the nodes it keeps.
+pub fn is_lasting(why: &Why) -> bool {
+    !matches!(
+        why,
+        Why::NotInitialized | Why::NoNode | Why::Deleting | Why::Nominated
+    )
+}
+
 /// The node Events of a pass's `skipped`, each (claim, reason, message) once, in the order of the skips.
-pub fn of(skipped: &[Skip]) -> Vec<NodeEvent> {
+pub fn of<'s>(skipped: impl IntoIterator<Item = &'s Skip>) -> Vec<NodeEvent> {
     let mut events: Vec<NodeEvent> = Vec::new();
     for skip in skipped {
         let Some(claim) = &skip.claim else {

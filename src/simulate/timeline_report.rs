@@ -24,15 +24,16 @@ pub struct Entry {
     pub at: String,
     /// The virtual clock's time (RFC 3339), which budgets' schedules are read against.
     pub time: String,
-    /// `launch`, `disrupt`, `blocked`, `interrupt`, `unhealthy`, `repair`, `replicas`, `scale`, `apply` or
-    /// `zonal-shift`.
+    /// `launch`, `disrupt`, `blocked`, `kept`, `interrupt`, `unhealthy`, `repair`, `replicas`, `scale`, `apply`
+    /// or `zonal-shift`.
     pub action: &'static str,
     pub detail: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub node_claims: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nodepool: Option<String>,
-    /// Disruptions and blocks: `Empty`, `Drifted`, `Underutilized` or `Expired`.
+    /// Disruptions and blocks: `Empty`, `Drifted`, `Underutilized` or `Expired`; `kept`: the node Event's reason
+    /// (`Unconsolidatable` or `DisruptionBlocked`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -75,6 +75,13 @@ impl TimelineRun<'_> {
         for blocked in blocked_pools::of(&decision, &self.pools, &counts, self.now) {
             self.blocked(blocked);
         }
+        let lasting = decision
+            .skipped
+            .iter()
+            .filter(|s| disruption_events::is_lasting(&s.why));
+        for event in disruption_events::of(lasting) {
+            self.kept(event);
+        }
         let delay = SignedDuration::try_from(VALIDATION_DELAY).unwrap_or(SignedDuration::ZERO);
         for command in &decision.commands {
             if !command.method.needs_validation() {
@@ -123,6 +130,26 @@ impl TimelineRun<'_> {
         entry.budget = Some(line);
         entry.until = blocked.explanation.until.map(|t| t.to_string());
         self.entries.push(entry);
+    }
+
+    /// A `kept` entry: why the pass left a node alone, as the controller's node Event says it (`Unconsolidatable`,
+    /// `DisruptionBlocked`), unless the node was already told the same.
+    pub(super) fn kept(&mut self, event: NodeEvent) {
+        let said = (event.reason, event.message);
+        if self.kept.get(&event.claim) == Some(&said) {
+            return;
+        }
+        let nodepool = self
+            .claims
+            .iter()
+            .find(|c| c.name() == event.claim)
+            .map(|c| c.nodepool().to_owned());
+        let mut entry = self.entry("kept", format!("{}: {}", event.claim, said.1));
+        entry.node_claims = vec![event.claim.clone()];
+        entry.nodepool = nodepool;
+        entry.reason = Some(said.0.to_owned());
+        self.entries.push(entry);
+        self.kept.insert(event.claim, said);
     }
 
     pub(super) fn explain(

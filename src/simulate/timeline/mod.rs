@@ -29,6 +29,7 @@ use crate::disruption::{
 };
 use crate::engine::blocked_pools::{self, BlockedPool};
 use crate::engine::buffers;
+use crate::engine::disruption_events::{self, NodeEvent};
 use crate::engine::disruption_input::{node_inputs, pool_counts, Facts};
 use crate::engine::launch::{kubelet_labels, launched_labels, registered_metadata};
 use crate::engine::marks;
@@ -151,6 +152,8 @@ pub struct TimelineRun<'a> {
     entries: Vec<Entry>,
     /// The last blocked entry of each (pool, reason), so a window that stays shut is reported once.
     blocked: BTreeMap<(String, String), String>,
+    /// The last `kept` entry of each claim (its Event reason and message), so a node is told once per verdict.
+    kept: BTreeMap<String, (&'static str, String)>,
     cost: Vec<CostHour>,
     /// Nodes the last solve or disruption command counted on to take pods.
     nominations: Nominations,
@@ -258,6 +261,7 @@ impl<'a> TimelineRun<'a> {
             now: timeline.start,
             entries: Vec::new(),
             blocked: BTreeMap::new(),
+            kept: BTreeMap::new(),
             cost: Vec::new(),
             nominations: Nominations::default(),
             fixed_nodes,
