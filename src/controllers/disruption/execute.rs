@@ -19,7 +19,8 @@ use ::kube::Api;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// How long replacements may take to initialize before the command is abandoned (Karpenter's lower bound).
 pub const REPLACEMENT_TIMEOUT: Duration = Duration::from_secs(10 * 60);
@@ -315,16 +316,19 @@ async fn abandon<C>(
     }
 }
 
-/// Takes `karpenter.sh/disrupted` off the Nodes named, as the store has them now.
+/// Takes `karpenter.sh/disrupted` off the Nodes named, as the apiserver has them now: the store need not show yet
+/// a taint this command put on a moment ago (a taint refused right after another was made).
 async fn untaint<C>(ctx: &Context<C>, names: &[String]) {
     let api: Api<Node> = Api::all(ctx.client.clone());
-    for node in ctx.state.nodes.state() {
-        let Some(name) = node.metadata.name.as_deref() else {
-            continue;
+    for name in names {
+        let node = match calls::timed("reading the node", api.get_opt(name)).await {
+            Ok(Some(node)) => node,
+            Ok(None) => continue,
+            Err(error) => {
+                tracing::error!(node = %name, %error, "could not read a Node to remove the karpenter.sh/disrupted taint of an abandoned disruption");
+                continue;
+            }
         };
-        if !names.iter().any(|n| n == name) {
-            continue;
-        }
         let Some(patch) = untaint_patch(&node) else {
             continue;
         };

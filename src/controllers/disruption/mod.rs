@@ -7,6 +7,8 @@
 
 pub mod cloud_drift;
 pub mod execute;
+#[cfg(test)]
+mod execute_tests;
 pub mod input;
 pub mod marks;
 pub mod metrics;

@@ -7,6 +7,8 @@ pub mod advice_refresh;
 pub mod batcher;
 pub mod catalogs;
 pub mod pod_status;
+#[cfg(test)]
+mod tests;
 
 use super::capacity_buffer;
 use super::metrics::{CreatedLabels, Provisioning};
@@ -397,8 +399,9 @@ pub(crate) async fn create_claims<C>(
                     // An existing claim of that name, or an unknown outcome: its launch must look first.
                     _ => ctx.created_here.forget(name),
                 }
+                // Ok(true): created by this call; Ok(false): it was there already.
                 let result = match outcome {
-                    Ok(Ok(_)) => Ok(()),
+                    Ok(Ok(_)) => Ok(true),
                     // Same pods, same name: a claim made before a restart, already counted in flight —
                     // unless it is on its way out (its pods are planned again, under a new name or once it
                     // is gone).
@@ -406,7 +409,7 @@ pub(crate) async fn create_claims<C>(
                         if being_deleted(ctx, name) {
                             Err(String::from("a NodeClaim of that name is being deleted"))
                         } else {
-                            Ok(())
+                            Ok(false)
                         }
                     }
                     Ok(Err(error)) => Err(error.to_string()),
@@ -416,7 +419,7 @@ pub(crate) async fn create_claims<C>(
             }
         })
         .collect();
-    let results: Vec<(&NewClaim, NodeClaim, Result<(), String>)> = stream::iter(writes)
+    let results: Vec<(&NewClaim, NodeClaim, Result<bool, String>)> = stream::iter(writes)
         .buffer_unordered(PARALLEL_WRITES)
         .collect()
         .await;
@@ -424,7 +427,12 @@ pub(crate) async fn create_claims<C>(
     for (new, node_claim, result) in results {
         let name = new.name().to_owned();
         match result {
-            Ok(()) => {
+            // Made before (the same pods planned the same claim before a restart): counted and logged then.
+            Ok(false) => {
+                tracing::debug!(nodeclaim = %name, nodepool = %new.nodepool, "the nodeclaim exists already");
+                created.insert(name);
+            }
+            Ok(true) => {
                 ctx.metrics
                     .provisioning
                     .nodeclaims_created
