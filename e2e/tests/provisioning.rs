@@ -425,28 +425,7 @@ async fn figures_for_1000_pending_pods() -> Result<()> {
     println!("figures: with 1,000 pods decided: {}", Memory::of(pid)?);
     watch.abort();
 
-    // The Events follow the launches: wait until every pod has one.
-    let (cluster_ref, namespace_ref) = (&cluster, namespace.as_str());
-    let nominated: HashMap<String, String> = poll(
-        "a Nominated event for every pod",
-        Duration::from_secs(60),
-        || async move {
-            let nominated: HashMap<String, String> = events_with_reason(cluster_ref, "Nominated")
-                .await?
-                .into_iter()
-                .filter(|e| e.involved_object.namespace.as_deref() == Some(namespace_ref))
-                .filter_map(|e| {
-                    let claim = e
-                        .message?
-                        .strip_prefix("Pod should schedule on: nodeclaim/")?
-                        .to_owned();
-                    Some((e.involved_object.name?, claim))
-                })
-                .collect();
-            Ok((nominated.len() >= 1000).then_some(nominated))
-        },
-    )
-    .await?;
+    let nominated = nominated_pods(&cluster, &namespace, 1000).await?;
     let log = ControllerLog::parse(&std::fs::read_to_string(&controller.log)?);
     anyhow::ensure!(
         log.repeated_fleet_calls.is_empty(),
@@ -454,15 +433,6 @@ async fn figures_for_1000_pending_pods() -> Result<()> {
         log.repeated_fleet_calls
     );
     let launches = pod_launches(&unschedulable.times(), &nominated, &log);
-    let ms = |values: Vec<Duration>| {
-        let q = |p| quantile(&values, p).map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0);
-        format!(
-            "p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
-            q(0.5),
-            q(0.99),
-            q(1.0)
-        )
-    };
     println!(
         "figures: {} NodeClaims, {} CreateFleet calls, {} batch windows; {} of {} pods nominated to a claim made for them",
         node_claims(&cluster).await?.len(),
@@ -515,6 +485,97 @@ async fn figures_for_1000_pending_pods() -> Result<()> {
         solve("count"),
         solve("sum") / solve("count").max(1.0),
     );
+    Ok(())
+}
+
+/// The NodeClaim each of `pods` pods in `namespace` was nominated to, from their `Nominated` Events (they follow
+/// the launches).
+async fn nominated_pods(
+    cluster: &Cluster,
+    namespace: &str,
+    pods: usize,
+) -> Result<HashMap<String, String>> {
+    poll(
+        "a Nominated event for every pod",
+        Duration::from_secs(60),
+        || async move {
+            let nominated: HashMap<String, String> = events_with_reason(cluster, "Nominated")
+                .await?
+                .into_iter()
+                .filter(|e| e.involved_object.namespace.as_deref() == Some(namespace))
+                .filter_map(|e| {
+                    let claim = e
+                        .message?
+                        .strip_prefix("Pod should schedule on: nodeclaim/")?
+                        .to_owned();
+                    Some((e.involved_object.name?, claim))
+                })
+                .collect();
+            Ok((nominated.len() >= pods).then_some(nominated))
+        },
+    )
+    .await
+}
+
+/// `values` as p50, p99 and max in milliseconds.
+fn ms(values: Vec<Duration>) -> String {
+    let q = |p| quantile(&values, p).map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0);
+    format!(
+        "p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
+        q(0.5),
+        q(0.99),
+        q(1.0)
+    )
+}
+
+/// The figures of docs/performance.md ("Bursts") for the binary `KERF_BIN`: bursts of 1, 25 and 100 pods that
+/// each need a node of their own (3 vCPU on a pool of 4-vCPU `m5.xlarge`), one after the other on the same
+/// controller, and per burst the time from the close of the batch window to each pod's CreateFleet call. Prints
+/// them; run on demand with `--ignored`.
+#[tokio::test]
+#[ignore = "a measurement for docs/performance.md, not a check"]
+async fn figures_for_bursts_of_pods_that_each_need_a_node() -> Result<()> {
+    let test = "figures_for_bursts_of_pods_that_each_need_a_node";
+    let Some((cluster, _emu, setup)) = setup(test, "bursts").await? else {
+        return Ok(());
+    };
+    let mut pool = node_pool("one-per-node", json!(null));
+    pool["spec"]["template"]["spec"]["requirements"]
+        .as_array_mut()
+        .context("requirements")?
+        .push(json!({"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.xlarge"]}));
+    let (ok, stderr) = cluster.apply(&pool).await?;
+    anyhow::ensure!(ok, "applying the NodePool: {stderr}");
+    let controller = setup.start("kerf-bursts", &[]).await?;
+    let warm = cluster.create_namespace("warm").await?;
+    create_inflate(&cluster, &warm, 1, "100m", "128Mi").await?;
+    decided(&controller, 1).await?;
+    let mut decisions = 1;
+    for burst in [1_u32, 25, 100] {
+        let namespace = cluster.create_namespace(&format!("burst-{burst}")).await?;
+        let (unschedulable, watch) =
+            Unschedulable::watch(Api::namespaced(cluster.client()?, &namespace));
+        create_inflate(&cluster, &namespace, i32::try_from(burst)?, "3", "4Gi").await?;
+        decisions += burst;
+        decided(&controller, decisions).await?;
+        watch.abort();
+        let nominated = nominated_pods(&cluster, &namespace, usize::try_from(burst)?).await?;
+        let log = ControllerLog::parse(&std::fs::read_to_string(&controller.log)?);
+        anyhow::ensure!(
+            log.repeated_fleet_calls.is_empty(),
+            "claims launched more than once: {:?}",
+            log.repeated_fleet_calls
+        );
+        let launches = pod_launches(&unschedulable.times(), &nominated, &log);
+        println!(
+            "figures: burst of {burst}: {} pods on a claim made for them, {} CreateFleet calls so far; \
+             window closed -> CreateFleet: {}; window closed -> NodeClaim created: {}",
+            launches.len(),
+            log.fleet_calls.len(),
+            ms(launches.iter().map(|l| l.after_window()).collect()),
+            ms(launches.iter().map(|l| l.solve).collect()),
+        );
+    }
     Ok(())
 }
 

@@ -24,6 +24,7 @@
 pub mod backoff;
 pub mod capacity_buffer;
 pub mod disruption;
+pub mod follow;
 pub mod garbage;
 pub mod hashes;
 pub mod interruption;

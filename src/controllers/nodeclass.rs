@@ -21,7 +21,6 @@ use crate::api::ec2nodeclass::{CapacityReservation, EC2NodeClass, EC2NodeClassSt
 use crate::api::nodeclaim::NodeClaim;
 use crate::cloud::{CloudError, CloudProvider, NodeClass};
 use ::kube::runtime::controller::{Action, Controller};
-use ::kube::runtime::watcher;
 use ::kube::{Api, ResourceExt};
 use futures::StreamExt;
 use k8s_openapi::jiff::{Timestamp, Unit};
@@ -55,12 +54,13 @@ struct NodeClasses<C> {
 
 /// Reconciles every EC2NodeClass until the task is dropped.
 pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(), Error> {
-    let api: Api<EC2NodeClass> = Api::all(ctx.client.clone());
+    let trigger = ctx.state.follow.node_classes.objects();
+    let store = ctx.state.node_classes.clone();
     let classes = Arc::new(NodeClasses {
         ctx,
         checks: Checks::default(),
     });
-    Controller::new(api, watcher::Config::default())
+    Controller::for_shared_stream(trigger, store)
         .run(
             |class, classes| async move {
                 let key = key_of(NODECLASS, class.as_ref());

@@ -10,12 +10,13 @@ use super::{Context, Error};
 use crate::api::nodeclaim::NodeClaim;
 use crate::cloud::CloudProvider;
 use crate::engine::pod_events::{event_node, stamp_due, PodMark};
-use ::kube::runtime::{watcher, WatchStreamExt};
+use ::kube::runtime::watcher;
 use ::kube::Api;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -29,14 +30,15 @@ pub struct Marks {
 
 impl Marks {
     /// The node a watch event makes a pod event on, if any, with the marks brought up to date.
-    pub fn observe(&mut self, event: watcher::Event<Pod>) -> Vec<String> {
+    pub fn observe<P: Borrow<Pod>>(&mut self, event: watcher::Event<P>) -> Vec<String> {
         match event {
             watcher::Event::Init => {
                 self.relisting = Some(HashMap::new());
                 Vec::new()
             }
             watcher::Event::InitApply(pod) => {
-                let (Some(uid), Some(mark)) = (pod.metadata.uid.clone(), PodMark::of(&pod)) else {
+                let pod = pod.borrow();
+                let (Some(uid), Some(mark)) = (pod.metadata.uid.clone(), PodMark::of(pod)) else {
                     return Vec::new();
                 };
                 // A pod already known changed while the watch was down; one first seen now is no event (the
@@ -62,7 +64,8 @@ impl Marks {
                 gone
             }
             watcher::Event::Apply(pod) => {
-                let (Some(uid), Some(mark)) = (pod.metadata.uid.clone(), PodMark::of(&pod)) else {
+                let pod = pod.borrow();
+                let (Some(uid), Some(mark)) = (pod.metadata.uid.clone(), PodMark::of(pod)) else {
                     return Vec::new();
                 };
                 let event = match self.marks.get(&uid) {
@@ -74,7 +77,7 @@ impl Marks {
                 event.into_iter().collect()
             }
             watcher::Event::Delete(pod) => {
-                let Some(uid) = pod.metadata.uid.as_deref() else {
+                let Some(uid) = pod.borrow().metadata.uid.as_deref() else {
                     return Vec::new();
                 };
                 self.marks
@@ -95,21 +98,12 @@ fn departure(mark: &PodMark) -> Option<String> {
     mark.node.clone()
 }
 
-/// Watches bound pods and stamps their claims until the watch ends.
+/// Follows the pods (the cluster state's watch) and stamps their claims until the watch ends.
 pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(), Error> {
-    let pods: Api<Pod> = Api::all(ctx.client.clone());
-    let config = watcher::Config::default().fields("spec.nodeName!=");
-    let stream = watcher(pods, config).default_backoff();
-    futures::pin_mut!(stream);
+    let events = ctx.state.follow.pods.events();
+    futures::pin_mut!(events);
     let mut marks = Marks::default();
-    while let Some(event) = stream.next().await {
-        let event = match event {
-            Ok(event) => event,
-            Err(error) => {
-                tracing::warn!(%error, "pod watch failed; retrying with backoff");
-                continue;
-            }
-        };
+    while let Some(event) = events.next().await {
         for node in marks.observe(event) {
             stamp(&ctx, &node).await;
         }
@@ -165,11 +159,11 @@ mod tests {
     #[test]
     fn the_first_list_is_no_event_and_later_binds_terminations_and_departures_are() {
         let mut marks = Marks::default();
-        assert!(marks.observe(watcher::Event::Init).is_empty());
+        assert!(marks.observe(watcher::Event::<Pod>::Init).is_empty());
         assert!(marks
             .observe(watcher::Event::InitApply(pod("a", "n1", "Running", false)))
             .is_empty());
-        assert!(marks.observe(watcher::Event::InitDone).is_empty());
+        assert!(marks.observe(watcher::Event::<Pod>::InitDone).is_empty());
         assert_eq!(
             marks.observe(watcher::Event::Apply(pod("b", "n2", "Pending", false))),
             ["n2"],
@@ -198,11 +192,11 @@ mod tests {
     #[test]
     fn a_relist_finds_what_changed_while_the_watch_was_down() {
         let mut marks = Marks::default();
-        marks.observe(watcher::Event::Init);
+        marks.observe(watcher::Event::<Pod>::Init);
         marks.observe(watcher::Event::InitApply(pod("a", "n1", "Running", false)));
         marks.observe(watcher::Event::InitApply(pod("b", "n2", "Running", false)));
-        marks.observe(watcher::Event::InitDone);
-        marks.observe(watcher::Event::Init);
+        marks.observe(watcher::Event::<Pod>::InitDone);
+        marks.observe(watcher::Event::<Pod>::Init);
         assert_eq!(
             marks.observe(watcher::Event::InitApply(pod(
                 "a",
@@ -212,6 +206,10 @@ mod tests {
             ))),
             ["n1"]
         );
-        assert_eq!(marks.observe(watcher::Event::InitDone), ["n2"], "b is gone");
+        assert_eq!(
+            marks.observe(watcher::Event::<Pod>::InitDone),
+            ["n2"],
+            "b is gone"
+        );
     }
 }

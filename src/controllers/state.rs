@@ -2,6 +2,7 @@
 //! so a decision reads a consistent in-memory snapshot instead of listing the apiserver. The Services and the
 //! controllers that select pods are watched only when a default spread is configured ([`SpreadSources`]).
 
+use super::follow::{Fanout, Follow};
 use crate::api::capacitybuffer::CapacityBuffer;
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodeclaim::NodeClaim;
@@ -52,6 +53,9 @@ pub struct ClusterState {
     pub pod_templates: Option<Store<PodTemplate>>,
     /// What deduces pods' default spread selectors; `None` (nothing watched) without a default spread.
     pub spread_sources: Option<SpreadSources>,
+    /// The watch events of the kinds controllers follow object by object, fanned out from the reflectors above
+    /// (one watch per kind, however many controllers follow it).
+    pub follow: Follow,
     /// Marked on every watch event of any kind: a controller that re-decides on change clones this receiver
     /// and awaits `changed()` (events while it was busy coalesce into one wake-up).
     pub changed: watch::Receiver<()>,
@@ -86,12 +90,23 @@ impl ClusterState {
         let (changed, changed_rx) = watch::channel(());
         let changed = Arc::new(changed);
         let (synced_tx, synced) = watch::channel(None);
+        let follow = Follow::default();
         let state = ClusterState {
-            pods: reflect(Api::all(client.clone()), &changed, tasks),
-            nodes: reflect(Api::all(client.clone()), &changed, tasks),
-            node_claims: reflect(Api::all(client.clone()), &changed, tasks),
+            pods: reflect_followed(Api::all(client.clone()), &changed, tasks, &follow.pods),
+            nodes: reflect_followed(Api::all(client.clone()), &changed, tasks, &follow.nodes),
+            node_claims: reflect_followed(
+                Api::all(client.clone()),
+                &changed,
+                tasks,
+                &follow.node_claims,
+            ),
             node_pools: reflect(Api::all(client.clone()), &changed, tasks),
-            node_classes: reflect(Api::all(client.clone()), &changed, tasks),
+            node_classes: reflect_followed(
+                Api::all(client.clone()),
+                &changed,
+                tasks,
+                &follow.node_classes,
+            ),
             daemon_sets: reflect(Api::all(client.clone()), &changed, tasks),
             persistent_volume_claims: reflect(Api::all(client.clone()), &changed, tasks),
             persistent_volumes: reflect(Api::all(client.clone()), &changed, tasks),
@@ -136,6 +151,7 @@ impl ClusterState {
                     },
                 ),
             }),
+            follow,
             changed: changed_rx,
             synced,
         };
@@ -234,12 +250,21 @@ impl ClusterState {
         node_claims: Vec<NodeClaim>,
         pods: Vec<Pod>,
     ) -> ClusterState {
+        let follow = Follow::default();
+        let pods = store_of(pods);
+        let nodes = store_of(nodes);
+        let node_claims = store_of(node_claims);
+        let node_classes = store_of(Vec::new());
+        follow.pods.attach(pods.clone());
+        follow.nodes.attach(nodes.clone());
+        follow.node_claims.attach(node_claims.clone());
+        follow.node_classes.attach(node_classes.clone());
         ClusterState {
-            pods: store_of(pods),
-            nodes: store_of(nodes),
-            node_claims: store_of(node_claims),
+            pods,
+            nodes,
+            node_claims,
             node_pools: store_of(Vec::new()),
-            node_classes: store_of(Vec::new()),
+            node_classes,
             daemon_sets: store_of(Vec::new()),
             persistent_volume_claims: store_of(Vec::new()),
             persistent_volumes: store_of(Vec::new()),
@@ -249,6 +274,7 @@ impl ClusterState {
             capacity_buffers: None,
             pod_templates: None,
             spread_sources: None,
+            follow,
             changed: watch::channel(()).1,
             synced: watch::channel(Some(true)).1,
         }
@@ -289,6 +315,32 @@ fn reflect_with<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
+    reflect_fanned(api, changed, tasks, trim, None)
+}
+
+/// [`reflect`], its events also sent to the controllers that follow the kind through `fanout`.
+fn reflect_followed<K>(
+    api: Api<K>,
+    changed: &Arc<watch::Sender<()>>,
+    tasks: &mut JoinSet<()>,
+    fanout: &Fanout<K>,
+) -> Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    reflect_fanned(api, changed, tasks, slim, Some(fanout))
+}
+
+fn reflect_fanned<K>(
+    api: Api<K>,
+    changed: &Arc<watch::Sender<()>>,
+    tasks: &mut JoinSet<()>,
+    trim: fn(&mut K),
+    fanout: Option<&Fanout<K>>,
+) -> Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
     let (reader, writer) = reflector::store();
     let stream = reflector::reflector(
         writer,
@@ -297,11 +349,17 @@ where
             .modify(trim),
     );
     let changed = changed.clone();
+    let fanout = fanout.map(|f| f.attach(reader.clone()));
     tasks.spawn(async move {
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
             match event {
-                Ok(_) => changed.send_replace(()),
+                Ok(event) => {
+                    if let Some(fanout) = &fanout {
+                        fanout.send(event);
+                    }
+                    changed.send_replace(());
+                }
                 Err(error) => {
                     tracing::warn!(kind = %K::kind(&()), %error, "watch failed; retrying with backoff")
                 }

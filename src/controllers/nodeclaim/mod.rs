@@ -27,7 +27,6 @@ use crate::engine::overlay;
 use ::kube::api::Api;
 use ::kube::runtime::controller::{Action, Controller};
 use ::kube::runtime::reflector::{ObjectRef, Store};
-use ::kube::runtime::watcher;
 use calls::{ReconcileError, TERMINATION_FINALIZER};
 use created_here::FirstLaunch;
 use futures::StreamExt;
@@ -46,11 +45,10 @@ const STEADY_RECHECK: Duration = Duration::from_secs(5 * 60);
 const WAIT_RECHECK: Duration = Duration::from_secs(10);
 
 pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(), Error> {
-    let claims: Api<NodeClaim> = Api::all(ctx.client.clone());
-    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    let follow = &ctx.state.follow;
     let store = ctx.state.node_claims.clone();
-    Controller::new(claims, watcher::Config::default())
-        .watches(nodes, watcher::Config::default(), move |node| {
+    Controller::for_shared_stream(follow.node_claims.objects(), store.clone())
+        .watches_shared_stream(follow.nodes.objects(), move |node| {
             claim_of_uninitialized_node(&store, &node)
         })
         .run(

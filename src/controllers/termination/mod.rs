@@ -104,35 +104,31 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
         volume_attachments,
         node_events: Mutex::new(HashMap::new()),
     });
-    let claims = Controller::new(
-        Api::<NodeClaim>::all(ctx.client.clone()),
-        watcher::Config::default(),
-    )
-    .run(
-        |claim, t| async move {
-            let key = key_of(TERMINATION, claim.as_ref());
-            t.ctx
-                .backoff
-                .track(&key, terminate_claim(claim, t.clone()))
-                .await
-        },
-        error_policy,
-        termination.clone(),
-    )
-    .for_each(|_| async {});
-    let nodes = Controller::new(
-        Api::<Node>::all(ctx.client.clone()),
-        watcher::Config::default(),
-    )
-    .run(
-        |node, t| async move {
-            let key = key_of(TERMINATION, node.as_ref());
-            t.ctx.backoff.track(&key, node_deleted(node, &t.ctx)).await
-        },
-        error_policy,
-        termination,
-    )
-    .for_each(|_| async {});
+    let follow = &ctx.state.follow;
+    let claims =
+        Controller::for_shared_stream(follow.node_claims.objects(), ctx.state.node_claims.clone())
+            .run(
+                |claim, t| async move {
+                    let key = key_of(TERMINATION, claim.as_ref());
+                    t.ctx
+                        .backoff
+                        .track(&key, terminate_claim(claim, t.clone()))
+                        .await
+                },
+                error_policy,
+                termination.clone(),
+            )
+            .for_each(|_| async {});
+    let nodes = Controller::for_shared_stream(follow.nodes.objects(), ctx.state.nodes.clone())
+        .run(
+            |node, t| async move {
+                let key = key_of(TERMINATION, node.as_ref());
+                t.ctx.backoff.track(&key, node_deleted(node, &t.ctx)).await
+            },
+            error_policy,
+            termination,
+        )
+        .for_each(|_| async {});
     futures::join!(claims, nodes, attachments);
     Ok(())
 }
