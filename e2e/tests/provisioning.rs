@@ -547,8 +547,9 @@ async fn figures_for_bursts_of_pods_that_each_need_a_node() -> Result<()> {
     let (ok, stderr) = cluster.apply(&pool).await?;
     anyhow::ensure!(ok, "applying the NodePool: {stderr}");
     let controller = setup.start("kerf-bursts", &[]).await?;
+    // A warm-up pod as large as the others, so that its node has no room for the first burst.
     let warm = cluster.create_namespace("warm").await?;
-    create_inflate(&cluster, &warm, 1, "100m", "128Mi").await?;
+    create_inflate(&cluster, &warm, 1, "3", "4Gi").await?;
     decided(&controller, 1).await?;
     let mut decisions = 1;
     for burst in [1_u32, 25, 100] {

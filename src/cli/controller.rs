@@ -16,6 +16,7 @@ use crate::engine::{FeatureGates, SystemClock};
 use crate::interruption::MessageQueue;
 use crate::kube::events::Events;
 use crate::kube::leader::{LeaderElector, LeaseConfig};
+use crate::kube::throttle::Throttle;
 use crate::scheduling::{MinValuesPolicy, Policies, PreferencePolicy, SchedulerConfig};
 use anyhow::Context as _;
 use kerf_webhooks::ReadyFlag;
@@ -81,6 +82,12 @@ pub struct ControllerArgs {
     /// How long a batch waits at most from its first pod.
     #[arg(long, env = "BATCH_MAX_DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
     pub batch_max_duration: Duration,
+    /// Calls per second to the apiserver, smoothed (Karpenter's `--kube-client-qps`).
+    #[arg(long, env = "KUBE_CLIENT_QPS", default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..))]
+    pub kube_client_qps: u32,
+    /// The most calls to the apiserver at once above that rate (Karpenter's `--kube-client-burst`).
+    #[arg(long, env = "KUBE_CLIENT_BURST", default_value_t = 300, value_parser = clap::value_parser!(u32).range(1..))]
+    pub kube_client_burst: u32,
     /// How the solves treat preferences (preferred node and pod affinity and anti-affinity, `ScheduleAnyway`
     /// topology spread): `Respect` them while they can be met, or `Ignore` them.
     #[arg(long, env = "PREFERENCE_POLICY", default_value = "Respect", value_parser = parse_policy::<PreferencePolicy>)]
@@ -198,9 +205,13 @@ where
     C: CloudProvider + 'static,
     Q: MessageQueue + 'static,
 {
-    let client = ::kube::Client::try_default()
+    let config = ::kube::Config::infer()
         .await
-        .context("connecting to the Kubernetes API")?;
+        .context("reading the Kubernetes client configuration")?;
+    let client = ::kube::client::ClientBuilder::try_from(config)
+        .context("connecting to the Kubernetes API")?
+        .with_layer(&Throttle::new(args.kube_client_qps, args.kube_client_burst))
+        .build();
     let mut background = JoinSet::new();
     let settings = args.settings();
     // Services and the controllers that select pods are watched only for a default spread.
@@ -375,6 +386,25 @@ mod tests {
         ] {
             let error = args(&[flag]).expect_err(flag).to_string();
             assert!(error.contains(says), "{flag}: {error}");
+        }
+    }
+
+    /// Karpenter's `--kube-client-qps` / `--kube-client-burst`: its defaults, values taken, zero refused.
+    #[test]
+    fn the_apiserver_call_bound_is_karpenters_flags() {
+        let defaults = args(&[]).expect("defaults");
+        assert_eq!(
+            (defaults.kube_client_qps, defaults.kube_client_burst),
+            (200, 300)
+        );
+        let set = args(&["--kube-client-qps=50", "--kube-client-burst=80"]).expect("parse");
+        assert_eq!((set.kube_client_qps, set.kube_client_burst), (50, 80));
+        for flag in [
+            "--kube-client-qps=0",
+            "--kube-client-burst=0",
+            "--kube-client-qps=fast",
+        ] {
+            assert!(args(&[flag]).is_err(), "{flag}");
         }
     }
 

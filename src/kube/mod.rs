@@ -1,7 +1,7 @@
 //! The Kubernetes edge: reflectors that keep NodePools and EC2NodeClasses in memory for pod advice, the
-//! self-signed certificate mode (its Secret and the `caBundle` of the webhook configurations), and what the
-//! controllers write besides their own objects (Events). Everything here talks to the apiserver; the decisions
-//! it feeds are pure and live elsewhere.
+//! self-signed certificate mode (its Secret and the `caBundle` of the webhook configurations), what the
+//! controllers write besides their own objects (Events), and the bound on the controller's calls
+//! ([`throttle`]). Everything here talks to the apiserver; the decisions it feeds are pure and live elsewhere.
 
 pub mod ca_bundle;
 pub mod events;
@@ -11,6 +11,7 @@ pub mod leader;
 pub mod pools;
 pub mod reflect;
 pub mod self_signed;
+pub mod throttle;
 pub mod version;
 pub mod volumes;
 
