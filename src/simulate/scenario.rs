@@ -3,122 +3,34 @@
 //! StorageClasses and Services) plus an optional `kerf.sh/v1alpha1 Simulation` document with settings. Loading is
 //! pure: the caller reads the files.
 
+mod settings;
+mod workloads;
+
 use super::events::{Action, Timeline};
 use super::sizes::{negative_quantities, ScenarioLimits};
 use crate::admission::{self, Admitted};
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
-use crate::api::validation::{ErrorKind, FieldError, FieldPath, Invalid};
+use crate::api::validation::{FieldError, Invalid};
+pub use crate::api::well_known::PODS_LISTED;
 use crate::engine::buffers;
-use crate::engine::FeatureGates;
 use crate::manifest::{group_kind, parse_documents, Document, Identities, Limits, ManifestError};
 use crate::scheduling::volumes::{self, VolumeIndex};
-use crate::scheduling::Policies;
-use crate::scheduling::{ClusterError, DefaultSpread, PodError, SchedulerConfig};
+use crate::scheduling::{ClusterError, DefaultSpread, PodError};
 use k8s_openapi::api::apps::v1::{
     DaemonSet, ReplicaSet, ReplicaSetSpec, StatefulSet, StatefulSetSpec,
 };
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde::Deserialize;
 use serde_json::{json, Value};
+pub use settings::SimulationSettings;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-
-/// Settings from the `Simulation` document; paths are relative to the scenario file.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SimulationSettings {
-    pub region: Option<String>,
-    /// An `--instance-types` file replacing the embedded catalog.
-    pub instance_types: Option<String>,
-    pub pricing_file: Option<String>,
-    /// Echoed in the report. The solve is deterministic and draws no random numbers; the seed is kept for
-    /// the randomised parts of later simulations, so a scenario states it once.
-    pub seed: Option<u64>,
-    /// How long a timeline runs on the virtual clock (a Go duration such as `12h`); without it the simulation
-    /// is the single solve of today's report.
-    pub duration: Option<String>,
-    /// When the virtual clock starts (RFC 3339); budgets' cron schedules are read against it.
-    pub start: Option<String>,
-    /// What happens during the timeline; see [`super::events`].
-    #[serde(default)]
-    pub events: Vec<Value>,
-    /// `Respect` (the default) or `Ignore`: as `kerf controller --preference-policy`.
-    pub preference_policy: Option<String>,
-    /// `Strict` (the default) or `BestEffort`: as `kerf controller --min-values-policy`.
-    pub min_values_policy: Option<String>,
-    /// As `kerf controller --feature-gates`: the `Name=true,...` string, or a map of gate to boolean (the chart's
-    /// `settings.featureGates`, camelCase names allowed).
-    pub feature_gates: Option<GatesSpec>,
-    /// As `kerf controller --scheduler-config` (the chart's `settings.schedulerConfig`), written as an object:
-    /// `{podTopologySpread: {defaultConstraints: [...]}}`, the cluster's default topology spread.
-    pub scheduler_config: Option<Value>,
-    /// As `kerf controller --enable-zonal-shift` (the chart's `settings.enableZonalShift`): `zonalShift` events
-    /// take their zone's offerings away while they last.
-    #[serde(default)]
-    pub enable_zonal_shift: bool,
-}
-
-/// A Simulation's `spec.featureGates`, in either of the forms users know.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(untagged)]
-pub enum GatesSpec {
-    Text(String),
-    Map(BTreeMap<String, bool>),
-}
-
-impl SimulationSettings {
-    /// The solve's policies these settings name; the field and the reason when one is not a policy.
-    pub fn policies(&self) -> Result<Policies, String> {
-        let mut policies = Policies::default();
-        if let Some(value) = &self.preference_policy {
-            policies.preferences = value
-                .parse()
-                .map_err(|e| format!("spec.preferencePolicy: {e}"))?;
-        }
-        if let Some(value) = &self.min_values_policy {
-            policies.min_values = value
-                .parse()
-                .map_err(|e| format!("spec.minValuesPolicy: {e}"))?;
-        }
-        Ok(policies)
-    }
-
-    /// The feature gates these settings name; the field and the reason when they are refused.
-    pub fn feature_gates(&self) -> Result<FeatureGates, String> {
-        let gates = match &self.feature_gates {
-            None => Ok(FeatureGates::default()),
-            Some(GatesSpec::Text(text)) => FeatureGates::parse(text),
-            Some(GatesSpec::Map(map)) => {
-                let mut gates = FeatureGates::default();
-                map.iter()
-                    .try_for_each(|(name, on)| gates.set(name, *on))
-                    .map(|()| gates)
-            }
-        };
-        gates.map_err(|e| format!("spec.featureGates: {e}"))
-    }
-
-    /// The `--scheduler-config` these settings name (none when unset); the field and the reason when refused.
-    pub fn scheduler_config(&self) -> Result<SchedulerConfig, String> {
-        self.scheduler_config
-            .as_ref()
-            .map_or(Ok(SchedulerConfig::default()), SchedulerConfig::from_value)
-            .map_err(|e| format!("spec.schedulerConfig: {e}"))
-    }
-
-    /// What the disruption engine reads of these settings.
-    pub fn disruption(&self) -> Result<crate::disruption::Settings, String> {
-        Ok(crate::disruption::Settings {
-            policies: self.policies()?,
-            spot_to_spot: self.feature_gates()?.spot_to_spot_consolidation,
-            ..crate::disruption::Settings::default()
-        })
-    }
-}
+use workloads::{controller_of, replicas, workload_key};
+pub(super) use workloads::{expand, pods_listed};
 
 #[derive(Clone, Debug, Default)]
 pub struct Scenario {
@@ -597,26 +509,6 @@ impl Scenario {
     }
 }
 
-/// `namespace/name` of a workload, as scale events name it.
-pub use crate::api::well_known::PODS_LISTED;
-
-pub(super) fn pods_listed(workload: &Value) -> bool {
-    workload
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(PODS_LISTED))
-        .and_then(Value::as_str)
-        == Some("true")
-}
-
-fn workload_key(workload: &Value) -> String {
-    let text = |pointer| workload.pointer(pointer).and_then(Value::as_str);
-    format!(
-        "{}/{}",
-        text("/metadata/namespace").unwrap_or("default"),
-        text("/metadata/name").unwrap_or_default()
-    )
-}
-
 /// Refuses a timeline whose scale events would, at some point, make more pods than the limit.
 fn check_scaled_pods(
     timeline: &Timeline,
@@ -658,246 +550,5 @@ pub(super) fn admit(
     }
 }
 
-/// How many pods a workload runs: `replicas` (Jobs: `parallelism`), 1 when unset, with the field it is in;
-/// the apiserver's error for a count that is negative or not a whole number.
-fn replicas(workload: &Value, kind: &str) -> Result<(&'static str, u64), FieldError> {
-    let field = if kind == "Job" {
-        "parallelism"
-    } else {
-        "replicas"
-    };
-    let path = FieldPath::new("spec").child(field);
-    let count = match workload.get("spec").and_then(|spec| spec.get(field)) {
-        None | Some(Value::Null) => 1,
-        Some(Value::Number(n)) => match (n.as_u64(), n.as_i64()) {
-            (Some(count), _) => count,
-            (None, Some(negative)) => {
-                return Err(FieldError {
-                    path,
-                    kind: ErrorKind::Invalid {
-                        value: negative.to_string(),
-                        quoted: false,
-                        detail: "must be greater than or equal to 0".to_owned(),
-                    },
-                    ratchets: true,
-                })
-            }
-            (None, None) => return Err(not_an_integer(&path, &n.to_string())),
-        },
-        Some(other) => return Err(not_an_integer(&path, &other.to_string())),
-    };
-    Ok((field, count))
-}
-
-/// The apiserver's type error for a count that is not a whole number.
-fn not_an_integer(path: &FieldPath, value: &str) -> FieldError {
-    FieldError::invalid(
-        path,
-        value,
-        format!("{path} in body must be of type integer: {value:?}"),
-    )
-}
-
-/// The controller of a workload's pods, as a cluster's pods name it in their `ownerReferences`.
-struct Controller {
-    api_version: &'static str,
-    kind: &'static str,
-    name: String,
-}
-
-/// The controller of `workload`'s pods: the workload itself, except for a Deployment, whose pods a ReplicaSet
-/// controls. A simulated Deployment has one revision, so that ReplicaSet (named `<deployment>-rs` here, for the
-/// hash of its template in a cluster) selects what the Deployment does.
-fn controller_of(workload: &Value) -> Option<Controller> {
-    let name = workload.pointer("/metadata/name").and_then(Value::as_str)?;
-    let (group, kind) = crate::manifest::group_kind(workload);
-    let (api_version, kind, name) = match (group, kind) {
-        ("apps", "Deployment") => ("apps/v1", "ReplicaSet", format!("{name}-rs")),
-        ("apps", "ReplicaSet") => ("apps/v1", "ReplicaSet", name.to_owned()),
-        ("apps", "StatefulSet") => ("apps/v1", "StatefulSet", name.to_owned()),
-        ("batch", "Job") => ("batch/v1", "Job", name.to_owned()),
-        _ => return None,
-    };
-    Some(Controller {
-        api_version,
-        kind,
-        name,
-    })
-}
-
-/// The pods `indices` of a workload: copies of its template named `<name>-<i>`, with the UID
-/// `<namespace>/<name>-<i>`, controlled by the workload ([`controller_of`]) as in a cluster, so that a default
-/// spread deduces their selector from it.
-pub(super) fn expand(
-    workload: &Value,
-    indices: std::ops::Range<u64>,
-) -> Result<Vec<Pod>, serde_json::Error> {
-    let name = workload
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("workload");
-    let namespace = workload
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .unwrap_or("default");
-    // The template is read once; each replica is a copy of it under its own name.
-    let template = Pod::deserialize(
-        workload
-            .pointer("/spec/template")
-            .unwrap_or(&Value::Object(Default::default())),
-    )?;
-    let owner = controller_of(workload).map(|c| {
-        vec![OwnerReference {
-            api_version: c.api_version.to_owned(),
-            kind: c.kind.to_owned(),
-            uid: format!("{namespace}/{}", c.name),
-            name: c.name,
-            controller: Some(true),
-            block_owner_deletion: Some(true),
-        }]
-    });
-    Ok(indices
-        .map(|i| {
-            let mut pod = template.clone();
-            let metadata = &mut pod.metadata;
-            metadata.name = Some(format!("{name}-{i}"));
-            metadata.namespace = Some(namespace.to_owned());
-            metadata.uid = Some(format!("{namespace}/{name}-{i}"));
-            if let Some(owner) = &owner {
-                metadata.owner_references = Some(owner.clone());
-            }
-            pod
-        })
-        .collect())
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const SCENARIO: &str = r#"
-apiVersion: kerf.sh/v1alpha1
-kind: Simulation
-metadata: {name: s}
-spec:
-  schedulerConfig:
-    podTopologySpread:
-      defaultConstraints:
-      - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule}
----
-apiVersion: v1
-kind: Service
-metadata: {name: api, namespace: default}
-spec:
-  selector: {app: api}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: default}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec: {containers: [{name: c, image: pause}]}
----
-apiVersion: batch/v1
-kind: Job
-metadata: {name: api-job, namespace: default}
-spec:
-  template:
-    metadata: {labels: {app: api}}
-    spec: {containers: [{name: c, image: pause}]}
----
-apiVersion: batch/v1
-kind: Job
-metadata: {name: lone, namespace: default}
-spec:
-  template:
-    metadata: {labels: {app: lone}}
-    spec: {containers: [{name: c, image: pause}]}
-"#;
-
-    /// Pods made from a workload carry the controller reference a cluster's would (a Deployment's through its
-    /// ReplicaSet), and the scenario's Services and workloads deduce their default spread selector from it.
-    #[test]
-    fn workload_pods_are_owned_as_in_a_cluster_and_deduce_their_default_spread() {
-        let scenario = load(SCENARIO).expect("scenario");
-        assert_eq!(scenario.services.len(), 1);
-        assert!(scenario.ignored.is_empty(), "{:?}", scenario.ignored);
-        let pod = |name: &str| {
-            scenario
-                .pods
-                .iter()
-                .find(|p| p.metadata.name.as_deref() == Some(name))
-                .unwrap_or_else(|| panic!("no pod {name}"))
-        };
-        let owner = |name: &str| {
-            let owners = pod(name)
-                .metadata
-                .owner_references
-                .clone()
-                .unwrap_or_default();
-            assert_eq!(owners.len(), 1, "{name}: {owners:?}");
-            let o = &owners[0];
-            (
-                o.api_version.clone(),
-                o.kind.clone(),
-                o.name.clone(),
-                o.controller,
-            )
-        };
-        assert_eq!(
-            owner("web-1"),
-            (
-                "apps/v1".into(),
-                "ReplicaSet".into(),
-                "web-rs".into(),
-                Some(true)
-            )
-        );
-        assert_eq!(
-            owner("api-job-0"),
-            (
-                "batch/v1".into(),
-                "Job".into(),
-                "api-job".into(),
-                Some(true)
-            )
-        );
-        let spread = scenario.default_spread().expect("default spread");
-        let selector = |name: &str| {
-            spread
-                .selector(pod(name))
-                .map(|s| serde_json::to_value(s).expect("selector"))
-        };
-        assert_eq!(
-            selector("web-0"),
-            Some(
-                json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]})
-            )
-        );
-        // A Job gives no selector; the Service that selects the pod does.
-        assert_eq!(
-            selector("api-job-0"),
-            Some(json!({"matchLabels": {"app": "api"}}))
-        );
-        assert_eq!(selector("lone-0"), None);
-
-        // Without the setting nothing is defaulted; a misspelt or invalid one is refused, naming the field.
-        let unset = Scenario {
-            settings: SimulationSettings::default(),
-            ..scenario.clone()
-        };
-        assert!(!unset.default_spread().expect("no setting").is_active());
-        assert!(load(&SCENARIO.replace("  schedulerConfig:", "  schedulerConfigs:")).is_err());
-        let refused = load(&SCENARIO.replace("maxSkew: 1", "maxSkew: -1"))
-            .expect_err("refused")
-            .to_string();
-        assert!(
-            refused
-                .contains("spec.schedulerConfig: podTopologySpread.defaultConstraints[0].maxSkew"),
-            "{refused}"
-        );
-    }
-}
+mod tests;

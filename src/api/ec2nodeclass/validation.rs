@@ -3,9 +3,14 @@
 //! enums, patterns, bounds, list and map sizes) are done generically from the CRD schema by `api::schema`;
 //! these run on the typed object once it parses. Every rule is checked and every error collected.
 
+mod ami;
+mod kubelet;
+
 use super::types::*;
 use crate::api::validation::{FieldError, FieldPath, Findings, SchemaType};
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use ami::validate_ami_selection;
+use kubelet::validate_kubelet;
+use std::collections::{BTreeMap, HashSet};
 
 /// Checks every rule of api-rules.md §3 on `nc`, adding errors and warnings to `findings`.
 pub fn validate_ec2nodeclass(nc: &EC2NodeClass, findings: &mut Findings) {
@@ -292,148 +297,6 @@ fn map_rule(
     }
 }
 
-// ---- api-rules.md §3.2 AMI selection --------------------------------------------------------------------------------
-
-/// An alias family, the `amiFamily` it implies, and the message when `amiFamily` contradicts it.
-struct AliasFamily {
-    name: &'static str,
-    family: AmiFamily,
-    windows: bool,
-    mismatch: &'static str,
-}
-
-const ALIAS_FAMILIES: [AliasFamily; 6] = [
-    AliasFamily {
-        name: "al2",
-        family: AmiFamily::Al2,
-        windows: false,
-        mismatch: "if set, amiFamily must be 'AL2' or 'Custom' when using an AL2 alias",
-    },
-    AliasFamily {
-        name: "al2023",
-        family: AmiFamily::Al2023,
-        windows: false,
-        mismatch: "if set, amiFamily must be 'AL2023' or 'Custom' when using an AL2023 alias",
-    },
-    AliasFamily {
-        name: "bottlerocket",
-        family: AmiFamily::Bottlerocket,
-        windows: false,
-        mismatch:
-            "if set, amiFamily must be 'Bottlerocket' or 'Custom' when using a Bottlerocket alias",
-    },
-    AliasFamily {
-        name: "windows2019",
-        family: AmiFamily::Windows2019,
-        windows: true,
-        mismatch:
-            "if set, amiFamily must be 'Windows2019' or 'Custom' when using a Windows2019 alias",
-    },
-    AliasFamily {
-        name: "windows2022",
-        family: AmiFamily::Windows2022,
-        windows: true,
-        mismatch:
-            "if set, amiFamily must be 'Windows2022' or 'Custom' when using a Windows2022 alias",
-    },
-    AliasFamily {
-        name: "windows2025",
-        family: AmiFamily::Windows2025,
-        windows: true,
-        mismatch:
-            "if set, amiFamily must be 'Windows2025' or 'Custom' when using a Windows2025 alias",
-    },
-];
-
-const UNSUPPORTED_ALIAS_FAMILY: &str = "family is not supported, must be one of the following: 'al2', 'al2023', 'bottlerocket', 'windows2019', 'windows2022', 'windows2025'";
-
-/// The family part of an alias: the text before its first `@` (all of it when there is none).
-fn alias_family_name(alias: &str) -> &str {
-    alias.split_once('@').map_or(alias, |(family, _)| family)
-}
-
-fn alias_family(alias: &str) -> Option<&'static AliasFamily> {
-    let name = alias_family_name(alias);
-    ALIAS_FAMILIES.iter().find(|family| family.name == name)
-}
-
-/// The term rules, the alias rules and the `amiFamily` rules.
-fn validate_ami_selection(
-    terms: &[AmiSelectorTerm],
-    family: Option<AmiFamily>,
-    spec: &FieldPath,
-    findings: &mut Findings,
-) {
-    check_terms(Some(terms), &AMI_TERMS, spec, findings);
-    let list = spec.child(AMI_TERMS.field);
-    if terms.len() > 1 && terms.iter().any(|t| t.alias.is_some()) {
-        let message = "'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms";
-        findings.error(FieldError::rule(&list, SchemaType::Array, message));
-    }
-    for (i, term) in terms.iter().enumerate() {
-        if let Some(alias) = &term.alias {
-            validate_alias(alias, &list.index(i).child("alias"), findings);
-        }
-    }
-    validate_ami_family(terms, family, spec, findings);
-}
-
-/// An alias is `family@version`, with a known family, and Windows families only take `latest`.
-fn validate_alias(alias: &str, path: &FieldPath, findings: &mut Findings) {
-    let version = alias.split_once('@').map(|(_, version)| version);
-    let family = alias_family_name(alias);
-    // CEL's `self.matches('^[a-zA-Z0-9]+@.+$')`: `.` matches anything but a newline.
-    let well_formed = !family.is_empty()
-        && family.bytes().all(|b| b.is_ascii_alphanumeric())
-        && version.is_some_and(|v| !v.is_empty() && !v.contains('\n'));
-    if !well_formed {
-        let message = "'alias' is improperly formatted, must match the format 'family@version'";
-        findings.error(FieldError::rule(path, SchemaType::String, message));
-    }
-    match alias_family(alias) {
-        None => findings.error(FieldError::rule(
-            path,
-            SchemaType::String,
-            UNSUPPORTED_ALIAS_FAMILY,
-        )),
-        // 4c: upstream's `self.split('@')[1]` errors generically when there is no `@`; kerf gives the message.
-        Some(family)
-            if family.windows && version.and_then(|v| v.split('@').next()) != Some("latest") =>
-        {
-            let message = "windows families may only specify version 'latest'";
-            findings.error(FieldError::rule(path, SchemaType::String, message));
-        }
-        Some(_) => {}
-    }
-}
-
-/// `amiFamily` (at `spec`, type `object`): required without an alias, and consistent with the alias when set.
-fn validate_ami_family(
-    terms: &[AmiSelectorTerm],
-    family: Option<AmiFamily>,
-    spec: &FieldPath,
-    findings: &mut Findings,
-) {
-    let aliases: Vec<&str> = terms.iter().filter_map(|t| t.alias.as_deref()).collect();
-    if let Some(family) = family {
-        for alias_family in &ALIAS_FAMILIES {
-            let used = aliases
-                .iter()
-                .any(|alias| alias_family_name(alias) == alias_family.name);
-            if used && family != alias_family.family && family != AmiFamily::Custom {
-                findings.error(FieldError::rule(
-                    spec,
-                    SchemaType::Object,
-                    alias_family.mismatch,
-                ));
-            }
-        }
-    } else if aliases.is_empty() {
-        let message = "must specify amiFamily if amiSelectorTerms does not contain an alias";
-        findings.error(FieldError::rule(spec, SchemaType::Object, message));
-    }
-}
-
 // ---- api-rules.md §3.4 role and instanceProfile ---------------------------------------------------------------------
 
 /// Exactly one of `role` and `instanceProfile`, and not empty. Both may change on UPDATE (v1.7.0+).
@@ -549,111 +412,6 @@ fn validate_ebs(ebs: &BlockDevice, path: &FieldPath, findings: &mut Findings) {
     }
 }
 
-// ---- api-rules.md §3.7 kubelet --------------------------------------------------------------------------------------
-
-const RESERVED_RESOURCES: [&str; 4] = ["cpu", "memory", "ephemeral-storage", "pid"];
-const EVICTION_SIGNALS: [&str; 6] = [
-    "memory.available",
-    "nodefs.available",
-    "nodefs.inodesFree",
-    "imagefs.available",
-    "imagefs.inodesFree",
-    "pid.available",
-];
-
-/// A list the way Karpenter's messages print it: `['a','b']`.
-fn quoted_list(items: &[&str]) -> String {
-    let quoted: Vec<String> = items.iter().map(|item| format!("'{item}'")).collect();
-    format!("[{}]", quoted.join(","))
-}
-
-fn validate_kubelet(kubelet: &KubeletConfiguration, path: &FieldPath, findings: &mut Findings) {
-    let reserved = [
-        ("systemReserved", &kubelet.system_reserved),
-        ("kubeReserved", &kubelet.kube_reserved),
-    ];
-    for (field, map) in reserved {
-        let Some(map) = map else { continue };
-        let map_path = path.child(field);
-        let keys = format!(
-            "valid keys for {field} are {}",
-            quoted_list(&RESERVED_RESOURCES)
-        );
-        map_rule(
-            map,
-            &map_path,
-            &keys,
-            |key, _| !RESERVED_RESOURCES.contains(&key),
-            findings,
-        );
-        let negative = format!("{field} value cannot be a negative resource quantity");
-        map_rule(
-            map,
-            &map_path,
-            &negative,
-            |_, value| value.starts_with('-'),
-            findings,
-        );
-    }
-    let eviction = [
-        ("evictionHard", &kubelet.eviction_hard),
-        ("evictionSoft", &kubelet.eviction_soft),
-        (
-            "evictionSoftGracePeriod",
-            &kubelet.eviction_soft_grace_period,
-        ),
-    ];
-    for (field, map) in eviction {
-        let Some(map) = map else { continue };
-        let keys = format!(
-            "valid keys for {field} are {}",
-            quoted_list(&EVICTION_SIGNALS)
-        );
-        map_rule(
-            map,
-            &path.child(field),
-            &keys,
-            |key, _| !EVICTION_SIGNALS.contains(&key),
-            findings,
-        );
-    }
-    validate_soft_eviction_pairs(kubelet, path, findings);
-    if let (Some(high), Some(low)) = (
-        kubelet.image_gc_high_threshold_percent,
-        kubelet.image_gc_low_threshold_percent,
-    ) {
-        if high <= low {
-            let message =
-                "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent";
-            findings.error(FieldError::rule(path, SchemaType::Object, message));
-        }
-    }
-}
-
-/// Every soft threshold has a grace period and every grace period a soft threshold. 4c: when one of the two maps
-/// is absent, upstream's CEL errors generically; kerf treats the absent map as empty and gives the messages.
-fn validate_soft_eviction_pairs(
-    kubelet: &KubeletConfiguration,
-    path: &FieldPath,
-    findings: &mut Findings,
-) {
-    let keys = |map: &Option<BTreeMap<String, String>>| -> BTreeSet<String> {
-        map.iter().flat_map(BTreeMap::keys).cloned().collect()
-    };
-    let (soft, grace) = (
-        keys(&kubelet.eviction_soft),
-        keys(&kubelet.eviction_soft_grace_period),
-    );
-    if !soft.is_subset(&grace) {
-        let message = "evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod";
-        findings.error(FieldError::rule(path, SchemaType::Object, message));
-    }
-    if !grace.is_subset(&soft) {
-        let message = "evictionSoftGracePeriod OwnerKey does not have a matching evictionSoft";
-        findings.error(FieldError::rule(path, SchemaType::Object, message));
-    }
-}
-
 // ---- api-rules.md §3.8 networking extras ----------------------------------------------------------------------------
 
 fn validate_networking(spec: &EC2NodeClassSpec, path: &FieldPath, findings: &mut Findings) {
@@ -727,59 +485,4 @@ fn validate_network_interfaces(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn alias_errors(alias: &str) -> Vec<String> {
-        let mut findings = Findings::default();
-        validate_alias(alias, &FieldPath::new("alias"), &mut findings);
-        findings.errors.iter().map(|e| e.to_string()).collect()
-    }
-
-    #[test]
-    fn presence_rules() {
-        let any = Presence::AnyOf(&["tags", "id"]);
-        assert!(any.broken_by(&[]));
-        assert!(any.broken_by(&["ownerID"]));
-        assert!(!any.broken_by(&["id"]));
-        let alone = Presence::Alone("id", &["tags", "name"]);
-        assert!(alone.broken_by(&["id", "name"]));
-        assert!(!alone.broken_by(&["id"]));
-        assert!(!alone.broken_by(&["tags", "name"]));
-    }
-
-    #[test]
-    fn aliases() {
-        for ok in [
-            "al2023@latest",
-            "al2@v20240625",
-            "bottlerocket@v1.10.0",
-            "windows2025@latest",
-            "windows2022@latest@x",
-        ] {
-            assert_eq!(alias_errors(ok), Vec::<String>::new(), "{ok}");
-        }
-        let malformed = r#"alias: Invalid value: "string": 'alias' is improperly formatted, must match the format 'family@version'"#;
-        let unsupported = format!(r#"alias: Invalid value: "string": {UNSUPPORTED_ALIAS_FAMILY}"#);
-        let windows =
-            r#"alias: Invalid value: "string": windows families may only specify version 'latest'"#;
-        assert_eq!(alias_errors("al2023@"), vec![malformed]);
-        assert_eq!(alias_errors("al2023"), vec![malformed]);
-        assert_eq!(alias_errors("al2023@v1\n"), vec![malformed]);
-        assert_eq!(
-            alias_errors("@latest"),
-            vec![malformed.to_owned(), unsupported.clone()]
-        );
-        assert_eq!(alias_errors("ubuntu@latest"), vec![unsupported]);
-        assert_eq!(alias_errors("windows2019@v1"), vec![windows]);
-        assert_eq!(alias_errors("windows2019"), vec![malformed, windows]);
-    }
-
-    #[test]
-    fn lists_print_like_karpenter() {
-        assert_eq!(
-            quoted_list(&RESERVED_RESOURCES),
-            "['cpu','memory','ephemeral-storage','pid']"
-        );
-    }
-}
+mod tests;
