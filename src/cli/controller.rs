@@ -207,7 +207,7 @@ where
 {
     let config = ::kube::Config::infer()
         .await
-        .context("reading the Kubernetes client configuration")?;
+        .context("connecting to the Kubernetes API")?;
     let client = ::kube::client::ClientBuilder::try_from(config)
         .context("connecting to the Kubernetes API")?
         .with_layer(&Throttle::new(args.kube_client_qps, args.kube_client_burst))
