@@ -10,7 +10,7 @@ use kerf_e2e::aws::{AwsEmu, REGION};
 use kerf_e2e::controller::{
     self, create_inflate, events_with_reason, node_claims, node_pool, ControllerSetup,
 };
-use kerf_e2e::figures::{pod_launches, quantile, ControllerLog, Memory, Unschedulable};
+use kerf_e2e::figures::{pod_launches, quantile, ControllerLog, Memory, PodLaunch, Unschedulable};
 use kerf_e2e::kubelet::{KubeletSettings, StandInKubelet};
 use kerf_e2e::{poll, Cluster};
 use kube::api::{Api, ListParams};
@@ -426,13 +426,7 @@ async fn figures_for_1000_pending_pods() -> Result<()> {
     watch.abort();
 
     let nominated = nominated_pods(&cluster, &namespace, 1000).await?;
-    let log = ControllerLog::parse(&std::fs::read_to_string(&controller.log)?);
-    anyhow::ensure!(
-        log.repeated_fleet_calls.is_empty(),
-        "claims launched more than once: {:?}",
-        log.repeated_fleet_calls
-    );
-    let launches = pod_launches(&unschedulable.times(), &nominated, &log);
+    let (log, launches) = launches(&controller, &unschedulable, &nominated)?;
     println!(
         "figures: {} NodeClaims, {} CreateFleet calls, {} batch windows; {} of {} pods nominated to a claim made for them",
         node_claims(&cluster).await?.len(),
@@ -517,6 +511,23 @@ async fn nominated_pods(
     .await
 }
 
+/// The controller's log so far and each nominated pod's way to its CreateFleet call; an error when a claim was
+/// launched twice.
+fn launches(
+    controller: &controller::Controller,
+    unschedulable: &Unschedulable,
+    nominated: &HashMap<String, String>,
+) -> Result<(ControllerLog, Vec<PodLaunch>)> {
+    let log = ControllerLog::parse(&std::fs::read_to_string(&controller.log)?);
+    anyhow::ensure!(
+        log.repeated_fleet_calls.is_empty(),
+        "claims launched more than once: {:?}",
+        log.repeated_fleet_calls
+    );
+    let launches = pod_launches(&unschedulable.times(), nominated, &log);
+    Ok((log, launches))
+}
+
 /// `values` as p50, p99 and max in milliseconds.
 fn ms(values: Vec<Duration>) -> String {
     let q = |p| quantile(&values, p).map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0);
@@ -561,13 +572,7 @@ async fn figures_for_bursts_of_pods_that_each_need_a_node() -> Result<()> {
         decided(&controller, decisions).await?;
         watch.abort();
         let nominated = nominated_pods(&cluster, &namespace, usize::try_from(burst)?).await?;
-        let log = ControllerLog::parse(&std::fs::read_to_string(&controller.log)?);
-        anyhow::ensure!(
-            log.repeated_fleet_calls.is_empty(),
-            "claims launched more than once: {:?}",
-            log.repeated_fleet_calls
-        );
-        let launches = pod_launches(&unschedulable.times(), &nominated, &log);
+        let (log, launches) = launches(&controller, &unschedulable, &nominated)?;
         println!(
             "figures: burst of {burst}: {} pods on a claim made for them, {} CreateFleet calls so far; \
              window closed -> CreateFleet: {}; window closed -> NodeClaim created: {}",

@@ -326,6 +326,19 @@ pub(crate) fn context<C>(
     }
 }
 
+/// A NodePool `name` (uid `pool-uid`) of amd64 nodes of the `default` EC2NodeClass, for tests that need one.
+pub(crate) fn node_pool(name: &str) -> crate::api::nodepool::NodePool {
+    serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+        "metadata": {"name": name, "uid": "pool-uid"},
+        "spec": {"template": {"spec": {
+            "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}],
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+        }}},
+    }))
+    .expect("a NodePool")
+}
+
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ConfigMap;

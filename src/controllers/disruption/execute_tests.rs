@@ -5,7 +5,6 @@
 use super::execute::{execute, ExecuteError, REPLACEMENT_TIMEOUT};
 use super::metrics::{DecisionLabels, NodePoolDecisionLabels};
 use crate::api::nodeclaim::NodeClaim;
-use crate::api::nodepool::NodePool;
 use crate::api::requirements::{Requirement, Requirements};
 use crate::catalog::Resources;
 use crate::controllers::metrics::{CreatedLabels, DisruptedLabels};
@@ -31,18 +30,6 @@ fn t0() -> SystemTime {
 
 fn now() -> Timestamp {
     Timestamp::try_from(t0()).expect("in range")
-}
-
-fn pool() -> NodePool {
-    serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-        "metadata": {"name": POOL, "uid": "pool-uid"},
-        "spec": {"template": {"spec": {
-            "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}],
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-        }}},
-    }))
-    .expect("a NodePool")
 }
 
 /// The claim `c-<id>` of the Node `n-<id>`, as the apiserver has it (`conditions` its status conditions).
@@ -364,7 +351,10 @@ async fn a_delete_taints_and_marks_every_candidate_then_deletes_them() {
     script.extend(deleted("a", "Disrupting NodeClaim: Empty", |_| {}));
     script.extend(deleted("b", "Disrupting NodeClaim: Empty", |_| {}));
     let launched = server
-        .serve(script, execute(&ctx, &command, &[pool()], &nodes, now()))
+        .serve(
+            script,
+            execute(&ctx, &command, &[testkit::node_pool(POOL)], &nodes, now()),
+        )
         .await
         .expect("the command is carried out");
     assert!(launched.is_empty());
@@ -424,7 +414,7 @@ async fn a_replace_deletes_the_candidate_once_its_replacement_is_initialized() {
         initialized.store(true, std::sync::atomic::Ordering::SeqCst);
         lock(&writer).apply_watcher_event(&watcher::Event::Apply(object));
     };
-    let pools = [pool()];
+    let pools = [testkit::node_pool(POOL)];
     let carried_out = execute(&ctx, &command, &pools, &nodes, now());
     let (launched, ()) = server
         .serve(script, async { tokio::join!(carried_out, initialize) })
@@ -460,7 +450,10 @@ async fn a_conflicting_reason_write_is_tried_again_and_a_failed_delete_is_the_er
     script.extend(deleting);
     script.push(failing);
     let error = server
-        .serve(script, execute(&ctx, &command, &[pool()], &nodes, now()))
+        .serve(
+            script,
+            execute(&ctx, &command, &[testkit::node_pool(POOL)], &nodes, now()),
+        )
         .await
         .expect_err("the delete failed");
     assert!(
@@ -486,7 +479,10 @@ async fn a_refused_taint_abandons_the_command_and_untaints_the_nodes_already_tai
         Exchange::get("/api/v1/nodes/n-b").answer(200, node_json("b", json!([other_taint()]))),
     );
     let error = server
-        .serve(script, execute(&ctx, &command, &[pool()], &nodes, now()))
+        .serve(
+            script,
+            execute(&ctx, &command, &[testkit::node_pool(POOL)], &nodes, now()),
+        )
         .await
         .expect_err("the command is abandoned");
     assert!(
@@ -524,7 +520,10 @@ async fn a_replacement_not_created_abandons_the_command() {
     script.extend(untaint("a"));
     script.extend(reason_written("a", None));
     let error = server
-        .serve(script, execute(&ctx, &command, &[pool()], &nodes, now()))
+        .serve(
+            script,
+            execute(&ctx, &command, &[testkit::node_pool(POOL)], &nodes, now()),
+        )
         .await
         .expect_err("the command is abandoned");
     assert!(matches!(error, ExecuteError::Create(1, 2)), "{error}");
@@ -560,7 +559,16 @@ async fn a_replacement_not_initialized_in_time_is_deleted_and_the_command_abando
     let running = {
         let ctx = ctx.clone();
         let command = command.clone();
-        tokio::spawn(async move { execute(&ctx, &command, &[pool()], &[input("a")], now()).await })
+        tokio::spawn(async move {
+            execute(
+                &ctx,
+                &command,
+                &[testkit::node_pool(POOL)],
+                &[input("a")],
+                now(),
+            )
+            .await
+        })
     };
     // The runtime idles (and the paused clock moves) only once the command waits on the store.
     server

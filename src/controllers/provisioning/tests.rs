@@ -6,7 +6,6 @@
 use super::{create_claims, report, Batch, Reported};
 use crate::admission::advice::PROVISIONING_ANNOTATION;
 use crate::api::nodeclaim::NodeClaim;
-use crate::api::nodepool::NodePool;
 use crate::api::requirements::{Requirement, Requirements};
 use crate::catalog::Resources;
 use crate::cloud::sim::SimCloud;
@@ -31,18 +30,6 @@ fn t0() -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
 }
 
-fn pool() -> NodePool {
-    serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-        "metadata": {"name": POOL, "uid": "pool-uid"},
-        "spec": {"template": {"spec": {
-            "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}],
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-        }}},
-    }))
-    .expect("a NodePool")
-}
-
 /// A claim planned for the pods `ns/<pod>` (UID `uid-<pod>`), made as provisioning makes it.
 fn new_claim(pods: &[&str]) -> NewClaim {
     let mut requirements = Requirements::new();
@@ -61,7 +48,7 @@ fn new_claim(pods: &[&str]) -> NewClaim {
     let uids: Vec<String> = pods.iter().map(|p| format!("uid-{p}")).collect();
     let uids: Vec<&str> = uids.iter().map(String::as_str).collect();
     NewClaim::made(
-        claim::node_claim(&pool(), &planned, &uids),
+        claim::node_claim(&testkit::node_pool(POOL), &planned, &uids),
         POOL.into(),
         planned.pods.clone(),
         None,
@@ -336,7 +323,7 @@ async fn pods_are_told_their_decision_once() {
     let names = ["a", "b", "c", "d", "e", "f"];
     let snapshot = Snapshot {
         pods: names.iter().map(|n| pod(n)).collect(),
-        node_pools: vec![pool()],
+        node_pools: vec![testkit::node_pool(POOL)],
         ..Snapshot::default()
     };
     let batch = Batch {
@@ -404,7 +391,7 @@ async fn pods_are_told_their_decision_once() {
 async fn a_pool_warning_is_published_once_while_it_holds() {
     let (ctx, mut server) = scripted(Vec::new());
     let snapshot = Snapshot {
-        node_pools: vec![pool()],
+        node_pools: vec![testkit::node_pool(POOL)],
         ..Snapshot::default()
     };
     let batch = Batch {
