@@ -326,6 +326,19 @@ pub(crate) fn context<C>(
     }
 }
 
+/// `karpenter_nodeclaims_created_total` for `reason` and `nodepool`, as the controllers count it.
+pub(crate) fn nodeclaims_created<C>(ctx: &Context<C>, nodepool: &str, reason: &str) -> u64 {
+    ctx.metrics
+        .provisioning
+        .nodeclaims_created
+        .get_or_create(&super::metrics::CreatedLabels {
+            reason: reason.into(),
+            nodepool: nodepool.into(),
+            min_values_relaxed: "false".into(),
+        })
+        .get()
+}
+
 /// A NodePool `name` (uid `pool-uid`) of amd64 nodes of the `default` EC2NodeClass, for tests that need one.
 pub(crate) fn node_pool(name: &str) -> crate::api::nodepool::NodePool {
     serde_json::from_value(json!({

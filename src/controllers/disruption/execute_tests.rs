@@ -7,7 +7,7 @@ use super::metrics::{DecisionLabels, NodePoolDecisionLabels};
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::requirements::{Requirement, Requirements};
 use crate::catalog::Resources;
-use crate::controllers::metrics::{CreatedLabels, DisruptedLabels};
+use crate::controllers::metrics::DisruptedLabels;
 use crate::controllers::state::ClusterState;
 use crate::controllers::testkit::{self, ApiServer, Exchange, Seen};
 use crate::controllers::Context;
@@ -321,18 +321,6 @@ fn disrupted(ctx: &Context<()>, reason: &str) -> u64 {
         .get()
 }
 
-fn created(ctx: &Context<()>, reason: &str) -> u64 {
-    ctx.metrics
-        .provisioning
-        .nodeclaims_created
-        .get_or_create(&CreatedLabels {
-            reason: reason.into(),
-            nodepool: POOL.into(),
-            min_values_relaxed: "false".into(),
-        })
-        .get()
-}
-
 fn nominated(ctx: &Context<()>, node: &str) -> bool {
     ctx.nominations.with(|n| n.is_nominated(node, now()))
 }
@@ -421,7 +409,7 @@ async fn a_replace_deletes_the_candidate_once_its_replacement_is_initialized() {
         .await;
     let launched = launched.expect("the command is carried out");
     assert_eq!(launched, *lock(&names));
-    assert_eq!(created(&ctx, "drifted"), 1);
+    assert_eq!(testkit::nodeclaims_created(&ctx, POOL, "drifted"), 1);
     assert_eq!(decisions(&ctx, "replace", "drifted", ""), 1);
     assert_eq!(disrupted(&ctx, "drifted"), 1);
     assert!(nominated(&ctx, &launched[0]));
@@ -490,7 +478,7 @@ async fn a_refused_taint_abandons_the_command_and_untaints_the_nodes_already_tai
         "{error}"
     );
     assert_eq!(decisions(&ctx, "replace", "drifted", ""), 0);
-    assert_eq!(created(&ctx, "drifted"), 0);
+    assert_eq!(testkit::nodeclaims_created(&ctx, POOL, "drifted"), 0);
     assert!(!nominated(&ctx, "n-destination"));
 }
 
@@ -527,7 +515,7 @@ async fn a_replacement_not_created_abandons_the_command() {
         .await
         .expect_err("the command is abandoned");
     assert!(matches!(error, ExecuteError::Create(1, 2)), "{error}");
-    assert_eq!(created(&ctx, "underutilized"), 1);
+    assert_eq!(testkit::nodeclaims_created(&ctx, POOL, "underutilized"), 1);
     assert_eq!(decisions(&ctx, "replace", "underutilized", "single"), 0);
     assert_eq!(disrupted(&ctx, "underutilized"), 0);
     assert!(!nominated(&ctx, "n-destination"));

@@ -9,7 +9,6 @@ use crate::api::nodeclaim::NodeClaim;
 use crate::api::requirements::{Requirement, Requirements};
 use crate::catalog::Resources;
 use crate::cloud::sim::SimCloud;
-use crate::controllers::metrics::CreatedLabels;
 use crate::controllers::nodeclaim::created_here::FirstLaunch;
 use crate::controllers::state::ClusterState;
 use crate::controllers::testkit::{self, ApiServer, Exchange, Seen};
@@ -111,18 +110,6 @@ fn posted(
         .collect()
 }
 
-fn created_total(ctx: &Context<SimCloud>, reason: &str) -> u64 {
-    ctx.metrics
-        .provisioning
-        .nodeclaims_created
-        .get_or_create(&CreatedLabels {
-            reason: reason.into(),
-            nodepool: POOL.into(),
-            min_values_relaxed: "false".into(),
-        })
-        .get()
-}
-
 fn first_launch(ctx: &Context<SimCloud>, name: &str) -> bool {
     matches!(
         ctx.created_here
@@ -163,7 +150,7 @@ async fn every_claim_is_created_launched_and_counted() {
         .collect();
     assert_eq!(handed, expected);
     assert!(names.iter().all(|n| first_launch(&ctx, n)));
-    assert_eq!(created_total(&ctx, "provisioned"), 2);
+    assert_eq!(testkit::nodeclaims_created(&ctx, POOL, "provisioned"), 2);
 }
 
 /// A claim of that name already existing (409 AlreadyExists: the same pods planned before a restart, its name
@@ -194,7 +181,7 @@ async fn an_existing_claim_counts_as_made_unless_it_is_being_deleted() {
     assert_eq!(*lock(&handed), 0, "no claim was created by this call");
     assert!(!first_launch(&ctx, claims[0].name()));
     assert_eq!(
-        created_total(&ctx, "provisioned"),
+        testkit::nodeclaims_created(&ctx, POOL, "provisioned"),
         0,
         "a claim made before is not counted again (Karpenter's generated names never meet one)"
     );
@@ -219,7 +206,7 @@ async fn a_failed_create_leaves_the_others_created() {
         .map(|c| c.name().to_owned())
         .collect();
     assert_eq!(created, expected);
-    assert_eq!(created_total(&ctx, "drifted"), 2);
+    assert_eq!(testkit::nodeclaims_created(&ctx, POOL, "drifted"), 2);
     assert!(!first_launch(&ctx, &failing));
     assert!(first_launch(&ctx, claims[0].name()));
 }
