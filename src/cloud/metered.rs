@@ -36,6 +36,12 @@ pub async fn within<F: Future>(name: &'static str, work: F) -> F::Output {
     CONTROLLER.scope(name, work).await
 }
 
+/// `work` as the controller the current task runs as, for a task this one spawns: a task-local does not cross
+/// `tokio::spawn`, and kube-runtime's `Controller` spawns each reconcile.
+pub fn carried<F: Future>(work: F) -> impl Future<Output = F::Output> {
+    CONTROLLER.scope(controller(), work)
+}
+
 /// The controller the current task runs as; empty outside [`within`].
 fn controller() -> &'static str {
     CONTROLLER.try_with(|name| *name).unwrap_or_default()
@@ -380,6 +386,19 @@ mod tests {
     }
 
     /// Karpenter's provider suite: a termination skipped in a zonally shifted zone is not a termination failure.
+    /// kube-runtime's `Controller` spawns each reconcile; the cloud calls made there are still the controller's.
+    #[tokio::test]
+    async fn the_controller_name_crosses_a_spawn_only_when_carried() {
+        let (carried_name, bare_name) = within("nodeclaim.lifecycle", async {
+            let carried_name = tokio::spawn(carried(async { controller() })).await;
+            let bare_name = tokio::spawn(async { controller() }).await;
+            (carried_name, bare_name)
+        })
+        .await;
+        assert_eq!(carried_name.expect("joined"), "nodeclaim.lifecycle");
+        assert_eq!(bare_name.expect("joined"), "");
+    }
+
     #[tokio::test]
     async fn a_zonal_shift_refusal_is_not_a_termination_failure() {
         let mut registry = Registry::default();

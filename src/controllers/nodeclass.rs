@@ -19,6 +19,7 @@ use super::nodeclaim::calls;
 use super::{Context, Error};
 use crate::api::ec2nodeclass::{CapacityReservation, EC2NodeClass, EC2NodeClassStatus};
 use crate::api::nodeclaim::NodeClaim;
+use crate::cloud::metered::carried;
 use crate::cloud::{CloudError, CloudProvider, NodeClass};
 use ::kube::runtime::controller::{Action, Controller};
 use ::kube::{Api, ResourceExt};
@@ -62,10 +63,12 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
     });
     Controller::for_shared_stream(trigger, store)
         .run(
-            |class, classes| async move {
-                let key = key_of(NODECLASS, class.as_ref());
-                let reconciled = reconcile(class, classes.clone());
-                classes.ctx.backoff.track(&key, reconciled).await
+            |class, classes| {
+                carried(async move {
+                    let key = key_of(NODECLASS, class.as_ref());
+                    let reconciled = reconcile(class, classes.clone());
+                    classes.ctx.backoff.track(&key, reconciled).await
+                })
             },
             error_policy,
             classes,

@@ -21,6 +21,7 @@ use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
 use crate::catalog::Catalog;
+use crate::cloud::metered::carried;
 use crate::cloud::{CloudError, CloudProvider};
 use crate::engine::conditions::{self, INITIALIZED, LAUNCHED, REGISTERED};
 use crate::engine::overlay;
@@ -52,9 +53,11 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
             claim_of_uninitialized_node(&store, &node)
         })
         .run(
-            |claim, ctx| async move {
-                let key = key_of(LIFECYCLE, claim.as_ref());
-                ctx.backoff.track(&key, reconcile(claim, ctx.clone())).await
+            |claim, ctx| {
+                carried(async move {
+                    let key = key_of(LIFECYCLE, claim.as_ref());
+                    ctx.backoff.track(&key, reconcile(claim, ctx.clone())).await
+                })
             },
             error_policy,
             ctx,

@@ -26,6 +26,7 @@ use super::nodeclaim::registration::node_with_provider_id;
 use super::{Context, Error};
 use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
+use crate::cloud::metered::carried;
 use crate::cloud::{CloudError, CloudProvider, TAG_NODECLAIM};
 use crate::engine::repair::rfc3339_seconds;
 use crate::kube::eviction::Evictor;
@@ -112,12 +113,14 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
     let claims =
         Controller::for_shared_stream(follow.node_claims.objects(), ctx.state.node_claims.clone())
             .run(
-                |claim, t| async move {
-                    let key = key_of(TERMINATION, claim.as_ref());
-                    t.ctx
-                        .backoff
-                        .track(&key, terminate_claim(claim, t.clone()))
-                        .await
+                |claim, t| {
+                    carried(async move {
+                        let key = key_of(TERMINATION, claim.as_ref());
+                        t.ctx
+                            .backoff
+                            .track(&key, terminate_claim(claim, t.clone()))
+                            .await
+                    })
                 },
                 error_policy,
                 termination.clone(),
@@ -125,9 +128,11 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
             .for_each(|_| async {});
     let nodes = Controller::for_shared_stream(follow.nodes.objects(), ctx.state.nodes.clone())
         .run(
-            |node, t| async move {
-                let key = key_of(TERMINATION, node.as_ref());
-                t.ctx.backoff.track(&key, node_deleted(node, &t.ctx)).await
+            |node, t| {
+                carried(async move {
+                    let key = key_of(TERMINATION, node.as_ref());
+                    t.ctx.backoff.track(&key, node_deleted(node, &t.ctx)).await
+                })
             },
             error_policy,
             termination,
