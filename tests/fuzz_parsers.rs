@@ -490,7 +490,7 @@ proptest! {
 }
 
 /// Issue 15 item 6: a byte-index split on a multi-byte string panicked (exit 101 in the CLI, 500 from the
-/// webhook). Fixed in `src/api/schema/check.rs` by the pipeline helper; this fails until that is merged.
+/// webhook). Fixed in `api/src/schema/check.rs` by the pipeline helper; this fails until that is merged.
 #[test]
 fn multi_byte_date_time_is_refused_without_a_panic() {
     for text in ["aé12345", "🦀🦀", "2024-01-02T03:04:05é00:00", "é+01:00"] {

@@ -1,12 +1,17 @@
-//! The dependency rule, checked rather than hoped for: which of kerf's modules may use which. The pure core
-//! (the API types and rules, the catalog, scheduling, disruption, the engine, admission, simulate) never reaches the
-//! edges (`controllers`, `kube`, `cli`); the API rules use nothing else of kerf; the catalog only the API;
-//! disruption decides below the engine (the engine drives it, never the reverse); the decisions that must not wait
-//! on anything use no async runtime; and the crates keep the AWS SDK to `kerf-aws` and the binary.
+//! The dependency rule, checked rather than hoped for: which of kerf's crates and modules may use which.
+//!
+//! Crates: `kerf-api` (the API types and rules) uses no other kerf crate; `kerf-core` (catalog, scheduling,
+//! disruption, engine, cloud port) only `kerf-api`; the AWS adapter only those two, never the Kubernetes edge
+//! (`kerf`); the webhook server and the certificates none; and only `kerf-aws` and the binary link the AWS SDK.
+//!
+//! Modules, inside those crates: the catalog uses only the API; disruption decides below the engine (the engine
+//! drives it, never the reverse); admission and simulate, in the edge crate, never reach the controllers, the
+//! Kubernetes client or the command line; and the decisions that must not wait on anything use no async runtime.
 
 use std::path::{Path, PathBuf};
 
-/// Each module of the `kerf` crate and the modules of the crate it may name (`crate::<module>`).
+/// Each module and the modules it may name (`crate::<module>`; the layers below are re-exported under their module
+/// names, so `crate::api` is `kerf_api` wherever it is written).
 const ALLOWED: &[(&str, &[&str])] = &[
     ("api", &[]),
     ("catalog", &["api"]),
@@ -45,8 +50,32 @@ const NO_RUNTIME: &[&str] = &[
     "admission",
 ];
 
-fn src() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src")
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The crate directory a module's sources are in: `kerf-api` is the `api` module, `kerf-core` holds the pure ones,
+/// and the rest are the edge crate's (`src/`).
+fn crate_of(module: &str) -> &'static str {
+    match module {
+        "api" => "api",
+        "catalog" | "scheduling" | "disruption" | "engine" | "cloud" | "interruption"
+        | "manifest" => "core",
+        _ => ".",
+    }
+}
+
+/// The sources of `module`, relative to the workspace.
+fn module_files(module: &str) -> Vec<PathBuf> {
+    let src = workspace().join(crate_of(module)).join("src");
+    let mut files = Vec::new();
+    if module == "api" {
+        rust_files(&src, &mut files);
+    } else {
+        rust_files(&src.join(module), &mut files);
+        rust_files(&src.join(format!("{module}.rs")), &mut files);
+    }
+    files
 }
 
 fn rust_files(path: &Path, out: &mut Vec<PathBuf>) {
@@ -100,21 +129,25 @@ fn crate_modules(line: &str) -> Vec<String> {
 fn each_module_uses_only_the_layers_below_it() {
     let mut wrong = Vec::new();
     for (module, allowed) in ALLOWED {
-        let mut files = Vec::new();
-        rust_files(&src().join(module), &mut files);
-        rust_files(&src().join(format!("{module}.rs")), &mut files);
-        assert!(!files.is_empty(), "src/{module} has no sources");
+        let files = module_files(module);
+        assert!(!files.is_empty(), "{module} has no sources");
         for file in files {
             let text = std::fs::read_to_string(&file).expect("source");
             let shown = file
-                .strip_prefix(src())
+                .strip_prefix(workspace())
                 .unwrap_or(&file)
                 .display()
                 .to_string();
             for (n, line) in code_lines(&text) {
-                for used in crate_modules(line) {
+                // `kerf-api` is a crate of its own: its `crate::` is itself, and its Cargo.toml names no kerf crate.
+                let uses = if module == &"api" {
+                    Vec::new()
+                } else {
+                    crate_modules(line)
+                };
+                for used in uses {
                     if used != *module && !allowed.contains(&used.as_str()) {
-                        wrong.push(format!("src/{shown}:{n}: {module} uses crate::{used}"));
+                        wrong.push(format!("{shown}:{n}: {module} uses crate::{used}"));
                     }
                 }
                 let runtime = ["tokio::", "kube::Client", "kube::Api", "reqwest::"]
@@ -123,7 +156,7 @@ fn each_module_uses_only_the_layers_below_it() {
                 // Tests may drive async code with a runtime.
                 if NO_RUNTIME.contains(module) && runtime && !line.contains("#[tokio::test]") {
                     wrong.push(format!(
-                        "src/{shown}:{n}: {module} uses an async runtime or a client"
+                        "{shown}:{n}: {module} uses an async runtime or a client"
                     ));
                 }
             }
@@ -136,27 +169,60 @@ fn each_module_uses_only_the_layers_below_it() {
     );
 }
 
+/// Each library crate and the kerf crates its `[dependencies]` may name.
+const CRATES: &[(&str, &[&str])] = &[
+    ("api", &[]),
+    ("core", &["kerf-api"]),
+    ("webhooks", &[]),
+    ("certs", &[]),
+    ("aws", &["kerf-api", "kerf-core"]),
+    (
+        ".",
+        &["kerf-api", "kerf-core", "kerf-webhooks", "kerf-certs"],
+    ),
+];
+
+/// The `[dependencies]` table of a crate's manifest (dev-dependencies may add test kits).
+fn dependencies(krate: &str) -> Vec<String> {
+    let manifest =
+        std::fs::read_to_string(workspace().join(krate).join("Cargo.toml")).expect("Cargo.toml");
+    let table = manifest
+        .split("\n[dependencies]\n")
+        .nth(1)
+        .map(|d| d.split("\n[").next().unwrap_or_default())
+        .unwrap_or_default();
+    table
+        .lines()
+        .filter(|line| !line.trim_start().starts_with('#'))
+        .filter_map(|line| line.split(['=', '.']).next())
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .collect()
+}
+
+#[test]
+fn each_crate_depends_only_on_the_kerf_crates_below_it() {
+    for (krate, allowed) in CRATES {
+        let deps = dependencies(krate);
+        assert!(!deps.is_empty(), "{krate}/Cargo.toml has no [dependencies]");
+        for dep in &deps {
+            if dep == "kerf" || dep.starts_with("kerf-") {
+                assert!(
+                    allowed.contains(&dep.as_str()),
+                    "{krate}/Cargo.toml depends on {dep}, above or beside it"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn the_aws_sdk_stays_in_the_aws_adapter_and_the_binary() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    for krate in [".", "webhooks", "certs"] {
-        let manifest =
-            std::fs::read_to_string(root.join(krate).join("Cargo.toml")).expect("Cargo.toml");
-        let dependencies = manifest
-            .split("[dependencies]")
-            .nth(1)
-            .map(|d| d.split("\n[").next().unwrap_or_default())
-            .unwrap_or_default();
-        assert!(
-            !dependencies.contains("aws-sdk") && !dependencies.contains("aws-config"),
-            "{krate}/Cargo.toml depends on the AWS SDK"
-        );
-        if krate != "." {
-            assert!(
-                !dependencies.contains("kerf ") && !dependencies.contains("kerf.workspace"),
-                "{krate} must not depend on the kerf crate"
-            );
-        }
+    for (krate, _) in CRATES.iter().filter(|(k, _)| *k != "aws") {
+        let sdk = dependencies(krate)
+            .into_iter()
+            .find(|d| d.starts_with("aws-sdk") || d == "aws-config");
+        assert_eq!(sdk, None, "{krate}/Cargo.toml depends on the AWS SDK");
     }
 }
 

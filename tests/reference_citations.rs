@@ -9,8 +9,10 @@ use std::path::{Path, PathBuf};
 
 const REFERENCES: [&str; 2] = ["controller-behaviour.md", "api-rules.md"];
 /// Where citations may be: the workspace's sources, tests, scripts and docs.
-const ROOTS: [&str; 11] = [
+const ROOTS: [&str; 13] = [
     "src",
+    "api",
+    "core",
     "tests",
     "benches",
     "aws",

@@ -1,10 +1,10 @@
-//! The client-side call budget ([`kerf::cloud::api_limits`]): one token bucket per API, shared by every call of
+//! The client-side call budget ([`kerf_core::cloud::api_limits`]): one token bucket per API, shared by every call of
 //! the process, which waits for its token before it is sent.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use kerf::cloud::api_limits::{ApiRateLimits, TokenBucket, OPERATIONS};
+use kerf_core::cloud::api_limits::{ApiRateLimits, TokenBucket, OPERATIONS};
 use tokio::time::Instant;
 
 /// The buckets of every API, filled as the limits say.

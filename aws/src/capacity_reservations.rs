@@ -8,12 +8,12 @@ use std::time::{Duration, SystemTime};
 
 use aws_sdk_ec2::primitives::{DateTime, DateTimeFormat};
 use aws_sdk_ec2::types as ec2;
-use kerf::api::ec2nodeclass::{
+use kerf_core::api::ec2nodeclass::{
     CapacityReservation, CapacityReservationSelectorTerm, CapacityReservationState,
     CapacityReservationType, InstanceMatchCriteria,
 };
-use kerf::catalog::CapacityType;
-use kerf::cloud::{LaunchPlan, ResolvedNodeClass};
+use kerf_core::catalog::CapacityType;
+use kerf_core::cloud::{LaunchPlan, ResolvedNodeClass};
 
 use crate::resolve::tag_filters;
 
@@ -300,7 +300,7 @@ pub fn narrow(plan: &mut LaunchPlan, class: &ResolvedNodeClass) -> Option<Reserv
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kerf::cloud::LaunchOverride;
+    use kerf_core::cloud::LaunchOverride;
 
     fn t0() -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)

@@ -3,7 +3,7 @@
 //! configured either, the cluster CA bundle and the service CIDR the nodes' user data carries.
 
 use aws_config::SdkConfig;
-use kerf::cloud::CloudError;
+use kerf_core::cloud::CloudError;
 
 use crate::errors::bounded;
 use crate::user_data::ClusterInfo;

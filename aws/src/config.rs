@@ -6,10 +6,10 @@ use std::time::Duration;
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
-use kerf::cloud::CloudError;
+use kerf_core::cloud::CloudError;
 
-use kerf::catalog::Pricing;
-use kerf::cloud::api_limits::{ApiAttempts, ApiRateLimits};
+use kerf_core::catalog::Pricing;
+use kerf_core::cloud::api_limits::{ApiAttempts, ApiRateLimits};
 
 use crate::fleet_batcher::FleetBatchSettings;
 use crate::user_data::ClusterInfo;
@@ -33,11 +33,11 @@ pub struct AwsSettings {
     pub call_timeout: Duration,
     /// Attempts per call (the SDK retries throttling and 5xx answers, with jittered exponential backoff).
     pub max_attempts: u32,
-    /// Attempts of the APIs given their own ([`kerf::cloud::api_limits::ApiAttempts`]), over `max_attempts`.
+    /// Attempts of the APIs given their own ([`kerf_core::cloud::api_limits::ApiAttempts`]), over `max_attempts`.
     pub api_max_attempts: ApiAttempts,
     /// The longest backoff between two attempts (the SDK's standard retry doubles it from 1 s, with jitter).
     pub retry_max_backoff: Duration,
-    /// The client-side rate limit of each API ([`kerf::cloud::api_limits`]).
+    /// The client-side rate limit of each API ([`kerf_core::cloud::api_limits`]).
     pub api_rate_limits: ApiRateLimits,
     /// Prices of offerings (on-demand and spot) that AWS's price APIs do not give: by default the shipped
     /// on-demand snapshot (`Pricing::snapshot`), a pricing file over it.

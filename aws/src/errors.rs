@@ -4,7 +4,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use aws_sdk_ec2::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
-use kerf::cloud::CloudError;
+use kerf_core::cloud::CloudError;
 
 /// CreateFleet error codes that mean the offering had no capacity (controller-behaviour.md §2.2): the offering goes
 /// into the ICE cache, and a launch that got only these is insufficient capacity.

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types as ec2;
-use kerf::catalog::CapacityType;
-use kerf::cloud::{LaunchOverride, LaunchPlan, OfferingKey};
+use kerf_core::catalog::CapacityType;
+use kerf_core::cloud::{LaunchOverride, LaunchPlan, OfferingKey};
 
 use crate::capacity_reservations::ReservedMarket;
 use crate::errors::is_capacity_error;

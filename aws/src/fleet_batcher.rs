@@ -25,7 +25,7 @@ use std::time::Duration;
 use aws_sdk_ec2::operation::create_fleet::builders::CreateFleetFluentBuilder;
 use aws_sdk_ec2::operation::create_fleet::CreateFleetOutput;
 use aws_sdk_ec2::types as ec2;
-use kerf::cloud::CloudError;
+use kerf_core::cloud::CloudError;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 

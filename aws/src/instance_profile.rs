@@ -4,7 +4,7 @@
 
 use crate::errors::code_of;
 use crate::stable_hash::fnv1a;
-use kerf::cloud::{CloudError, NO_ROLE, TAG_CLUSTER_PREFIX, TAG_EC2NODECLASS};
+use kerf_core::cloud::{CloudError, NO_ROLE, TAG_CLUSTER_PREFIX, TAG_EC2NODECLASS};
 
 /// IAM caps instance profile names at 128 characters.
 const MAX_NAME: usize = 128;

@@ -2,13 +2,13 @@
 //! listings that together find every impaired instance — instance check impaired, system check impaired, or a
 //! scheduled reboot, maintenance, retirement or stop (EC2 ANDs filters of different names, so they are three
 //! calls) — and each answer as kerf's [`InstanceHealth`]. Which of them make a node go is
-//! `kerf::interruption::instance_status`'s decision.
+//! `kerf_core::interruption::instance_status`'s decision.
 
 use std::time::SystemTime;
 
 use aws_sdk_ec2::primitives::DateTime;
 use aws_sdk_ec2::types as ec2;
-use kerf::cloud::{InstanceHealth, StatusCategory, StatusCheck};
+use kerf_core::cloud::{InstanceHealth, StatusCategory, StatusCheck};
 
 /// The scheduled event codes that mean the host needs vacating.
 pub const EVENT_CODES: [&str; 5] = [

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use aws_sdk_ec2::types as ec2;
-use kerf::catalog::{Accelerator, CapacityType, Gpu, InstanceTypeInfo, NeuronDevice};
+use kerf_core::catalog::{Accelerator, CapacityType, Gpu, InstanceTypeInfo, NeuronDevice};
 
 /// The facts of one type, or `None` for a type kerf does not launch (other architectures, no HVM, neither
 /// on-demand nor spot, incomplete data).

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use aws_sdk_ec2::operation::run_instances::builders::RunInstancesFluentBuilder;
 use aws_sdk_ec2::types as ec2;
-use kerf::cloud::{CloudError, LaunchRefusal, RefusedCall};
+use kerf_core::cloud::{CloudError, LaunchRefusal, RefusedCall};
 
 use crate::errors::code_of;
 

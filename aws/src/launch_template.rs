@@ -7,8 +7,10 @@ use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types as ec2;
 use base64::Engine;
-use kerf::api::ec2nodeclass::{AmiFamily, EC2NodeClassSpec, HttpTokens, InterfaceType, Toggle};
-use kerf::cloud::InstancePlacement;
+use kerf_core::api::ec2nodeclass::{
+    AmiFamily, EC2NodeClassSpec, HttpTokens, InterfaceType, Toggle,
+};
+use kerf_core::cloud::InstancePlacement;
 
 use crate::capacity_reservations::ReservedMarket;
 
@@ -67,7 +69,7 @@ pub struct Launch {
     pub efa_interfaces: i32,
     /// The class's placement group, with the partition the claim requires ([`LaunchRequest::placement`]).
     ///
-    /// [`LaunchRequest::placement`]: kerf::cloud::LaunchRequest::placement
+    /// [`LaunchRequest::placement`]: kerf_core::cloud::LaunchRequest::placement
     pub placement: Option<InstancePlacement>,
 }
 

@@ -1,8 +1,9 @@
-//! kerf's [`CloudProvider`](kerf::cloud::CloudProvider) on AWS: instance types and offerings from EC2,
+//! kerf's [`CloudProvider`](kerf_core::cloud::CloudProvider) on AWS: instance types and offerings from EC2,
 //! EC2NodeClass resolution (subnets, security groups, AMIs through SSM aliases, capacity reservations), launch
 //! templates per configuration, CreateFleet `instant` launches with the ICE cache (and into reservations), and
 //! instance get/list/terminate; and the interruption queue on SQS ([`SqsQueue`]). The AWS SDK lives here only,
-//! so the `kerf` crate stays free of it. docs/cloud.md and docs/interruption.md describe the behaviour.
+//! so the core and the Kubernetes edge stay free of it; this crate uses `kerf-core` alone, never the edge.
+//! docs/cloud.md and docs/interruption.md describe the behaviour.
 
 mod budget;
 mod capacity_reservations;

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 
-use kerf::cloud::CloudError;
+use kerf_core::cloud::CloudError;
 
 /// The most pages one listing reads: far more than any account needs (e.g. 1,000 × 100 instance types),
 /// and a bound if a server kept handing out tokens.

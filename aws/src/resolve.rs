@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types::Filter;
-use kerf::cloud::{AmiVariant, CloudError};
+use kerf_core::cloud::{AmiVariant, CloudError};
 
 /// EC2 filters for a selector term's tags: `tag:<key>` = value, or `tag-key` = key for the value `*`.
 pub fn tag_filters(tags: Option<&BTreeMap<String, String>>) -> Vec<Filter> {

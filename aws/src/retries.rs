@@ -1,6 +1,6 @@
 //! Attempts per API: the SDK's standard retry (jittered exponential backoff) reads its configuration from the
 //! request's config bag at every retry decision, so an interceptor that puts one there before the retry loop gives
-//! an operation its own number of attempts ([`kerf::cloud::api_limits::ApiAttempts`]); the others keep the
+//! an operation its own number of attempts ([`kerf_core::cloud::api_limits::ApiAttempts`]); the others keep the
 //! client's.
 
 use aws_config::retry::RetryConfig;
@@ -8,7 +8,7 @@ use aws_sdk_ec2::config::interceptors::BeforeTransmitInterceptorContextMut;
 use aws_sdk_ec2::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
-use kerf::cloud::api_limits::ApiAttempts;
+use kerf_core::cloud::api_limits::ApiAttempts;
 
 /// Sets the attempts of the operations [`ApiAttempts`] names, over `base` (the client's retry configuration).
 #[derive(Debug)]

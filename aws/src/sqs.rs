@@ -6,8 +6,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
-use kerf::cloud::CloudError;
-use kerf::interruption::{MessageQueue, QueueError, QueueMessage, MAX_MESSAGES};
+use kerf_core::cloud::CloudError;
+use kerf_core::interruption::{MessageQueue, QueueError, QueueMessage, MAX_MESSAGES};
 
 use crate::config::AwsSettings;
 use crate::errors::code_and_message;

@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime};
 
 use aws_config::SdkConfig;
 use aws_sdk_arczonalshift::types::{AppliedStatus, ZonalShiftInResource};
-use kerf::cloud::zonal_shift::ZonalShift;
-use kerf::cloud::CloudError;
+use kerf_core::cloud::zonal_shift::ZonalShift;
+use kerf_core::cloud::CloudError;
 
 use crate::errors::bounded;
 

@@ -114,7 +114,7 @@ async fn interruption_events_are_received_dispatched_and_deleted() -> Result<()>
         queue.url()
     );
 
-    let examples: Vec<&str> = include_str!("../../src/interruption/examples.jsonl")
+    let examples: Vec<&str> = include_str!("../../core/src/interruption/examples.jsonl")
         .lines()
         .collect();
     let unknown = r#"{"version":"0","source":"aws.ec2","detail-type":"EC2 AMI State Change","time":"2025-03-01T10:00:00Z","detail":{}}"#;

@@ -9,7 +9,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use kerf::cloud::CloudError;
+use kerf_core::cloud::CloudError;
 
 /// A price table and when it was last fetched. A failed fetch keeps the previous table (or the empty one)
 /// until the next refresh, so an unreachable API costs one timeout per period, not one per catalog read.

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_pricing::types::{Filter, FilterType};
-use kerf::cloud::CloudError;
+use kerf_core::cloud::CloudError;
 use serde_json::Value;
 
 use crate::errors::bounded;

@@ -76,14 +76,14 @@ impl AwsCloud {
     pub(super) async fn create_fleet(
         &self,
         request: &LaunchRequest<'_>,
-        plan: &kerf::cloud::LaunchPlan,
+        plan: &kerf_core::cloud::LaunchPlan,
         market: Option<ReservedMarket>,
     ) -> Result<aws_sdk_ec2::operation::create_fleet::CreateFleetOutput, CloudError> {
         // One template per image, and per reservation for a reserved launch: a template targets one reservation,
         // and its overrides are that reservation's pool only.
         // And per EFA interface count, for a claim requesting EFA: types differ in network cards.
         type TemplateKey<'k> = (&'k str, Option<&'k str>, i32);
-        let mut by_template: BTreeMap<TemplateKey<'_>, Vec<&kerf::cloud::LaunchOverride>> =
+        let mut by_template: BTreeMap<TemplateKey<'_>, Vec<&kerf_core::cloud::LaunchOverride>> =
             BTreeMap::new();
         for o in &plan.overrides {
             let reservation = o.reservation_id.as_deref();

@@ -16,16 +16,16 @@ use std::time::SystemTime;
 
 use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_ec2::types as ec2;
-use kerf::api::ec2nodeclass::{
+use kerf_core::api::ec2nodeclass::{
     CapacityReservation, CapacityReservationType, EC2NodeClassSpec, InstanceStorePolicy,
     PlacementGroupSelector, SecurityGroup, Subnet,
 };
-use kerf::catalog::{
+use kerf_core::catalog::{
     CapacityType, CatalogSettings, InstanceType, InstanceTypeInfo, Offering, Reservation, EFA,
     RESERVED_PRICE_DIVISOR,
 };
-use kerf::cloud::zonal_shift::{self, ZonalShifts};
-use kerf::cloud::{
+use kerf_core::cloud::zonal_shift::{self, ZonalShifts};
+use kerf_core::cloud::{
     newest_per_architecture, plan, provider_id, AmiVariant, CloudError, CloudProvider, IceCache,
     Instance, InstanceHealth, InstancePlacement, InstanceReservation, InstanceState, LaunchRefusal,
     LaunchRequest, NodeClass, OfferingKey, PlacementGroup, PlacementStrategy, RefusedCall,
@@ -363,7 +363,7 @@ impl CloudProvider for AwsCloud {
     }
 
     async fn get(&self, provider_id: &str) -> Result<Instance, CloudError> {
-        let id = kerf::cloud::instance_id(provider_id)?;
+        let id = kerf_core::cloud::instance_id(provider_id)?;
         let not_found = || CloudError::NotFound {
             provider_id: provider_id.to_owned(),
         };
@@ -432,7 +432,7 @@ impl CloudProvider for AwsCloud {
     }
 
     async fn delete(&self, provider_id: &str) -> Result<(), CloudError> {
-        let id = kerf::cloud::instance_id(provider_id)?;
+        let id = kerf_core::cloud::instance_id(provider_id)?;
         {
             let shifts = lock(&self.zonal_shifts);
             if let Some(refusal) =
@@ -584,7 +584,7 @@ mod tests {
     use aws_sdk_ec2::config::retry::RetryConfig;
     use aws_sdk_ec2::operation::describe_instances::DescribeInstancesOutput;
     use aws_smithy_mocks::mock;
-    use kerf::cloud::api_limits::ApiAttempts;
+    use kerf_core::cloud::api_limits::ApiAttempts;
     use std::time::Duration;
 
     /// kerf's retry configuration (the SDK's standard retry, `max_attempts` 3) with `attempts` per API over it, as

@@ -4,8 +4,8 @@
 use super::*;
 use aws_sdk_ec2::config::retry::RetryConfig;
 use aws_smithy_mocks::{create_mock_http_client, MockResponseInterceptor, Rule, RuleMode};
-use kerf::api::nodeclaim::NodeClaim;
-use kerf::catalog::{Catalog, Pricing};
+use kerf_core::api::nodeclaim::NodeClaim;
+use kerf_core::catalog::{Catalog, Pricing};
 use std::time::Duration;
 
 pub(super) const CLUSTER: &str = "test-cluster";

@@ -105,8 +105,8 @@ fn quote(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kerf::api::ec2nodeclass::KubeletConfiguration;
-    use kerf::api::nodepool::{Taint, TaintEffect};
+    use kerf_core::api::ec2nodeclass::KubeletConfiguration;
+    use kerf_core::api::nodepool::{Taint, TaintEffect};
     use serde_json::json;
 
     #[test]

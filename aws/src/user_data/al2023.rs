@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::{mime, registered_taints, ClusterInfo, NodeSettings, BOUNDARY};
-use kerf::api::nodepool::Taint;
+use kerf_core::api::nodepool::Taint;
 use serde_json::{json, Map, Value};
 
 /// The user data (plain text; EC2 wants it base64-encoded).
@@ -102,8 +102,8 @@ pub fn registration(user_data: &str) -> Option<(BTreeMap<String, String>, Vec<Ta
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kerf::api::ec2nodeclass::KubeletConfiguration;
-    use kerf::api::nodepool::TaintEffect;
+    use kerf_core::api::ec2nodeclass::KubeletConfiguration;
+    use kerf_core::api::nodepool::TaintEffect;
 
     fn cluster() -> ClusterInfo {
         ClusterInfo {

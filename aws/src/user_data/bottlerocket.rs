@@ -3,7 +3,7 @@
 //! every other user setting is kept.
 
 use super::{registered_taints, ClusterInfo, NodeSettings};
-use kerf::cloud::CloudError;
+use kerf_core::cloud::CloudError;
 use std::collections::BTreeMap;
 use toml_edit::{value, Array, DocumentMut, Item, Table};
 
@@ -129,7 +129,7 @@ fn table<'a>(parent: &'a mut Table, key: &str) -> Result<&'a mut Table, CloudErr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kerf::api::ec2nodeclass::KubeletConfiguration;
+    use kerf_core::api::ec2nodeclass::KubeletConfiguration;
     use serde_json::json;
 
     fn cluster() -> ClusterInfo {

@@ -12,9 +12,9 @@ mod al2;
 mod al2023;
 mod bottlerocket;
 
-use kerf::api::ec2nodeclass::{AmiFamily, EC2NodeClassSpec, KubeletConfiguration};
-use kerf::api::nodepool::{Taint, TaintEffect};
-use kerf::cloud::{CloudError, UNREGISTERED_TAINT_KEY};
+use kerf_core::api::ec2nodeclass::{AmiFamily, EC2NodeClassSpec, KubeletConfiguration};
+use kerf_core::api::nodepool::{Taint, TaintEffect};
+use kerf_core::cloud::{CloudError, UNREGISTERED_TAINT_KEY};
 use std::collections::BTreeMap;
 
 pub use al2023::{al2023, registration};
