@@ -55,14 +55,13 @@ fn catalog() -> Catalog {
 }
 
 fn nodepool() -> NodePool {
-    serde_json::from_value(json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
-        "spec": {"template": {"spec": {
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-            "requirements": [
-                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
-                {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r"]},
-                {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}}}}))
-    .expect("nodepool")
+    kerf_testkit::nodepool(
+        "default",
+        json!({"template": {"spec": {"requirements": [
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+            {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r"]},
+            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}}}),
+    )
 }
 
 /// The requests of pod `p` on a node with `allocatable`.

@@ -16,11 +16,10 @@ use kerf::scheduling::PodInfo;
 use serde_json::{json, Value};
 
 fn nodepool(name: &str, requirements: Value) -> NodePool {
-    serde_json::from_value(json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
-        "spec": {"template": {"spec": {
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-            "requirements": requirements}}}}))
-    .expect("nodepool")
+    kerf_testkit::nodepool(
+        name,
+        json!({"template": {"spec": {"requirements": requirements}}}),
+    )
 }
 
 fn pod_advice(c: &mut Criterion) {

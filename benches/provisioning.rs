@@ -28,21 +28,18 @@ const PODS: usize = 1_001;
 const PER_WINDOW: usize = 200;
 
 fn node_pool() -> NodePool {
-    serde_json::from_value(json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "general"},
-        "spec": {"template": {"metadata": {"labels": {"team": "e2e"}}, "spec": {
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+    kerf_testkit::nodepool(
+        "general",
+        json!({"template": {"metadata": {"labels": {"team": "e2e"}}, "spec": {
             "requirements": [
                 {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
                 {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}],
-            "expireAfter": "720h"}}}}))
-    .expect("nodepool")
+            "expireAfter": "720h"}}}),
+    )
 }
 
 fn node_class() -> EC2NodeClass {
-    serde_json::from_value(json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
-        "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                 "subnetSelectorTerms": [{"id": "subnet-1"}], "securityGroupSelectorTerms": [{"id": "sg-1"}]}}))
-    .expect("nodeclass")
+    kerf_testkit::ec2nodeclass("default", json!({}))
 }
 
 /// An inflate pod the kube-scheduler marked unschedulable.

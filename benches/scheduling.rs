@@ -17,6 +17,7 @@ use kerf::api::nodepool::NodePool;
 use kerf::catalog::Catalog;
 use kerf::scheduling::bound::lower_bound;
 use kerf::scheduling::{PodInfo, Scheduler};
+use kerf_testkit::{catalog_file, instance_type, merge, offering};
 use serde_json::{json, Value};
 use std::fmt::Write;
 use std::hash::Hasher;
@@ -31,27 +32,27 @@ fn catalog() -> Catalog {
         .map(|i| {
             let (cpu, memory_gb) = ((i + 1) as f64, 2.0 * (i + 1) as f64);
             let price = 0.1 * cpu + 0.1 * memory_gb;
-            let offering = |zone: &str, capacity_type: &str| {
-                json!({"zone": zone, "capacityType": capacity_type, "price": price, "available": true})
-            };
-            json!({
-                "name": format!("fake-it-{i}"), "cpu": (i + 1).to_string(), "memory": format!("{}Gi", 2 * (i + 1)),
-                "pods": 10 * (i + 1), "arch": "amd64", "os": ["linux"], "labels": {},
-                "overhead": {"cpu": "100m", "memory": "10Mi"},
-                "offerings": [offering("test-zone-1", "spot"), offering("test-zone-2", "spot"),
-                              offering("test-zone-1", "on-demand"), offering("test-zone-2", "on-demand"), offering("test-zone-3", "on-demand")]
-            })
+            let offerings = [
+                ("test-zone-1", "spot"),
+                ("test-zone-2", "spot"),
+                ("test-zone-1", "on-demand"),
+                ("test-zone-2", "on-demand"),
+                ("test-zone-3", "on-demand"),
+            ]
+            .map(|(zone, capacity_type)| offering(zone, capacity_type, price));
+            let (cpus, memory) = ((i + 1).to_string(), format!("{}Gi", 2 * (i + 1)));
+            let name = format!("fake-it-{i}");
+            let pods = 10 * (i as u64 + 1);
+            let mut it = instance_type(&name, &cpus, &memory, pods, "amd64", offerings.into());
+            merge(&mut it, json!({"overhead": {"memory": "10Mi"}}));
+            it
         })
         .collect();
-    Catalog::from_instance_types_json(&json!({"instanceTypes": types}).to_string())
-        .expect("synthetic catalog")
+    Catalog::from_instance_types_json(&catalog_file(types)).expect("synthetic catalog")
 }
 
 fn nodepool() -> NodePool {
-    serde_json::from_value(json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
-        "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                                        "requirements": []}}}}))
-    .expect("nodepool")
+    kerf_testkit::nodepool("default", json!({}))
 }
 
 /// One pod of group `group` (its labels select its siblings), with `extra` merged into the spec.

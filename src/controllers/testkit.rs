@@ -341,15 +341,13 @@ pub(crate) fn nodeclaims_created<C>(ctx: &Context<C>, nodepool: &str, reason: &s
 
 /// A NodePool `name` (uid `pool-uid`) of amd64 nodes of the `default` EC2NodeClass, for tests that need one.
 pub(crate) fn node_pool(name: &str) -> crate::api::nodepool::NodePool {
-    serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-        "metadata": {"name": name, "uid": "pool-uid"},
-        "spec": {"template": {"spec": {
-            "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}],
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-        }}},
-    }))
-    .expect("a NodePool")
+    let mut pool = kerf_testkit::nodepool(
+        name,
+        json!({"template": {"spec": {"requirements": [
+            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}}}),
+    );
+    pool.metadata.uid = Some("pool-uid".to_owned());
+    pool
 }
 
 mod tests {

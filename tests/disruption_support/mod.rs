@@ -10,6 +10,7 @@ use kerf::api::nodepool::NodePool;
 use kerf::catalog::Catalog;
 use kerf::disruption::{decide, Decision, DisruptionInput, NodeInput, Settings};
 use kerf::scheduling::volumes::VolumeIndex;
+use kerf_testkit::{catalog_file, instance_type, offering};
 use serde_json::{json, Value};
 
 /// When nodes are created and initialized.
@@ -35,18 +36,24 @@ pub fn catalog(families: usize) -> Catalog {
         .flat_map(|f| SIZES.map(move |cpu| (f, cpu)))
         .map(|(f, cpu)| {
             let p = price(f, cpu);
-            json!({"name": format!("f{f}-{cpu}"), "cpu": cpu.to_string(), "memory": format!("{}Gi", 4 * cpu),
-                   "pods": 110, "arch": "amd64", "os": ["linux"], "labels": {},
-                   "overhead": {"cpu": "100m", "memory": "100Mi"},
-                   "offerings": [
-                       {"zone": "zone-a", "capacityType": "on-demand", "price": p, "available": true},
-                       {"zone": "zone-b", "capacityType": "on-demand", "price": p, "available": true},
-                       {"zone": "zone-a", "capacityType": "spot", "price": p * 0.4, "available": true},
-                       {"zone": "zone-b", "capacityType": "spot", "price": p * 0.4, "available": true}]})
+            let offerings = vec![
+                offering("zone-a", "on-demand", p),
+                offering("zone-b", "on-demand", p),
+                offering("zone-a", "spot", p * 0.4),
+                offering("zone-b", "spot", p * 0.4),
+            ];
+            let (cpus, memory) = (cpu.to_string(), format!("{}Gi", 4 * cpu));
+            instance_type(
+                &format!("f{f}-{cpu}"),
+                &cpus,
+                &memory,
+                110,
+                "amd64",
+                offerings,
+            )
         })
         .collect();
-    Catalog::from_instance_types_json(&json!({"instanceTypes": types}).to_string())
-        .expect("catalog")
+    Catalog::from_instance_types_json(&catalog_file(types)).expect("catalog")
 }
 
 /// A NodePool `name` for on-demand amd64 nodes, with `disruption`.
@@ -56,15 +63,12 @@ pub fn pool(name: &str, disruption: Value) -> NodePool {
 
 /// A NodePool `name` for the `capacity_types`, with `disruption`.
 pub fn pool_with(name: &str, disruption: Value, capacity_types: Value) -> NodePool {
-    serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
-        "spec": {"disruption": disruption, "template": {"spec": {
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-            "requirements": [
-                {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
-                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": capacity_types}]}}}
-    }))
-    .expect("nodepool")
+    kerf_testkit::nodepool(
+        name,
+        json!({"disruption": disruption, "template": {"spec": {"requirements": [
+            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": capacity_types}]}}}),
+    )
 }
 
 /// The cluster a test decides on.

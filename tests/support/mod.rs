@@ -4,49 +4,39 @@
 use kerf::api::nodepool::NodePool;
 use kerf::catalog::Catalog;
 use kerf::scheduling::PodInfo;
+pub use kerf_testkit::merge;
+use kerf_testkit::{catalog_file, instance_type, offering};
 use serde_json::{json, Value};
 
 /// Three sizes of amd64 and one arm64 type; spot in two zones, on-demand in three; price grows with size.
 pub fn catalog() -> Catalog {
     let offerings = |price: f64| {
-        json!([
-            {"zone": "test-zone-a", "capacityType": "spot", "price": price * 0.4, "available": true},
-            {"zone": "test-zone-b", "capacityType": "spot", "price": price * 0.5, "available": true},
-            {"zone": "test-zone-a", "capacityType": "on-demand", "price": price, "available": true},
-            {"zone": "test-zone-b", "capacityType": "on-demand", "price": price, "available": true},
-            {"zone": "test-zone-c", "capacityType": "on-demand", "price": price, "available": true}
-        ])
+        vec![
+            offering("test-zone-a", "spot", price * 0.4),
+            offering("test-zone-b", "spot", price * 0.5),
+            offering("test-zone-a", "on-demand", price),
+            offering("test-zone-b", "on-demand", price),
+            offering("test-zone-c", "on-demand", price),
+        ]
     };
-    let it = |name: &str, cpu: &str, memory: &str, pods: i64, arch: &str, price: f64| {
-        json!({"name": name, "cpu": cpu, "memory": memory, "pods": pods, "arch": arch, "os": ["linux"], "labels": {},
-               "overhead": {"cpu": "100m", "memory": "100Mi"}, "offerings": offerings(price)})
+    let it = |name: &str, cpu: &str, memory: &str, pods: u64, arch: &str, price: f64| {
+        instance_type(name, cpu, memory, pods, arch, offerings(price))
     };
-    let file = json!({"instanceTypes": [
+    let file = catalog_file(vec![
         it("small", "2", "4Gi", 10, "amd64", 0.1),
         it("medium", "4", "8Gi", 20, "amd64", 0.2),
         it("large", "16", "32Gi", 100, "amd64", 0.8),
         it("arm-medium", "4", "8Gi", 20, "arm64", 0.15),
-    ]});
-    Catalog::from_instance_types_json(&file.to_string()).expect("catalog")
+    ]);
+    Catalog::from_instance_types_json(&file).expect("catalog")
 }
 
+/// A NodePool `name` of amd64 nodes, `spec` merged into its spec.
 pub fn nodepool(name: &str, spec: Value) -> NodePool {
-    let mut base = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
-        "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                                        "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}}}});
-    merge(&mut base["spec"], spec);
-    serde_json::from_value(base).expect("nodepool")
-}
-
-pub fn merge(target: &mut Value, patch: Value) {
-    match (target, patch) {
-        (Value::Object(t), Value::Object(p)) => {
-            for (k, v) in p {
-                merge(t.entry(k).or_insert(Value::Null), v);
-            }
-        }
-        (t, p) => *t = p,
-    }
+    let mut base = json!({"template": {"spec": {"requirements": [
+        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}}});
+    merge(&mut base, spec);
+    kerf_testkit::nodepool(name, base)
 }
 
 pub fn pods(n: usize, prefix: &str, spec: Value) -> Vec<PodInfo> {

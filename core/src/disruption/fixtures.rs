@@ -1,4 +1,4 @@
-//! Objects for the tests of this module, built from JSON so that each test states only what it is about.
+//! Objects for the tests of this module: the workspace's test kit with this module's names (claim `c`, pool `p`).
 
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
@@ -6,30 +6,12 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{json, Value};
 
 pub fn pod(json: Value) -> Pod {
-    serde_json::from_value(json).expect("pod")
+    kerf_testkit::object("Pod", json)
 }
 
-/// A minimal NodeClaim named `c`, with `overrides`' `metadata`, `spec` and `status` fields merged in.
+/// A NodeClaim named `c`, with `overrides` merged in.
 pub fn claim(overrides: Value) -> NodeClaim {
-    let mut claim = json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-        "metadata": {"name": "c"},
-        "spec": {"requirements": [],
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "d"}},
-    });
-    for section in ["metadata", "spec", "status"] {
-        let Some(fields) = overrides.get(section).and_then(Value::as_object) else {
-            continue;
-        };
-        let target = &mut claim[section];
-        if !target.is_object() {
-            *target = json!({});
-        }
-        for (key, value) in fields {
-            target[key] = value.clone();
-        }
-    }
-    serde_json::from_value(claim).expect("claim")
+    kerf_testkit::nodeclaim("c", overrides)
 }
 
 /// A claim created at `created`, with `expireAfter` and a status.
@@ -43,10 +25,5 @@ pub fn created_claim(created: &str, expire_after: Option<&str>, status: Value) -
 
 /// A NodePool named `p` with this `disruption`.
 pub fn pool(disruption: Value) -> NodePool {
-    serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "p"},
-        "spec": {"disruption": disruption, "template": {"spec": {"requirements": [],
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "d"}}}}
-    }))
-    .expect("pool")
+    kerf_testkit::nodepool("p", json!({"disruption": disruption}))
 }

@@ -20,9 +20,8 @@ mod costs;
 mod do_not_disrupt;
 mod drift_hash;
 mod explain;
-/// Also for the controllers' tests, behind the `testkit` feature (a dependency is not built with `cfg(test)`).
-#[cfg(any(test, feature = "testkit"))]
-pub mod fixtures;
+#[cfg(test)]
+mod fixtures;
 mod go_duration;
 mod input;
 mod lifetime;

@@ -282,15 +282,17 @@ pub fn budget_samples(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::disruption::fixtures;
     use serde_json::json;
 
     #[test]
     fn budgets_give_each_pool_and_reason_its_allowance() {
-        let pool = fixtures::pool(json!({"budgets": [
-            {"nodes": "50%"},
-            {"nodes": "0", "reasons": ["Drifted"]},
-        ]}));
+        let pool = kerf_testkit::nodepool(
+            "p",
+            json!({"disruption": {"budgets": [
+                {"nodes": "50%"},
+                {"nodes": "0", "reasons": ["Drifted"]},
+            ]}}),
+        );
         let name = pool.metadata.name.clone().unwrap_or_default();
         let counts = [(
             name.clone(),

@@ -98,7 +98,6 @@ pub fn wait_before_next_pass(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::disruption::fixtures;
     use serde_json::json;
 
     fn at(s: &str) -> Timestamp {
@@ -106,7 +105,7 @@ mod tests {
     }
 
     fn pool(budgets: serde_json::Value) -> NodePool {
-        fixtures::pool(json!({ "budgets": budgets }))
+        kerf_testkit::nodepool("p", json!({"disruption": {"budgets": budgets}}))
     }
 
     fn business_hours() -> NodePool {
@@ -223,12 +222,15 @@ mod tests {
     }
 
     fn claim(pool: &str, node: &str) -> NodeClaim {
-        fixtures::claim(json!({
-            "metadata": {"name": node, "labels": {"karpenter.sh/nodepool": pool}},
-            "status": {"nodeName": node, "conditions": [
-                {"type": "Initialized", "status": "True", "reason": "Initialized", "message": "",
-                 "lastTransitionTime": "2026-11-23T00:00:00Z"}]}
-        }))
+        kerf_testkit::nodeclaim(
+            node,
+            json!({
+                "metadata": { "labels": {"karpenter.sh/nodepool": pool}},
+                "status": {"nodeName": node, "conditions": [
+                    {"type": "Initialized", "status": "True", "reason": "Initialized", "message": "",
+                     "lastTransitionTime": "2026-11-23T00:00:00Z"}]}
+            }),
+        )
     }
 
     fn node(name: &str, taints: serde_json::Value) -> Node {

@@ -3,11 +3,10 @@
 //! disrupt); the messages are Karpenter's text with kerf's binding budget and reopening after it.
 
 use super::*;
-use crate::disruption::fixtures;
 use serde_json::json;
 
 fn pool(name: &str, budgets: serde_json::Value) -> NodePool {
-    let mut pool = fixtures::pool(json!({ "budgets": budgets }));
+    let mut pool = kerf_testkit::nodepool("p", json!({"disruption": {"budgets": budgets}}));
     pool.metadata.name = Some(name.to_owned());
     pool
 }
