@@ -1,11 +1,12 @@
-//! Running `kerf controller` against a test [`Cluster`] and the AWS emulator: the CRDs, a tagged network, an
-//! EC2NodeClass `default`, the test prices as a pricing file, and controller processes with their own health
-//! and metrics ports.
+//! Running `kerf controller` against a test [`Cluster`] and the AWS emulator, the one way every e2e test does:
+//! [`prepare`] installs the CRDs, a tagged network, an EC2NodeClass `default` and the test prices as a pricing
+//! file; [`ControllerSetup::start`] runs a controller process with its own health and metrics ports and its
+//! log. [`crate::testbed::Testbed`] adds the stand-in kubelet and kerf's own cloud provider on top of it.
 
 use crate::aws::{node_class_spec, unique_cluster_name, AwsEmu, Network, REGION, TEST_PRICES};
 use crate::kerf::{free_port, start_kerf, Process};
-use crate::Cluster;
-use anyhow::{Context, Result};
+use crate::{poll, Cluster};
+use anyhow::{bail, Context, Result};
 use k8s_openapi::api::apps::v1::Deployment;
 use kerf::api::nodeclaim::NodeClaim;
 use kube::api::{Api, ListParams, PostParams};
@@ -20,6 +21,8 @@ pub struct ControllerSetup {
     pub network: Network,
     pub pricing_file: PathBuf,
     pub kubeconfig: PathBuf,
+    /// The apiserver's URL, the controller's `--cluster-endpoint`.
+    pub server_url: String,
     pub aws_endpoint: String,
     pub dir: PathBuf,
 }
@@ -36,9 +39,20 @@ pub struct Controller {
 /// controller these tests start discovers the Kubernetes version from the apiserver (no `--kubernetes-version`),
 /// so the emulator gets the EKS AMI parameters of that version too: those of `ssm-seed.json`'s version, renamed.
 pub async fn prepare(cluster: &Cluster, emu: &AwsEmu, prefix: &str) -> Result<ControllerSetup> {
+    Ok(prepare_with_cloud(cluster, emu, prefix).await?.0)
+}
+
+/// [`prepare`], also returning kerf's cloud provider for the cluster name (what a test inspects instances
+/// through).
+pub async fn prepare_with_cloud(
+    cluster: &Cluster,
+    emu: &AwsEmu,
+    prefix: &str,
+) -> Result<(ControllerSetup, kerf_aws::AwsCloud)> {
     cluster.install_crds().await?;
     emu.seed_ssm(&ami_parameters_for_apiserver()?).await?;
     let cluster_name = unique_cluster_name(prefix);
+    // Listing every instance type takes moto ~5 s, more on a busy machine.
     let cloud = emu.cloud(&cluster_name, Duration::from_secs(60)).await?;
     let network = emu.create_network(cloud.ec2(), &cluster_name).await?;
     let pricing_file = cluster.dir().join(format!("{cluster_name}-prices.json"));
@@ -51,15 +65,20 @@ pub async fn prepare(cluster: &Cluster, emu: &AwsEmu, prefix: &str) -> Result<Co
     });
     let (ok, stderr) = cluster.apply(&class).await?;
     anyhow::ensure!(ok, "applying the EC2NodeClass: {stderr}");
-    Ok(ControllerSetup {
+    let setup = ControllerSetup {
         cluster_name,
         network,
         pricing_file,
         kubeconfig: cluster.kubeconfig().to_path_buf(),
+        server_url: cluster.server_url(),
         aws_endpoint: emu.endpoint().to_owned(),
         dir: cluster.dir().to_path_buf(),
-    })
+    };
+    Ok((setup, cloud))
 }
+
+/// What the controller logs once its watches have synced and its controllers run.
+const STARTED: &str = "starting the controllers";
 
 /// `e2e/scripts/aws-emu/ssm-seed.json`'s EKS AMI parameters under the test apiserver's minor version.
 fn ami_parameters_for_apiserver() -> Result<Value> {
@@ -96,7 +115,7 @@ impl ControllerSetup {
             "--cluster-name",
             &self.cluster_name,
             "--cluster-endpoint",
-            "https://127.0.0.1:6443",
+            &self.server_url,
             "--aws-region",
             REGION,
             "--aws-endpoint-url",
@@ -121,6 +140,7 @@ impl ControllerSetup {
             ("AWS_ACCESS_KEY_ID", "testing"),
             ("AWS_SECRET_ACCESS_KEY", "testing"),
             ("AWS_REGION", REGION),
+            ("AWS_EC2_METADATA_DISABLED", "true"),
         ];
         let process = start_kerf(&args, &env, &log, health_port).await?;
         Ok(Controller {
@@ -130,9 +150,42 @@ impl ControllerSetup {
             log,
         })
     }
+
+    /// [`ControllerSetup::start`], returning once the controllers run (the process leads, its watches synced): what
+    /// a test that acts at once needs. A restart of the same `identity` appends to its log.
+    pub async fn start_running(&self, identity: &str, extra: &[&str]) -> Result<Controller> {
+        let log = self.dir.join(format!("controller-{identity}.log"));
+        let starts_before = std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .matches(STARTED)
+            .count();
+        let mut controller = self.start(identity, extra).await?;
+        let running = &mut controller;
+        poll(
+            "kerf controller to start its controllers",
+            Duration::from_secs(90),
+            || {
+                let exited = running.process.try_wait();
+                let log = running.log_text();
+                async move {
+                    if let Some(status) = exited? {
+                        bail!("kerf controller exited ({status}):\n{log}");
+                    }
+                    Ok((log.matches(STARTED).count() > starts_before).then_some(()))
+                }
+            },
+        )
+        .await?;
+        Ok(controller)
+    }
 }
 
 impl Controller {
+    /// Everything the controller (and its earlier lives under the same identity) logged.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
     /// The body of `GET path` on the metrics port.
     pub async fn metrics(&self) -> Result<String> {
         let url = format!("http://127.0.0.1:{}/metrics", self.metrics_port);

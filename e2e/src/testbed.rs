@@ -1,128 +1,14 @@
-//! A testbed for the lifecycle and termination tests: `kerf controller` against a test [`Cluster`] and the
-//! AWS emulator: the process (killed when dropped, so a test can also crash it on purpose), its log, and the
-//! objects those tests apply (an EC2NodeClass discovering a test's [`Network`](crate::aws::Network), NodeClaims).
+//! The testbed of the lifecycle, termination, disruption and feature tests: [`crate::controller`]'s setup (CRDs, a
+//! network, the EC2NodeClass `default`, prices) with a stand-in kubelet registering its instances, kerf's own
+//! cloud provider to inspect them, and `kerf controller` (dropped, it is killed as in a crash), plus the objects
+//! those tests apply (NodeClaims).
 
-use crate::aws::{node_class_spec, AwsEmu, InterruptionQueue, REGION, TEST_PRICES};
-use crate::kerf::kerf_binary;
+use crate::aws::{AwsEmu, InterruptionQueue, REGION};
+use crate::controller::{prepare_with_cloud, Controller, ControllerSetup};
 use crate::{poll, Cluster};
 use anyhow::{bail, Context, Result};
-use serde_json::{json, Value};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use serde_json::Value;
 use std::time::Duration;
-
-/// What the controller logs once its watches have synced and the controllers run.
-const STARTED: &str = "starting the controllers";
-
-/// A running `kerf controller`; killed (SIGKILL, as a crash) when dropped.
-pub struct KerfController {
-    child: Child,
-    log: PathBuf,
-}
-
-impl KerfController {
-    /// Starts `kerf controller` for `cluster_name` on `cluster` and `emu`, its log appended to
-    /// `<cluster dir>/logs/kerf-controller.log` (a restart appends to the same file), and waits until its
-    /// controllers run.
-    pub async fn start(cluster: &Cluster, emu: &AwsEmu, cluster_name: &str) -> Result<Self> {
-        Self::start_with(cluster, emu, cluster_name, &[]).await
-    }
-
-    /// [`KerfController::start`] with `extra` flags.
-    pub async fn start_with(
-        cluster: &Cluster,
-        emu: &AwsEmu,
-        cluster_name: &str,
-        extra: &[&str],
-    ) -> Result<Self> {
-        let logs = cluster.dir().join("logs");
-        std::fs::create_dir_all(&logs)?;
-        let log = logs.join("kerf-controller.log");
-        let prices = cluster.dir().join("kerf-prices.json");
-        std::fs::write(&prices, TEST_PRICES)?;
-        let starts_before = std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .matches(STARTED)
-            .count();
-        let log_file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .with_context(|| format!("opening {}", log.display()))?;
-        let child = Command::new(kerf_binary()?)
-            .arg("controller")
-            .args(["--cluster-name", cluster_name])
-            .args(["--cluster-endpoint", &cluster.server_url()])
-            .args(["--kubernetes-version", crate::aws::EKS_AMI_VERSION])
-            .args(["--aws-region", REGION])
-            .args(["--aws-endpoint-url", emu.endpoint()])
-            .arg("--pricing-file")
-            .arg(&prices)
-            .args(["--leader-elect", "false"])
-            .args(extra)
-            .args(
-                // A test that reads the metrics binds them itself.
-                if extra.iter().any(|a| a.starts_with("--metrics-bind")) {
-                    &[][..]
-                } else {
-                    &["--metrics-bind", "127.0.0.1:0"][..]
-                },
-            )
-            .args(["--health-bind", "127.0.0.1:0"])
-            .env("KUBECONFIG", cluster.kubeconfig())
-            .env("AWS_ACCESS_KEY_ID", "testing")
-            .env("AWS_SECRET_ACCESS_KEY", "testing")
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .env("LOG_LEVEL", "info,kerf=debug")
-            // Structured lines a test can match field by field (no colour codes).
-            .env("LOG_FORMAT", "json")
-            .stdout(Stdio::null())
-            .stderr(log_file)
-            .spawn()
-            .context("starting kerf controller")?;
-        let mut controller = KerfController { child, log };
-        let controller_ref = &mut controller;
-        poll(
-            "kerf controller to start its controllers",
-            Duration::from_secs(90),
-            || {
-                let exited = controller_ref.child.try_wait();
-                let log = controller_ref.log_text();
-                async move {
-                    if let Some(status) = exited? {
-                        bail!("kerf controller exited ({status}):\n{log}");
-                    }
-                    Ok((log.matches(STARTED).count() > starts_before).then_some(()))
-                }
-            },
-        )
-        .await?;
-        Ok(controller)
-    }
-
-    /// Everything the controller (and its earlier lives on this cluster) logged.
-    pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for KerfController {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Applies the EC2NodeClass `default` discovering the network of `cluster_name`.
-pub async fn apply_node_class(cluster: &Cluster, cluster_name: &str) -> Result<()> {
-    let class = json!({
-        "apiVersion": "karpenter.k8s.aws/v1",
-        "kind": "EC2NodeClass",
-        "metadata": {"name": "default"},
-        "spec": serde_json::to_value(node_class_spec(cluster_name)?)?,
-    });
-    apply_ok(cluster, &class).await
-}
 
 /// Applies a [`crate::aws::node_claim`].
 pub async fn apply_node_claim(
@@ -148,11 +34,14 @@ pub async fn apply_ok(cluster: &Cluster, object: &Value) -> Result<()> {
 /// cluster name and [`Network`](crate::aws::Network) of its own with the EC2NodeClass `default`, a stand-in
 /// kubelet registering its instances, and `kerf controller`.
 pub struct Testbed {
-    pub controller: Option<KerfController>,
+    pub controller: Option<Controller>,
     pub kubelet: crate::kubelet::StandInKubelet,
     /// kerf's cloud provider for this cluster name: what a test inspects instances through.
     pub cloud: kerf_aws::AwsCloud,
     pub name: String,
+    pub setup: ControllerSetup,
+    /// The controller's flags beyond the setup's, for its restarts too.
+    pub flags: Vec<String>,
     pub emu: std::sync::Arc<AwsEmu>,
     // Declared last: stopped after the processes above.
     pub cluster: Cluster,
@@ -200,43 +89,59 @@ impl Testbed {
         let Some(emu) = AwsEmu::shared_or_skip(test)? else {
             return Ok(None);
         };
-        cluster.install_crds().await?;
-        let name = crate::aws::unique_cluster_name("life");
-        // Listing every instance type takes moto ~5 s, more on a busy machine.
-        let cloud = emu.cloud(&name, Duration::from_secs(60)).await?;
-        emu.create_network(cloud.ec2(), &name).await?;
-        apply_node_class(&cluster, &name).await?;
+        let (setup, cloud) = prepare_with_cloud(&cluster, &emu, "life").await?;
+        let name = setup.cluster_name.clone();
         let kubelet = crate::kubelet::StandInKubelet::start(
             cluster.client()?,
             cloud.ec2().clone(),
             crate::kubelet::KubeletSettings::new(&name, REGION),
         )?;
-        let extra = prepare(&emu, &cloud, &name).await?;
-        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-        let controller = KerfController::start_with(&cluster, &emu, &name, &extra).await?;
-        Ok(Some(Testbed {
-            controller: Some(controller),
+        // One controller: no Lease to wait for, also when a test restarts it after a crash. Its AMIs resolve for
+        // the Kubernetes version `cloud` resolves them for.
+        let mut flags = vec![
+            "--leader-elect".to_owned(),
+            "false".to_owned(),
+            "--kubernetes-version".to_owned(),
+            crate::aws::EKS_AMI_VERSION.to_owned(),
+        ];
+        flags.extend(prepare(&emu, &cloud, &name).await?);
+        let mut bed = Testbed {
+            controller: None,
             kubelet,
             cloud,
             name,
+            setup,
+            flags,
             emu,
             cluster,
-        }))
+        };
+        bed.restart_controller().await?;
+        Ok(Some(bed))
     }
 
-    /// Starts the controller again (after a test dropped it).
+    /// Starts the controller (again, after a test dropped it), with the testbed's flags.
     pub async fn restart_controller(&mut self) -> Result<()> {
         self.controller = None;
-        self.controller = Some(KerfController::start(&self.cluster, &self.emu, &self.name).await?);
+        let flags: Vec<&str> = self.flags.iter().map(String::as_str).collect();
+        // Its identity is the cluster name: the log (`controller-<name>.log`) is the testbed's own also on a
+        // reused control plane.
+        self.controller = Some(self.setup.start_running(&self.name, &flags).await?);
         Ok(())
     }
 
-    /// The controller's log so far.
+    /// The controller's log so far, its earlier lives' included.
     pub fn log(&self) -> String {
+        std::fs::read_to_string(self.setup.dir.join(format!("controller-{}.log", self.name)))
+            .unwrap_or_default()
+    }
+
+    /// The controller's metrics.
+    pub async fn metrics(&self) -> Result<String> {
         self.controller
             .as_ref()
-            .map(KerfController::log_text)
-            .unwrap_or_default()
+            .context("the controller is not running")?
+            .metrics()
+            .await
     }
 
     /// The live instances tagged for the NodeClaim `claim`.

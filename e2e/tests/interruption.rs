@@ -274,9 +274,7 @@ async fn a_spot_interruption_drains_and_replaces_the_node() -> Result<()> {
 /// `TerminatingOnInterruption` Event are published, the pod gets a new node, and the metrics count it once.
 #[tokio::test]
 async fn an_instance_whose_status_check_fails_is_terminated_forcefully() -> Result<()> {
-    let port = kerf_e2e::kerf::free_port()?;
-    let flags = vec!["--metrics-bind".to_owned(), format!("127.0.0.1:{port}")];
-    let Some(bed) = Testbed::start_or_skip_with("instance_status_check", |_| flags).await? else {
+    let Some(bed) = Testbed::start_or_skip("instance_status_check").await? else {
         return Ok(());
     };
     let log = || tail(&bed.log(), 40);
@@ -376,11 +374,7 @@ async fn an_instance_whose_status_check_fails_is_terminated_forcefully() -> Resu
             "a {reason} Event on {old_name}: {events:?}"
         );
     }
-    let metrics = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
-        .await?
-        .error_for_status()?
-        .text()
-        .await?;
+    let metrics = bed.metrics().await?;
     for line in [
         "karpenter_interruption_instance_status_unhealthy_total{category=\"InstanceStatus\"} 1",
         "karpenter_nodeclaims_disrupted_total{reason=\"instance_status\",nodepool=\"general\",capacity_type=\"on-demand\"} 1",

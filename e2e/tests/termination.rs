@@ -498,12 +498,7 @@ async fn a_drained_node_waits_for_its_volume_attachments_unless_its_grace_period
 /// and the provisioner gives the new pod a new node. The repair is counted in Karpenter's two metrics.
 #[tokio::test]
 async fn a_node_not_ready_past_its_toleration_is_replaced_by_node_repair() -> Result<()> {
-    let port = kerf_e2e::kerf::free_port()?;
-    let flags = vec![
-        "--feature-gates=NodeRepair=true".to_owned(),
-        "--metrics-bind".to_owned(),
-        format!("127.0.0.1:{port}"),
-    ];
+    let flags = vec!["--feature-gates=NodeRepair=true".to_owned()];
     let Some(bed) = Testbed::start_or_skip_with("node_repair", |_| flags).await? else {
         return Ok(());
     };
@@ -617,11 +612,7 @@ async fn a_node_not_ready_past_its_toleration_is_replaced_by_node_repair() -> Re
         ),
         "a TerminationGracePeriodExpiring Event on {old_node}: {expiring:?}"
     );
-    let metrics = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
-        .await?
-        .error_for_status()?
-        .text()
-        .await?;
+    let metrics = bed.metrics().await?;
     let counted = |prefix: &str| {
         metrics
             .lines()
