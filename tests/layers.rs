@@ -6,7 +6,8 @@
 //!
 //! Modules, inside those crates: the catalog uses only the API; disruption decides below the engine (the engine
 //! drives it, never the reverse); admission and simulate, in the edge crate, never reach the controllers, the
-//! Kubernetes client or the command line; and the decisions that must not wait on anything use no async runtime.
+//! Kubernetes client or the command line; the decisions that must not wait on anything use no async runtime; and
+//! no two modules of a folder use each other (test code aside).
 
 use std::path::{Path, PathBuf};
 
@@ -237,4 +238,165 @@ fn grouped_and_nested_uses_are_seen() {
         ["engine"]
     );
     assert_eq!(crate_modules("no use here"), Vec::<String>::new());
+}
+
+/// The folders whose modules are checked for circles, and the absolute path of that folder's modules.
+const CIRCLE_FOLDERS: &[(&str, &str)] = &[
+    ("api/src", "crate::"),
+    ("core/src/catalog", "crate::catalog::"),
+    ("core/src/scheduling", "crate::scheduling::"),
+    ("core/src/disruption", "crate::disruption::"),
+    ("core/src/engine", "crate::engine::"),
+    ("core/src/cloud", "crate::cloud::"),
+    ("core/src/interruption", "crate::interruption::"),
+    ("src/admission", "crate::admission::"),
+    ("src/controllers", "crate::controllers::"),
+    ("src/simulate", "crate::simulate::"),
+    ("src/kube", "crate::kube::"),
+    ("src/cli", "crate::cli::"),
+    ("aws/src", "crate::"),
+];
+
+/// Test code may reach anywhere: test files, and the scripted apiserver of the controllers' tests.
+fn is_test_file(name: &str) -> bool {
+    name == "tests.rs" || name.ends_with("_tests.rs") || name == "testkit.rs"
+}
+
+/// The modules directly in `folder`: its `.rs` files (but `mod.rs`, `lib.rs` and test files) and folders.
+fn sibling_modules(folder: &Path) -> std::collections::BTreeSet<String> {
+    let mut modules = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(folder).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.path().is_dir() {
+            modules.insert(name);
+        } else if let Some(stem) = name.strip_suffix(".rs") {
+            if !is_test_file(&name) && stem != "mod" && stem != "lib" {
+                modules.insert(stem.to_owned());
+            }
+        }
+    }
+    modules
+}
+
+/// The non-test files of `module` in `folder`, each with how many `super::` lead from it back to `folder`.
+fn files_with_depth(folder: &Path, module: &str) -> Vec<(PathBuf, usize)> {
+    let mut files = Vec::new();
+    rust_files(&folder.join(format!("{module}.rs")), &mut files);
+    rust_files(&folder.join(module), &mut files);
+    files
+        .into_iter()
+        .filter(|f| !is_test_file(&f.file_name().unwrap_or_default().to_string_lossy()))
+        .map(|f| {
+            let parts = f.strip_prefix(folder).map_or(0, |p| p.components().count());
+            let depth = if f.ends_with("mod.rs") {
+                parts - 1
+            } else {
+                parts
+            };
+            (f, depth)
+        })
+        .collect()
+}
+
+/// The modules of `folder` that `line`, in a file `depth` levels below it, names: through as many `super::` as
+/// lead back to `folder`, or through `absolute`.
+fn siblings_named(line: &str, depth: usize, absolute: &str) -> Vec<String> {
+    static RELATIVE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"\b((?:super::)+)(\{[^}]*\}|[a-z_0-9]+)").expect("regex")
+    });
+    let mut named = Vec::new();
+    for found in RELATIVE.captures_iter(line) {
+        if found[1].matches("super::").count() != depth {
+            continue;
+        }
+        let target = &found[2];
+        for item in target.trim_matches(['{', '}']).split(',') {
+            named.push(
+                item.trim()
+                    .split("::")
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned(),
+            );
+        }
+    }
+    let mut rest = line;
+    while let Some(at) = rest.find(absolute) {
+        rest = &rest[at + absolute.len()..];
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+            .collect();
+        named.push(name);
+    }
+    named
+}
+
+/// No two modules of a folder use each other (`a` names `b` and `b` names `a`): the one that is lower should hold
+/// what both need, or a third module should.
+#[test]
+fn no_two_modules_of_a_folder_use_each_other() {
+    let mut circles = Vec::new();
+    for (folder, absolute) in CIRCLE_FOLDERS {
+        let folder = workspace().join(folder);
+        let modules = sibling_modules(&folder);
+        assert!(!modules.is_empty(), "{} has no modules", folder.display());
+        let mut uses = std::collections::BTreeSet::new();
+        for module in &modules {
+            for (file, depth) in files_with_depth(&folder, module) {
+                let text = std::fs::read_to_string(&file).expect("source");
+                // An inline test module ends the file's own code.
+                let code = text.split("mod tests {").next().unwrap_or_default();
+                for (_, line) in code_lines(code) {
+                    for used in siblings_named(line, depth, absolute) {
+                        if modules.contains(&used) && used != *module {
+                            uses.insert((module.clone(), used));
+                        }
+                    }
+                }
+            }
+        }
+        for (a, b) in &uses {
+            if a < b && uses.contains(&(b.clone(), a.clone())) {
+                circles.push(format!("{}: {a} and {b}", folder.display()));
+            }
+        }
+    }
+    assert!(
+        circles.is_empty(),
+        "modules that use each other:\n{}",
+        circles.join("\n")
+    );
+}
+
+#[test]
+fn a_circle_is_seen_through_super_and_absolute_paths() {
+    assert_eq!(
+        siblings_named(
+            "use super::super::kit::calls::{self, X};",
+            2,
+            "crate::controllers::"
+        ),
+        ["kit"]
+    );
+    assert_eq!(
+        siblings_named(
+            "use super::{nodeclaim, Context};",
+            1,
+            "crate::controllers::"
+        ),
+        ["nodeclaim", "Context"]
+    );
+    assert_eq!(
+        siblings_named(
+            "crate::controllers::state::owned(x)",
+            3,
+            "crate::controllers::"
+        ),
+        ["state"]
+    );
+    assert_eq!(
+        siblings_named("use super::calls;", 2, "crate::x::"),
+        Vec::<String>::new()
+    );
 }

@@ -10,7 +10,7 @@
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
-use crate::controllers::disruption::input::list_pdbs;
+use crate::controllers::kit::pdbs::list_pdbs;
 use crate::disruption::parse_go_duration;
 use crate::kube::CALL_TIMEOUT;
 use crate::simulate::PODS_LISTED;

@@ -5,7 +5,7 @@
 //! its virtual pods kept in [`BufferPods`] for provisioning (which launches room for them and sets `Provisioning`)
 //! and disruption (which keeps room for them).
 
-use super::nodeclaim::calls;
+use super::kit::calls;
 use super::nodeclass::rfc3339;
 use super::{Context, Error};
 use crate::api::capacitybuffer::{CapacityBuffer, LocalObjectRef};

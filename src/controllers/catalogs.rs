@@ -5,12 +5,14 @@
 //! loops holding their own copies of the same listing doubled it. The resolution itself (AMIs, subnets,
 //! security groups) is kept beside it: disruption judges cloud drift against it.
 
+use super::Context;
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodeoverlay::NodeOverlay;
 use crate::api::nodepool::NodePool;
 use crate::catalog::Catalog;
 use crate::cloud::{CloudError, CloudProvider, NodeClass};
 use crate::engine::overlay::{self, Evaluation};
+use std::collections::HashSet;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -219,6 +221,56 @@ async fn fetch<C: CloudProvider>(
 /// Whether less than `ttl` has passed from `since` to `now`.
 fn within(since: SystemTime, now: SystemTime, ttl: Duration) -> bool {
     now.duration_since(since).is_ok_and(|age| age < ttl)
+}
+
+/// The catalog of every EC2NodeClass a NodePool references, from the cache or the cloud, with the NodeOverlays in
+/// it (the `NodeOverlay` gate). A class that is missing, being deleted or does not resolve is left out, with a
+/// log line saying why.
+pub async fn class_catalogs<C: CloudProvider>(
+    ctx: &Context<C>,
+    catalogs: &mut Catalogs,
+    pools: &[NodePool],
+    classes: &[EC2NodeClass],
+) -> BTreeMap<String, Arc<Catalog>> {
+    overlaid_class_catalogs(ctx, catalogs, pools, classes)
+        .await
+        .0
+}
+
+/// [`class_catalogs`], with the overlays' verdicts (`None` without the `NodeOverlay` gate).
+pub async fn overlaid_class_catalogs<C: CloudProvider>(
+    ctx: &Context<C>,
+    catalogs: &mut Catalogs,
+    pools: &[NodePool],
+    classes: &[EC2NodeClass],
+) -> (BTreeMap<String, Arc<Catalog>>, Option<Arc<Evaluation>>) {
+    let now = ctx.clock.now();
+    let mut found = BTreeMap::new();
+    let referenced: HashSet<&str> = pools
+        .iter()
+        .map(|p| p.spec.template.spec.node_class_ref.name.as_str())
+        .collect();
+    for class in classes {
+        let name = class.metadata.name.clone().unwrap_or_default();
+        if !referenced.contains(name.as_str()) || class.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        if let Some(catalog) = catalogs.get(&ctx.cloud, class, now).await {
+            found.insert(name, catalog);
+        }
+    }
+    let names: Vec<&str> = classes
+        .iter()
+        .filter_map(|c| c.metadata.name.as_deref())
+        .collect();
+    catalogs.retain(&names).await;
+    match ctx.state.overlays() {
+        Some(overlays) => {
+            let (overlaid, evaluation) = catalogs.overlaid(found, pools, &overlays).await;
+            (overlaid, Some(evaluation))
+        }
+        None => (found, None),
+    }
 }
 
 #[cfg(test)]

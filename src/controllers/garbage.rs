@@ -9,7 +9,7 @@
 //!
 //! What to collect is decided by [`plan`], a pure function of the instances, the claims and the time.
 
-use super::nodeclaim::calls;
+use super::kit::calls;
 use super::{Context, Error};
 use crate::api::nodeclaim::NodeClaim;
 use crate::cloud::{CloudError, CloudProvider, Instance, TAG_NODECLAIM};

@@ -5,7 +5,7 @@
 //! Karpenter, or by a kerf without hashes) and that has not drifted is given the current hashes, so taking
 //! over a fleet or upgrading kerf does not drift every node.
 
-use super::nodeclaim::calls;
+use super::kit::calls;
 use super::{Context, Error};
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::labels;

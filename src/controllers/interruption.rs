@@ -9,105 +9,19 @@
 //! message ([`crate::interruption::instance_status`]); a failed instance or system check terminates the node
 //! forcefully (a termination timestamp of now), a scheduled event drains it.
 
+use super::kit::calls;
+use super::metrics::interruption::{Category, Disrupted};
 use super::metrics::DisruptedLabels;
-use super::nodeclaim::calls;
 use super::{Context, Error};
 use crate::api::labels;
 use crate::api::nodeclaim::{NodeClaim, TERMINATION_TIMESTAMP};
 use crate::cloud::{instance_id, CloudProvider};
 use crate::engine::repair::rfc3339_seconds;
 use crate::interruption::instance_status::{findings, Seen, POLL_EVERY};
-use crate::interruption::{
-    self, dispatch, Action, BatchReport, ClaimInfo, Handler, Kind, MessageQueue,
-};
+use crate::interruption::{self, dispatch, Action, ClaimInfo, Handler, Kind, MessageQueue};
 use ::kube::runtime::reflector::ObjectRef;
 use ::kube::{Api, ResourceExt};
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::Registry;
 use std::sync::Arc;
-
-/// Karpenter's interruption metrics (controller-behaviour.md §5).
-#[derive(Clone)]
-pub struct InterruptionMetrics {
-    received: Family<MessageType, Counter>,
-    deleted: Counter,
-    queue_duration: Histogram,
-    disrupted: Family<Disrupted, Counter>,
-    /// `karpenter_interruption_instance_status_unhealthy_total{category}`: each instance running a claim and
-    /// category EC2's status checks report unhealthy, once while it lasts.
-    pub instance_status_unhealthy: Family<Category, Counter>,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct Category {
-    pub category: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct MessageType {
-    message_type: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct Disrupted {
-    reason: &'static str,
-    nodepool: String,
-}
-
-impl InterruptionMetrics {
-    pub fn register(registry: &mut Registry) -> InterruptionMetrics {
-        let metrics = InterruptionMetrics {
-            received: Family::default(),
-            deleted: Counter::default(),
-            queue_duration: super::metrics::buckets::duration(),
-            disrupted: Family::default(),
-            instance_status_unhealthy: Family::default(),
-        };
-        registry.register(
-            "karpenter_interruption_received_messages",
-            "Interruption messages received, by kind",
-            metrics.received.clone(),
-        );
-        registry.register(
-            "karpenter_interruption_deleted_messages",
-            "Interruption messages deleted from the queue",
-            metrics.deleted.clone(),
-        );
-        registry.register(
-            "karpenter_interruption_message_queue_duration_seconds",
-            "Time from an interruption event to kerf reading it",
-            metrics.queue_duration.clone(),
-        );
-        registry.register(
-            "karpenter_interruption_instance_status_unhealthy",
-            "Unhealthy instance status checks found, by category (kerf does not poll instance status)",
-            metrics.instance_status_unhealthy.clone(),
-        );
-        registry.register(
-            "kerf_interruption_nodeclaims_deleted",
-            "NodeClaims deleted because of an interruption message, by kind and NodePool",
-            metrics.disrupted.clone(),
-        );
-        metrics
-    }
-
-    pub(crate) fn observe(&self, report: &BatchReport) {
-        for (kind, count) in &report.received {
-            self.received
-                .get_or_create(&MessageType {
-                    message_type: kind.as_str(),
-                })
-                .inc_by(u64::from(*count));
-        }
-        self.deleted.inc_by(u64::from(report.deleted));
-        for latency in &report.queue_latencies {
-            self.queue_duration.observe(latency.as_secs_f64());
-        }
-    }
-}
 
 /// Carries out interruption actions on this cluster's NodeClaims.
 struct ClaimHandler<C> {
@@ -338,29 +252,5 @@ mod tests {
                 zone: Some("us-west-2a".into()),
             }
         );
-    }
-
-    #[test]
-    fn batch_reports_become_karpenters_metrics() {
-        let mut registry = Registry::default();
-        let metrics = InterruptionMetrics::register(&mut registry);
-        let mut report = BatchReport::default();
-        report.received.insert(Kind::SpotInterrupted, 2);
-        report.deleted = 2;
-        report.queue_latencies = vec![std::time::Duration::from_millis(40)];
-        metrics.observe(&report);
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
-        assert!(
-            text.contains(
-                "karpenter_interruption_received_messages_total{message_type=\"spot_interrupted\"} 2"
-            ),
-            "{text}"
-        );
-        assert!(
-            text.contains("karpenter_interruption_deleted_messages_total 2"),
-            "{text}"
-        );
-        assert!(text.contains("karpenter_interruption_message_queue_duration_seconds_count 1"));
     }
 }

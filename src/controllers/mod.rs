@@ -21,13 +21,14 @@
 //! They share one [`Context`]: the client, the cloud, the settings, the cluster state (reflectors), the clock,
 //! Events and metrics.
 
-pub mod backoff;
 pub mod capacity_buffer;
+pub mod catalogs;
 pub mod disruption;
 pub mod follow;
 pub mod garbage;
 pub mod hashes;
 pub mod interruption;
+pub mod kit;
 pub mod metrics;
 pub mod node_health;
 pub mod nodeclaim;
@@ -51,8 +52,8 @@ use crate::engine::Clock;
 use crate::interruption::MessageQueue;
 use crate::kube::events::Events;
 use ::kube::Client;
+use catalogs::Catalogs;
 use metrics::Metrics;
-use provisioning::catalogs::Catalogs;
 use state::ClusterState;
 use std::sync::Arc;
 use std::time::Duration;
@@ -125,7 +126,7 @@ pub struct Context<C> {
     pub events: Events,
     pub metrics: Arc<Metrics>,
     /// Retry delays of the reconcilers after failures.
-    pub backoff: backoff::Backoff,
+    pub backoff: kit::backoff::Backoff,
     /// The instance types of each EC2NodeClass, one cache for every controller that solves.
     pub catalogs: Catalogs,
     /// NodeClaims created by this process and not yet launched: their launch has nothing to adopt.
@@ -182,7 +183,7 @@ pub enum Error {
     #[error("cloud provider: {0}")]
     Cloud(#[from] CloudError),
     #[error(transparent)]
-    Call(#[from] nodeclaim::calls::ReconcileError),
+    Call(#[from] kit::calls::ReconcileError),
     #[error("the cluster state watch stopped before it synced")]
     StateNotSynced,
     #[error("{0}")]

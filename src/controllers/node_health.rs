@@ -4,8 +4,8 @@
 //! (termination then deletes its pods instead of evicting them and terminates the instance), and a node held
 //! back because too much of its pool is unhealthy gets a `NodeRepairBlocked` Event.
 
+use super::kit::calls;
 use super::metrics::{DisruptedLabels, UnhealthyLabels};
-use super::nodeclaim::calls;
 use super::{Context, Error};
 use crate::api::labels;
 use crate::api::nodeclaim::{NodeClaim, TERMINATION_TIMESTAMP};

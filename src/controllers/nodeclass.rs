@@ -14,8 +14,8 @@ pub mod conditions;
 mod reconcile_tests;
 pub mod validation;
 
-use super::backoff::{key_of, NODECLASS};
-use super::nodeclaim::calls;
+use super::kit::backoff::{key_of, NODECLASS};
+use super::kit::calls;
 use super::{Context, Error};
 use crate::api::ec2nodeclass::{CapacityReservation, EC2NodeClass, EC2NodeClassStatus};
 use crate::api::nodeclaim::NodeClaim;

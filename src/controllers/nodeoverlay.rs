@@ -4,9 +4,10 @@
 //! validation failed). The verdicts are the engine's ([`crate::engine::overlay::evaluate`]), the same evaluation
 //! the decisions apply, taken from the shared catalog cache; written only when they change.
 
-use super::nodeclaim::calls;
+use super::catalogs::overlaid_class_catalogs;
+use super::kit::calls;
 use super::nodeclass::rfc3339;
-use super::provisioning::{overlaid_class_catalogs, owned};
+use super::state::owned;
 use super::{Context, Error};
 use crate::api::condition;
 use crate::api::nodeoverlay::NodeOverlay;

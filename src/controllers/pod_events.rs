@@ -5,7 +5,7 @@
 //! kerf also counts a pod deleted outright (force-deleted, or removed by its kubelet without a terminating
 //! update in between) as an event; Karpenter only acts on updates and so misses those (docs/differences.md).
 
-use super::nodeclaim::calls;
+use super::kit::calls;
 use super::{Context, Error};
 use crate::api::nodeclaim::NodeClaim;
 use crate::cloud::CloudProvider;

@@ -3,7 +3,7 @@
 //! `on-demand`, and NodeClaims in an expiring capacity block are deleted so their pods drain before EC2 reclaims
 //! the instances. The decisions are [`crate::engine::reservations`]'; this module reads and writes.
 
-use super::nodeclaim::calls;
+use super::kit::calls;
 use super::{Context, Error};
 use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;

@@ -383,6 +383,11 @@ fn slim<K: Resource>(object: &mut K) {
     }
 }
 
+/// A store's objects, as values (the state's stores hand out shared ones).
+pub fn owned<K: Clone>(objects: Vec<Arc<K>>) -> Vec<K> {
+    objects.into_iter().map(|o| o.as_ref().clone()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

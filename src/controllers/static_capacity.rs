@@ -4,7 +4,7 @@
 //! deleted. Without the `StaticCapacity` gate nothing is made, and each such pool gets a Warning Event saying its
 //! `replicas` does nothing (Karpenter ignores it silently).
 
-use super::nodeclaim::calls;
+use super::kit::calls;
 use super::provisioning::create_claims;
 use super::{Context, Error};
 use crate::api::labels;

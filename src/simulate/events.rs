@@ -1,11 +1,12 @@
 //! A timeline's `duration` and `events`, read from the Simulation document and checked before anything runs,
 //! so that a mistake is reported with the field it is in rather than halfway through a run.
 
-use super::scenario::{admit, SimulationSettings};
+use super::settings::SimulationSettings;
 use super::sizes::ScenarioLimits;
 use super::timeline_report::Entry;
-use crate::admission;
+use crate::admission::{self, Admitted};
 use crate::api::nodepool::NodePool;
+use crate::api::validation::Invalid;
 use crate::disruption::parse_go_duration;
 use crate::manifest::group_kind;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -344,5 +345,17 @@ fn apply(field: &str, object: &Value) -> Result<Action, TimelineError> {
         Ok(Action::ApplyNodeOverlay(Box::new(overlay)))
     } else {
         Ok(Action::ApplyNodeClass(admitted.object))
+    }
+}
+
+/// `object` defaulted and validated as `kerf webhook` admits it, or why the webhook would refuse it.
+pub(super) fn admit(
+    admission: &admission::KindAdmission,
+    object: &Value,
+) -> Result<Admitted, Invalid> {
+    let admitted = admission.admit(object, None);
+    match admitted.rejection(admission) {
+        Some(invalid) => Err(invalid),
+        None => Ok(admitted),
     }
 }

@@ -7,6 +7,7 @@ mod existing;
 mod report;
 mod run;
 mod scenario;
+mod settings;
 mod sizes;
 mod timeline;
 mod timeline_report;

@@ -3,10 +3,10 @@
 //! StorageClasses and Services) plus an optional `kerf.sh/v1alpha1 Simulation` document with settings. Loading is
 //! pure: the caller reads the files.
 
-mod settings;
 mod workloads;
 
-use super::events::{Action, Timeline};
+use super::events::{admit, Action, Timeline};
+pub use super::settings::SimulationSettings;
 use super::sizes::{negative_quantities, ScenarioLimits};
 use crate::admission::{self, Admitted};
 use crate::api::nodeclaim::NodeClaim;
@@ -26,7 +26,6 @@ use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde::Deserialize;
 use serde_json::{json, Value};
-pub use settings::SimulationSettings;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use workloads::{controller_of, replicas, workload_key};
@@ -537,17 +536,6 @@ fn check_scaled_pods(
         }
     }
     Ok(())
-}
-
-pub(super) fn admit(
-    admission: &admission::KindAdmission,
-    object: &Value,
-) -> Result<Admitted, Invalid> {
-    let admitted = admission.admit(object, None);
-    match admitted.rejection(admission) {
-        Some(invalid) => Err(invalid),
-        None => Ok(admitted),
-    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use crate::api::ec2nodeclass::CapacityReservationType;
 use crate::api::labels;
 use crate::api::requirements::{Requirement, Requirements};
 
-use super::well_known::{
+use crate::api::labels::{
     CAPACITY_RESERVATION_ID, CAPACITY_RESERVATION_INTERRUPTIBLE, CAPACITY_RESERVATION_TYPE,
 };
 

@@ -13,38 +13,17 @@ use super::offering::{Offering, Reservation};
 use crate::api::labels;
 use crate::api::requirements::{Requirement, Requirements};
 
-pub const INSTANCE_CATEGORY: &str = "karpenter.k8s.aws/instance-category";
-pub const INSTANCE_FAMILY: &str = "karpenter.k8s.aws/instance-family";
-pub const INSTANCE_GENERATION: &str = "karpenter.k8s.aws/instance-generation";
-pub const INSTANCE_SIZE: &str = "karpenter.k8s.aws/instance-size";
-pub const INSTANCE_CPU: &str = "karpenter.k8s.aws/instance-cpu";
-pub const INSTANCE_CPU_MANUFACTURER: &str = "karpenter.k8s.aws/instance-cpu-manufacturer";
-pub const INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ: &str =
-    "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz";
-pub const INSTANCE_MEMORY: &str = "karpenter.k8s.aws/instance-memory";
-pub const INSTANCE_HYPERVISOR: &str = "karpenter.k8s.aws/instance-hypervisor";
-pub const INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED: &str =
-    "karpenter.k8s.aws/instance-encryption-in-transit-supported";
-pub const INSTANCE_CAPABILITY_FLEX: &str = "karpenter.k8s.aws/instance-capability-flex";
-pub const INSTANCE_LOCAL_NVME: &str = "karpenter.k8s.aws/instance-local-nvme";
-pub const INSTANCE_EBS_BANDWIDTH: &str = "karpenter.k8s.aws/instance-ebs-bandwidth";
-pub const INSTANCE_NETWORK_BANDWIDTH: &str = "karpenter.k8s.aws/instance-network-bandwidth";
-pub const INSTANCE_GPU_NAME: &str = "karpenter.k8s.aws/instance-gpu-name";
-pub const INSTANCE_GPU_MANUFACTURER: &str = "karpenter.k8s.aws/instance-gpu-manufacturer";
-pub const INSTANCE_GPU_COUNT: &str = "karpenter.k8s.aws/instance-gpu-count";
-pub const INSTANCE_GPU_MEMORY: &str = "karpenter.k8s.aws/instance-gpu-memory";
-pub const INSTANCE_ACCELERATOR_NAME: &str = "karpenter.k8s.aws/instance-accelerator-name";
-pub const INSTANCE_ACCELERATOR_MANUFACTURER: &str =
-    "karpenter.k8s.aws/instance-accelerator-manufacturer";
-pub const INSTANCE_ACCELERATOR_COUNT: &str = "karpenter.k8s.aws/instance-accelerator-count";
-pub const CAPACITY_RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
-pub const CAPACITY_RESERVATION_TYPE: &str = "karpenter.k8s.aws/capacity-reservation-type";
-pub const CAPACITY_RESERVATION_INTERRUPTIBLE: &str =
-    "karpenter.k8s.aws/capacity-reservation-interruptible";
-/// The placement group a node was launched into, and its partition (only types of a class selecting a group
-/// have them).
-pub const PLACEMENT_GROUP_ID: &str = "karpenter.k8s.aws/placement-group-id";
-pub const PLACEMENT_GROUP_PARTITION: &str = "karpenter.k8s.aws/placement-group-partition";
+/// The instance-type labels, defined with the other well-known labels in [`crate::api::labels`].
+pub use crate::api::labels::{
+    CAPACITY_RESERVATION_ID, CAPACITY_RESERVATION_INTERRUPTIBLE, CAPACITY_RESERVATION_TYPE,
+    INSTANCE_ACCELERATOR_COUNT, INSTANCE_ACCELERATOR_MANUFACTURER, INSTANCE_ACCELERATOR_NAME,
+    INSTANCE_CAPABILITY_FLEX, INSTANCE_CATEGORY, INSTANCE_CPU, INSTANCE_CPU_MANUFACTURER,
+    INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ, INSTANCE_EBS_BANDWIDTH,
+    INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED, INSTANCE_FAMILY, INSTANCE_GENERATION,
+    INSTANCE_GPU_COUNT, INSTANCE_GPU_MANUFACTURER, INSTANCE_GPU_MEMORY, INSTANCE_GPU_NAME,
+    INSTANCE_HYPERVISOR, INSTANCE_LOCAL_NVME, INSTANCE_MEMORY, INSTANCE_NETWORK_BANDWIDTH,
+    INSTANCE_SIZE, PLACEMENT_GROUP_ID, PLACEMENT_GROUP_PARTITION,
+};
 
 /// The Kubernetes architecture of an EC2 one (`x86_64` → `amd64`); unknown ones pass through unchanged.
 pub fn kube_arch(ec2_arch: &str) -> &str {

@@ -5,7 +5,7 @@
 //! [`Catalogs`] cache), so no selector is resolved per node. When the list fails, cloud drift is unknown for
 //! the pass and the rest of disruption goes on.
 
-use super::super::provisioning::catalogs::Catalogs;
+use super::super::catalogs::Catalogs;
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodeclaim::NodeClaim;
 use crate::catalog::PLACEMENT_GROUP_ID;

@@ -3,12 +3,12 @@
 //! `Initialized`, then delete the candidates' NodeClaims (termination drains them). A failure before the
 //! deletes undoes what was done: the taints come off and the replacements are deleted.
 
+use super::super::kit::calls::{self, ReconcileError};
+use super::super::kit::taints::{disrupted_taint_patch, taints_patch};
+use super::super::metrics::disruption::{method_labels, DecisionLabels, NodePoolDecisionLabels};
 use super::super::metrics::DisruptedLabels;
-use super::super::nodeclaim::calls::{self, ReconcileError};
 use super::super::provisioning::create_claims;
-use super::super::termination::{disrupted_taint_patch, taints_patch};
 use super::super::Context;
-use super::metrics::{method_labels, DecisionLabels, NodePoolDecisionLabels};
 use super::reason;
 use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;

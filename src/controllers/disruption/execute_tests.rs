@@ -2,8 +2,8 @@
 //! ([`crate::controllers::testkit`]): the requests and their order for a delete and a replace, and what an
 //! abandoned command undoes (a taint refused, a replacement not created, replacements not initialized in time).
 
+use super::super::metrics::disruption::{DecisionLabels, NodePoolDecisionLabels};
 use super::execute::{execute, ExecuteError, REPLACEMENT_TIMEOUT};
-use super::metrics::{DecisionLabels, NodePoolDecisionLabels};
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::requirements::{Requirement, Requirements};
 use crate::catalog::Resources;

@@ -2,7 +2,9 @@
 //! (listed per pass: no other controller watches them), the catalogs of the EC2NodeClasses in use and the
 //! cloud facts of drift ([`CloudFacts`]).
 
-use super::super::provisioning::{catalogs::Catalogs, class_catalogs, owned};
+use super::super::catalogs::{class_catalogs, Catalogs};
+use super::super::kit::pdbs::{list_pdbs, PdbListError as SnapshotError};
+use super::super::state::owned;
 use super::super::Context;
 use super::cloud_drift::{CloudFacts, LIST_TIMEOUT};
 use crate::api::nodepool::NodePool;
@@ -11,11 +13,8 @@ use crate::cloud::CloudProvider;
 use crate::disruption::NodeInput;
 use crate::engine::disruption_input::{node_inputs, Facts};
 use crate::engine::provisioning::pending;
-use crate::kube::CALL_TIMEOUT;
 use crate::scheduling::volumes::VolumeIndex;
 use crate::scheduling::DefaultSpread;
-use ::kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
-use ::kube::{Api, Client};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -38,15 +37,6 @@ pub struct Snapshot {
     pub default_spread: DefaultSpread,
     /// The operator's settings of the engine: solve policies (as provisioning applies them), feature gates.
     pub settings: crate::disruption::Settings,
-}
-
-/// Why no snapshot could be taken.
-#[derive(Debug, thiserror::Error)]
-pub enum SnapshotError {
-    #[error("listing PodDisruptionBudgets: {0}")]
-    Pdbs(#[from] ::kube::Error),
-    #[error("listing PodDisruptionBudgets timed out after {0:?}")]
-    PdbsTimedOut(std::time::Duration),
 }
 
 /// Takes a snapshot. `replacements` are the claims disruption launched, with when: no-churn protects them.
@@ -144,37 +134,6 @@ fn merge<'a>(catalogs: impl IntoIterator<Item = &'a Arc<Catalog>>) -> Arc<Catalo
         seen.extend(names);
     }
     Arc::new(Catalog { instance_types })
-}
-
-/// Every PodDisruptionBudget: `policy/v1` where served, else `policy/v1beta1` (Kubernetes before 1.21), read
-/// as v1 (the fields the engine reads have the same shape).
-pub(crate) async fn list_pdbs(client: &Client) -> Result<Vec<PodDisruptionBudget>, SnapshotError> {
-    let v1: Api<PodDisruptionBudget> = Api::all(client.clone());
-    match timed(v1.list(&ListParams::default())).await? {
-        Ok(list) => return Ok(list.items),
-        Err(::kube::Error::Api(status)) if status.code == 404 => {}
-        Err(error) => return Err(error.into()),
-    }
-    let gvk = GroupVersionKind::gvk("policy", "v1beta1", "PodDisruptionBudget");
-    let v1beta1: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk));
-    let list = timed(v1beta1.list(&ListParams::default())).await??;
-    Ok(list
-        .items
-        .into_iter()
-        .filter_map(|object| {
-            let name = object.metadata.name.clone().unwrap_or_default();
-            serde_json::to_value(object)
-                .and_then(serde_json::from_value)
-                .inspect_err(|error| tracing::warn!(pdb = %name, %error, "unreadable PodDisruptionBudget; ignored"))
-                .ok()
-        })
-        .collect())
-}
-
-async fn timed<T>(call: impl std::future::Future<Output = T>) -> Result<T, SnapshotError> {
-    tokio::time::timeout(CALL_TIMEOUT, call)
-        .await
-        .map_err(|_| SnapshotError::PdbsTimedOut(CALL_TIMEOUT))
 }
 
 #[cfg(test)]

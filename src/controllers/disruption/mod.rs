@@ -10,11 +10,11 @@ pub mod execute;
 #[cfg(test)]
 mod execute_tests;
 pub mod input;
-pub mod marks;
-pub mod metrics;
 pub mod reason;
 
-use super::provisioning::catalogs::Catalogs;
+use super::catalogs::Catalogs;
+use super::kit::marks;
+use super::metrics::disruption as metrics;
 use super::{Context, Error};
 use crate::cloud::CloudProvider;
 use crate::disruption::{

@@ -6,7 +6,7 @@
 //! The conditions list is replaced whole, so each write reads the claim fresh and carries its
 //! `resourceVersion`: a concurrent status write makes it fail (and it is tried once more) rather than be lost.
 
-use super::super::nodeclaim::calls;
+use super::super::kit::calls;
 use super::super::Context;
 use crate::api::nodeclaim::NodeClaim;
 use crate::engine::marks::disruption_reason;

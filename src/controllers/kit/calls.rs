@@ -10,6 +10,9 @@ use serde_json::{json, Value};
 use std::fmt::Debug;
 use std::future::Future;
 
+/// How many apiserver writes (claims, Events, marks) one decision has in flight at once.
+pub const PARALLEL_WRITES: usize = 16;
+
 pub use crate::api::well_known::TERMINATION_FINALIZER;
 
 /// Why a reconcile failed; it is retried with backoff.

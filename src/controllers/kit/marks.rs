@@ -3,9 +3,8 @@
 //! marks were computed from as a precondition, so a concurrent status write (the lifecycle controller's) makes
 //! this one fail rather than be lost. A failed write is tried again on the next pass.
 
-use super::super::nodeclaim::calls::{self, ReconcileError};
-use super::super::provisioning::PARALLEL_WRITES;
 use super::super::Context;
+use super::calls::{self, ReconcileError, PARALLEL_WRITES};
 use crate::api::nodeclaim::NodeClaim;
 use crate::engine::marks::Mark;
 use ::kube::api::{Api, Patch, PatchParams};

@@ -2,8 +2,8 @@
 //! disrupted-claims counter is the lifecycle controller's, shared: a name is registered once). The budget
 //! gauges are computed from each pass's snapshot by [`budget_samples`].
 
-use super::super::metrics::buckets;
-use super::super::metrics::gauge_set::{labels, GaugeSet, Samples};
+use super::buckets;
+use super::gauge_set::{labels, GaugeSet, Samples};
 use crate::api::nodepool::{ConsolidationPolicy, NodePool};
 use crate::disruption::{Budgets, Method, PassObserver, PoolCounts, REASONS};
 use k8s_openapi::jiff::Timestamp;

@@ -10,9 +10,11 @@
 pub mod buckets;
 pub mod conditions;
 pub mod cost;
+pub mod disruption;
 #[cfg(test)]
 mod documented;
 pub mod gauge_set;
+pub mod interruption;
 pub mod nodeclaims;
 pub mod nodes;
 pub mod observer;
@@ -23,12 +25,12 @@ pub mod resources;
 pub mod scheduler;
 pub mod summary;
 
-use super::disruption::metrics::DisruptionMetrics;
 use super::garbage::GarbageMetrics;
-use super::interruption::InterruptionMetrics;
 use crate::cloud::metered::CloudMetrics;
 use conditions::ConditionMetrics;
 use cost::CostMetrics;
+use disruption::DisruptionMetrics;
+use interruption::InterruptionMetrics;
 use nodes::NodeMetrics;
 use offerings::OfferingMetrics;
 use pods::PodMetrics;

@@ -2,7 +2,7 @@
 //! claim with a Node is checked at most every 10 minutes; each issue is a Warning `FailedConsistencyCheck` Event on
 //! the claim, and its `ConsistentStateFound` condition says whether any was found.
 
-use super::super::disruption::marks;
+use super::super::kit::marks;
 use super::super::{Context, Error};
 use super::registration::node_with_provider_id;
 use crate::engine::consistency::{

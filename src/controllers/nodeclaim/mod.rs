@@ -4,18 +4,19 @@
 //! in time. A kube-runtime `Controller` over NodeClaims, woken too by the Nodes of claims not yet initialized.
 //! Deleting claims is the termination controller's.
 
-pub mod calls;
 pub mod consistency;
 pub mod created_here;
 pub mod launch;
 pub mod liveness;
 pub mod registration;
 
-use super::backoff::{key_of, LIFECYCLE};
+use super::catalogs::overlaid_class_catalogs;
+use super::kit::backoff::{key_of, LIFECYCLE};
+use super::kit::calls::{self, ReconcileError, TERMINATION_FINALIZER};
+use super::kit::taints::taints_patch;
 use super::metrics::{DisruptedLabels, LaunchFailureLabels, NodePoolLabels, NodePoolZoneLabels};
 use super::nodepool::registration_health::{self, Outcome};
-use super::provisioning::{overlaid_class_catalogs, owned};
-use super::termination::taints_patch;
+use super::state::owned;
 use super::{Context, Error};
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::labels;
@@ -28,7 +29,6 @@ use crate::engine::overlay;
 use ::kube::api::Api;
 use ::kube::runtime::controller::{Action, Controller};
 use ::kube::runtime::reflector::{ObjectRef, Store};
-use calls::{ReconcileError, TERMINATION_FINALIZER};
 use created_here::FirstLaunch;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;

@@ -2,7 +2,7 @@
 //! claim's, the patch that makes it the claim's (labels, taints, finalizer, owner), and what still keeps it
 //! from being initialized.
 
-use super::calls::TERMINATION_FINALIZER;
+use super::super::kit::calls::TERMINATION_FINALIZER;
 use crate::api::labels;
 use crate::api::nodeclaim::NodeClaim;
 use crate::cloud::UNREGISTERED_TAINT_KEY;

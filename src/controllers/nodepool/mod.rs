@@ -11,7 +11,7 @@ pub mod registration_health;
 #[cfg(test)]
 mod status_tests;
 
-use super::nodeclaim::calls;
+use super::kit::calls;
 use super::nodeclass::rfc3339;
 use super::{Context, Error};
 use crate::api::condition;

@@ -5,18 +5,17 @@
 
 pub mod advice_refresh;
 pub mod batcher;
-pub mod catalogs;
 pub mod pod_status;
 #[cfg(test)]
 mod tests;
 
 use super::capacity_buffer;
+use super::catalogs::{class_catalogs, Catalogs};
+use super::kit::calls::PARALLEL_WRITES;
 use super::metrics::{CreatedLabels, Provisioning};
+use super::state::owned;
 use super::{nodeclaim, Context, Error};
-use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodeclaim::NodeClaim;
-use crate::api::nodepool::NodePool;
-use crate::catalog::Catalog;
 use crate::cloud::metered::within;
 use crate::cloud::CloudProvider;
 use crate::engine::buffers;
@@ -28,19 +27,15 @@ use ::kube::api::PostParams;
 use ::kube::runtime::reflector::ObjectRef;
 use ::kube::Api;
 use batcher::{Batcher, RETRIGGER};
-use catalogs::Catalogs;
 use futures::{future, stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 use plan::{Decisions, NewClaim, Preparations, Snapshot, ToSolve};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::task::JoinHandle;
-
-/// How many apiserver writes (claims, Events) one decision has in flight at once.
-pub(crate) const PARALLEL_WRITES: usize = 16;
 
 /// Watches for pending pods and nodes being deleted and provisions for their pods, until the state watch ends.
 pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(), Error> {
@@ -107,7 +102,7 @@ fn uid(pod: &Pod) -> &str {
 /// The PodDisruptionBudgets, read only when a leaving node has pods (a pod they block for good is not solved
 /// for). Unreadable ones block nothing: the pods are then solved for, as before PDBs were known.
 async fn leaving_budgets<C: CloudProvider + 'static>(ctx: &Context<C>) -> Vec<PodDisruptionBudget> {
-    match crate::controllers::disruption::input::list_pdbs(&ctx.client).await {
+    match super::kit::pdbs::list_pdbs(&ctx.client).await {
         Ok(pdbs) => pdbs,
         Err(error) => {
             tracing::warn!(%error, "could not read PodDisruptionBudgets for the pods of leaving nodes");
@@ -305,68 +300,11 @@ struct Batch {
     reschedulable: HashSet<String>,
 }
 
-pub(crate) fn owned<K: Clone>(objects: Vec<Arc<K>>) -> Vec<K> {
-    objects.into_iter().map(|o| o.as_ref().clone()).collect()
-}
-
 /// Fills the catalog cache for the classes the NodePools reference now.
 async fn warm<C: CloudProvider>(ctx: &Context<C>, catalogs: &mut Catalogs) {
     let pools = owned(ctx.state.node_pools.state());
     let classes = owned(ctx.state.node_classes.state());
     class_catalogs(ctx, catalogs, &pools, &classes).await;
-}
-
-/// The catalog of every EC2NodeClass a NodePool references, from the cache or the cloud, with the NodeOverlays in
-/// it (the `NodeOverlay` gate). A class that is missing, being deleted or does not resolve is left out, with a
-/// log line saying why.
-pub(crate) async fn class_catalogs<C: CloudProvider>(
-    ctx: &Context<C>,
-    catalogs: &mut Catalogs,
-    pools: &[NodePool],
-    classes: &[EC2NodeClass],
-) -> BTreeMap<String, Arc<Catalog>> {
-    overlaid_class_catalogs(ctx, catalogs, pools, classes)
-        .await
-        .0
-}
-
-/// [`class_catalogs`], with the overlays' verdicts (`None` without the `NodeOverlay` gate).
-pub(crate) async fn overlaid_class_catalogs<C: CloudProvider>(
-    ctx: &Context<C>,
-    catalogs: &mut Catalogs,
-    pools: &[NodePool],
-    classes: &[EC2NodeClass],
-) -> (
-    BTreeMap<String, Arc<Catalog>>,
-    Option<Arc<crate::engine::overlay::Evaluation>>,
-) {
-    let now = ctx.clock.now();
-    let mut found = BTreeMap::new();
-    let referenced: HashSet<&str> = pools
-        .iter()
-        .map(|p| p.spec.template.spec.node_class_ref.name.as_str())
-        .collect();
-    for class in classes {
-        let name = class.metadata.name.clone().unwrap_or_default();
-        if !referenced.contains(name.as_str()) || class.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        if let Some(catalog) = catalogs.get(&ctx.cloud, class, now).await {
-            found.insert(name, catalog);
-        }
-    }
-    let names: Vec<&str> = classes
-        .iter()
-        .filter_map(|c| c.metadata.name.as_deref())
-        .collect();
-    catalogs.retain(&names).await;
-    match ctx.state.overlays() {
-        Some(overlays) => {
-            let (overlaid, evaluation) = catalogs.overlaid(found, pools, &overlays).await;
-            (overlaid, Some(evaluation))
-        }
-        None => (found, None),
-    }
 }
 
 /// Creates the claims in parallel, counted as created for `reason` (`provisioned`, or the disruption reason of

@@ -10,7 +10,7 @@
 //! not crowd the apiserver out for the launches.
 
 use crate::admission::advice::PROVISIONING_ANNOTATION;
-use crate::controllers::nodeclaim::calls;
+use crate::controllers::kit::calls;
 use ::kube::Api;
 use futures::{stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;

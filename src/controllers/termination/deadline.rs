@@ -1,7 +1,7 @@
 //! The claim's termination deadline: read from its `karpenter.sh/nodeclaim-termination-timestamp` annotation or
 //! its `terminationGracePeriod`, and stamped on the claim so that users and node repair see it.
 
-use super::super::nodeclaim::calls::{self, ReconcileError};
+use super::super::kit::calls::{self, ReconcileError};
 use super::super::Context;
 use super::TERMINATION_GRACE_PERIOD_EXPIRING;
 use crate::api::nodeclaim::{NodeClaim, TERMINATION_TIMESTAMP};

@@ -2,22 +2,21 @@
 //! one drain pass (as [`drain`](super::drain) decides them), and the wait for its volumes to detach (as
 //! [`volumes`](super::volumes) decides it).
 
+use super::super::kit::calls::{self, ReconcileError};
+use super::super::kit::taints::disrupted_taint_patch;
 use super::super::metrics::{CodeLabels, ReasonLabels};
-use super::super::nodeclaim::calls::{self, ReconcileError};
 use super::super::Context;
 use super::deadline::deadline;
 use super::progress::{self, Next, Progress};
 use super::{drain, volumes, Termination};
 use crate::api::nodeclaim::NodeClaim;
 use crate::cloud::CloudProvider;
-use crate::disruption::DISRUPTED_TAINT;
 use crate::kube::eviction::{EvictionOutcome, MULTIPLE_PDBS_MESSAGE};
 use ::kube::api::{Api, DeleteParams};
 use ::kube::runtime::reflector::ObjectRef;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
-use serde_json::json;
 use std::sync::Arc;
 
 /// At most this many evictions are in flight for one node.
@@ -161,47 +160,6 @@ pub(super) async fn drain_node<C: CloudProvider>(
         ctx.events.warning(node, "FailedDraining", note).await;
     }
     Ok(false)
-}
-
-/// The JSON patch setting `node`'s taints to `taints`, tested against the list it was computed from: a
-/// concurrent change of the taints fails it instead of being lost, while the kubelet's status heartbeats (which
-/// move the resourceVersion every few seconds) do not.
-pub(crate) fn taints_patch(
-    node: &Node,
-    taints: Vec<k8s_openapi::api::core::v1::Taint>,
-) -> serde_json::Value {
-    let current = node.spec.as_ref().and_then(|s| s.taints.as_ref());
-    json!([
-        {"op": "test", "path": "/spec/taints", "value": current},
-        {"op": "add", "path": "/spec/taints", "value": taints},
-    ])
-}
-
-/// The patch adding `karpenter.sh/disrupted:NoSchedule` (replacing another effect on that key), or `None`
-/// when the Node has it.
-pub(crate) fn disrupted_taint_patch(node: &Node) -> Option<serde_json::Value> {
-    let taints = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.clone())
-        .unwrap_or_default();
-    if taints
-        .iter()
-        .any(|t| t.key == DISRUPTED_TAINT && t.effect == "NoSchedule")
-    {
-        return None;
-    }
-    let mut taints: Vec<_> = taints
-        .into_iter()
-        .filter(|t| t.key != DISRUPTED_TAINT)
-        .collect();
-    taints.push(k8s_openapi::api::core::v1::Taint {
-        key: DISRUPTED_TAINT.into(),
-        effect: "NoSchedule".into(),
-        value: None,
-        time_added: None,
-    });
-    Some(taints_patch(node, taints))
 }
 
 /// Deletes a pod the termination deadline leaves no time for, bypassing PDBs.

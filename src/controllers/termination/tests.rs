@@ -537,45 +537,6 @@ async fn a_node_is_tainted_before_any_eviction_and_drained_once_empty() {
 }
 
 #[test]
-fn the_disrupted_taint_replaces_another_effect_and_is_added_once() {
-    let node: Node = serde_json::from_value(json!({
-        "metadata": {"name": "n", "resourceVersion": "3"},
-        "spec": {"taints": [
-            {"key": "karpenter.sh/disrupted", "effect": "NoExecute"},
-            {"key": "dedicated", "value": "a", "effect": "NoSchedule"},
-        ]},
-    }))
-    .expect("node");
-    let patch = disrupted_taint_patch(&node).expect("a patch");
-    assert_eq!(
-        patch,
-        json!([
-            {"op": "test", "path": "/spec/taints", "value": [
-                {"key": "karpenter.sh/disrupted", "effect": "NoExecute"},
-                {"key": "dedicated", "value": "a", "effect": "NoSchedule"},
-            ]},
-            {"op": "add", "path": "/spec/taints", "value": [
-                {"key": "dedicated", "value": "a", "effect": "NoSchedule"},
-                {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"},
-            ]},
-        ])
-    );
-    let untainted: Node =
-        serde_json::from_value(json!({"metadata": {"name": "n"}, "spec": {}})).expect("node");
-    assert_eq!(
-        disrupted_taint_patch(&untainted).expect("a patch")[0],
-        json!({"op": "test", "path": "/spec/taints", "value": null}),
-        "a Node without taints is tested for having none"
-    );
-    let tainted: Node = serde_json::from_value(json!({
-        "metadata": {"name": "n"},
-        "spec": {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]},
-    }))
-    .expect("node");
-    assert_eq!(disrupted_taint_patch(&tainted), None);
-}
-
-#[test]
 fn the_deadline_is_the_deletion_time_plus_the_grace_period() {
     let claim: NodeClaim = serde_json::from_value(json!({
         "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",

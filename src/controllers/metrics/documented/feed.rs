@@ -270,7 +270,7 @@ pub(super) fn feed(metrics: &Metrics) {
         .inc();
 
     let disruption = &metrics.disruption;
-    use crate::controllers::disruption::metrics as d;
+    use crate::controllers::metrics::disruption as d;
     use crate::disruption::PassObserver;
     let mut timer = disruption.observer();
     timer.started(crate::disruption::Method::Emptiness);
@@ -315,7 +315,7 @@ pub(super) fn feed(metrics: &Metrics) {
     metrics
         .interruption
         .instance_status_unhealthy
-        .get_or_create(&super::super::super::interruption::Category {
+        .get_or_create(&super::super::interruption::Category {
             category: "InstanceStatus".into(),
         })
         .inc();
