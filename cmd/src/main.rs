@@ -1,3 +1,7 @@
+//! The `kerf` binary: every subcommand (`validate`, `simulate`, `snapshot`, `crds`, `webhook`, `controller`),
+//! parsed by `kerf::cli`, with the AWS cloud provider (`kerf-aws`) linked in for `kerf controller`. The only
+//! crate that joins the Kubernetes edge and the AWS adapter: neither depends on the other.
+
 use anyhow::Context;
 use clap::Parser;
 use kerf::cli::{Cli, Command, LogFormat};

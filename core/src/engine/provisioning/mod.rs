@@ -6,6 +6,7 @@ pub mod claim;
 pub mod leaving;
 pub mod pending;
 pub mod plan;
+mod preparations;
 pub mod step;
 
 #[cfg(test)]
