@@ -100,12 +100,17 @@ fn ami_parameters_for_apiserver() -> Result<Value> {
 }
 
 impl ControllerSetup {
+    /// The JSON log of the controller running as `identity` (its restarts append to it).
+    pub fn log_of(&self, identity: &str) -> PathBuf {
+        self.dir.join(format!("controller-{identity}.log"))
+    }
+
     /// Starts `kerf controller` as `identity` (its `POD_NAME`), leader election on, its Lease in `default`;
     /// `extra` are more flags. Returns once `/healthz` answers.
     pub async fn start(&self, identity: &str, extra: &[&str]) -> Result<Controller> {
         let health_port = free_port()?;
         let metrics_port = free_port()?;
-        let log = self.dir.join(format!("controller-{identity}.log"));
+        let log = self.log_of(identity);
         let mut args: Vec<String> = [
             "--log-format",
             "json",
@@ -154,7 +159,7 @@ impl ControllerSetup {
     /// [`ControllerSetup::start`], returning once the controllers run (the process leads, its watches synced): what
     /// a test that acts at once needs. A restart of the same `identity` appends to its log.
     pub async fn start_running(&self, identity: &str, extra: &[&str]) -> Result<Controller> {
-        let log = self.dir.join(format!("controller-{identity}.log"));
+        let log = self.log_of(identity);
         let starts_before = std::fs::read_to_string(&log)
             .unwrap_or_default()
             .matches(STARTED)

@@ -131,8 +131,7 @@ impl Testbed {
 
     /// The controller's log so far, its earlier lives' included.
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.setup.dir.join(format!("controller-{}.log", self.name)))
-            .unwrap_or_default()
+        std::fs::read_to_string(self.setup.log_of(&self.name)).unwrap_or_default()
     }
 
     /// The controller's metrics.

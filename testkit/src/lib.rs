@@ -1,11 +1,11 @@
 //! Builders for kerf's tests and benchmarks, so that each test states only what it is about: the objects of the
-//! API (NodePools, NodeClaims, EC2NodeClasses, pods, nodes) from a JSON patch over a valid minimum, and catalog
+//! API (NodePools, NodeClaims, EC2NodeClasses, Nodes) from a JSON patch over a valid minimum, and catalog
 //! files (`Catalog::from_instance_types_json`) from instance types and offerings.
 //!
 //! Uses only `kerf-api`, so every crate's tests may use it, `kerf-core`'s included. Test code: a builder panics,
 //! naming what it built, when its patch does not make a valid object.
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use kerf_api::ec2nodeclass::EC2NodeClass;
 use kerf_api::nodeclaim::NodeClaim;
 use kerf_api::nodepool::NodePool;
@@ -67,17 +67,6 @@ pub fn ec2nodeclass(name: &str, spec: Value) -> EC2NodeClass {
     });
     merge(&mut class["spec"], spec);
     object("EC2NodeClass", class)
-}
-
-/// A pod `name` in `default` (its uid its name) with one container `c` requesting nothing, `patch` merged into
-/// the whole object.
-pub fn pod(name: &str, patch: Value) -> Pod {
-    let mut pod = json!({
-        "metadata": {"name": name, "namespace": "default", "uid": name},
-        "spec": {"containers": [{"name": "c"}]},
-    });
-    merge(&mut pod, patch);
-    object("Pod", pod)
 }
 
 /// A Node `name`, `patch` merged into the whole object.
