@@ -211,7 +211,7 @@ pub struct PodLaunch {
 impl PodLaunch {
     /// The controller's part: from the window's close to the CreateFleet call.
     pub fn after_window(&self) -> Duration {
-        self.solve + self.launch
+        self.total.saturating_sub(self.window)
     }
 }
 

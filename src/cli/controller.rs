@@ -208,10 +208,11 @@ where
     let config = ::kube::Config::infer()
         .await
         .context("connecting to the Kubernetes API")?;
-    let client = ::kube::client::ClientBuilder::try_from(config)
-        .context("connecting to the Kubernetes API")?
-        .with_layer(&Throttle::new(args.kube_client_qps, args.kube_client_burst))
-        .build();
+    let client = crate::kube::client::build(
+        config,
+        &Throttle::new(args.kube_client_qps, args.kube_client_burst),
+    )
+    .context("connecting to the Kubernetes API")?;
     let mut background = JoinSet::new();
     let settings = args.settings();
     // Services and the controllers that select pods are watched only for a default spread.

@@ -1,9 +1,10 @@
 //! The Kubernetes edge: reflectors that keep NodePools and EC2NodeClasses in memory for pod advice, the
 //! self-signed certificate mode (its Secret and the `caBundle` of the webhook configurations), what the
-//! controllers write besides their own objects (Events), and the bound on the controller's calls
-//! ([`throttle`]). Everything here talks to the apiserver; the decisions it feeds are pure and live elsewhere.
+//! controllers write besides their own objects (Events), the controller's client ([`client`], HTTP/2 when the
+//! apiserver offers it) and the bound on its calls ([`throttle`]). Everything here talks to the apiserver; the decisions it feeds are pure and live elsewhere.
 
 pub mod ca_bundle;
+pub mod client;
 pub mod events;
 pub mod eviction;
 pub mod kube_dns;

@@ -353,59 +353,69 @@ pub(crate) async fn create_claims<C>(
                     Ok(Err(error)) => Err(error.to_string()),
                     Err(_) => Err(format!("timed out after {CALL_TIMEOUT:?}")),
                 };
-                (new, node_claim, result)
+                // Logged and counted as it returns, so that the log says when each claim was made.
+                record(ctx, new, &node_claim, reason, result)
             }
         })
         .collect();
-    // Karpenter creates a batch's claims all at once (its client multiplexes them over one HTTP/2 connection);
-    // kube-rs's client opens a connection per request in flight, and on a busy apiserver 16 at a time measured
-    // faster than all at once (docs/performance.md, "Bursts"). Each claim's launch starts as its create returns.
-    let results: Vec<(&NewClaim, NodeClaim, Result<bool, String>)> = stream::iter(writes)
-        .buffer_unordered(PARALLEL_WRITES)
+    // All at once, as Karpenter does: the client multiplexes them over its one HTTP/2 connection
+    // (`kube::client`), under the `--kube-client-qps` / `--kube-client-burst` bound. Each claim's launch starts as
+    // its create returns.
+    future::join_all(writes)
+        .await
+        .into_iter()
+        .flatten()
         .collect()
-        .await;
-    let mut created = HashSet::new();
-    for (new, node_claim, result) in results {
-        let name = new.name().to_owned();
-        match result {
-            // Made before (the same pods planned the same claim before a restart): counted and logged then.
-            Ok(false) => {
-                tracing::debug!(nodeclaim = %name, nodepool = %new.nodepool, "the nodeclaim exists already");
-                created.insert(name);
-            }
-            Ok(true) => {
-                ctx.metrics
-                    .provisioning
-                    .nodeclaims_created
-                    .get_or_create(&CreatedLabels {
-                        reason: reason.to_owned(),
-                        nodepool: new.nodepool.clone(),
-                        min_values_relaxed: String::from("false"),
-                    })
-                    .inc();
-                let requests = node_claim
-                    .spec
-                    .resources
-                    .as_ref()
-                    .and_then(|r| serde_json::to_string(&r.requests).ok())
-                    .unwrap_or_default();
-                tracing::info!(
-                    nodeclaim = %name,
-                    nodepool = %new.nodepool,
-                    pods = new.pods.len(),
-                    requests = %requests,
-                    instance_types = instance_type_count(&node_claim),
-                    cheapest = new.choice.as_ref().map_or("", |c| c.instance_type.as_str()),
-                    "created nodeclaim"
-                );
-                created.insert(name);
-            }
-            Err(error) => {
-                tracing::error!(nodeclaim = %name, nodepool = %new.nodepool, %error, "could not create the nodeclaim")
-            }
+}
+
+/// Counts and logs the outcome of `new`'s create (`Ok(true)`: created by this call; `Ok(false)`: it was there
+/// already); the claim's name when it exists now.
+fn record<C>(
+    ctx: &Context<C>,
+    new: &NewClaim,
+    node_claim: &NodeClaim,
+    reason: &str,
+    result: Result<bool, String>,
+) -> Option<String> {
+    let name = new.name().to_owned();
+    match result {
+        // Made before (the same pods planned the same claim before a restart): counted and logged then.
+        Ok(false) => {
+            tracing::debug!(nodeclaim = %name, nodepool = %new.nodepool, "the nodeclaim exists already");
+            Some(name)
+        }
+        Ok(true) => {
+            ctx.metrics
+                .provisioning
+                .nodeclaims_created
+                .get_or_create(&CreatedLabels {
+                    reason: reason.to_owned(),
+                    nodepool: new.nodepool.clone(),
+                    min_values_relaxed: String::from("false"),
+                })
+                .inc();
+            let requests = node_claim
+                .spec
+                .resources
+                .as_ref()
+                .and_then(|r| serde_json::to_string(&r.requests).ok())
+                .unwrap_or_default();
+            tracing::info!(
+                nodeclaim = %name,
+                nodepool = %new.nodepool,
+                pods = new.pods.len(),
+                requests = %requests,
+                instance_types = instance_type_count(node_claim),
+                cheapest = new.choice.as_ref().map_or("", |c| c.instance_type.as_str()),
+                "created nodeclaim"
+            );
+            Some(name)
+        }
+        Err(error) => {
+            tracing::error!(nodeclaim = %name, nodepool = %new.nodepool, %error, "could not create the nodeclaim");
+            None
         }
     }
-    created
 }
 
 /// Whether the claim named like `claim` is being deleted, as far as the watch cache knows.
