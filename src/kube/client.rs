@@ -84,11 +84,12 @@ pub fn build(config: Config, throttle: &Throttle) -> Result<Client, ClientError>
 mod tests {
     use super::*;
     use axum::{extract::Request, routing::get, Router};
-    use kerf_certs::{server_config, ReloadingCertResolver, SelfSigned, DEFAULT_VALIDITY};
+    use kerf_certs::{load_certified_key, server_config, SelfSigned, DEFAULT_VALIDITY};
     use kerf_webhooks::{ConnectionLimits, Server};
+    use rustls::sign::SingleCertAndKey;
     use rustls_pki_types::{pem::PemObject, CertificateDer};
     use std::sync::Arc;
-    use std::time::{Duration, SystemTime};
+    use std::time::SystemTime;
 
     /// An HTTPS server for `localhost` only that answers each request with the HTTP version it came in, and a
     /// client configuration that trusts its CA.
@@ -97,10 +98,8 @@ mod tests {
             .expect("certificates");
         let dir = tempfile::tempdir().expect("tempdir");
         let paths = certs.write_files(dir.path()).expect("write");
-        let (resolver, _task) =
-            ReloadingCertResolver::watch(&paths.cert, &paths.key, Duration::from_secs(60))
-                .expect("resolver");
-        let tls = Arc::new(server_config(resolver).expect("tls"));
+        let key = load_certified_key(&paths.cert, &paths.key).expect("key");
+        let tls = Arc::new(server_config(Arc::new(SingleCertAndKey::from(key))).expect("tls"));
         let router = Router::new().route(
             "/version",
             get(|request: Request| async move { format!("{:?}", request.version()) }),
