@@ -14,6 +14,7 @@ use crate::engine::repair::{
     self, decide, next_look, pool_label, ClaimHealth, NodeHealth, Repair, Verdict, AWS_POLICIES,
     NODE_REPAIR_BLOCKED, UNHEALTHY_REASON,
 };
+use ::kube::api::DeleteParams;
 use ::kube::Api;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
@@ -179,7 +180,17 @@ async fn replace<C>(
     if !delete {
         return Ok(());
     }
-    calls::delete(&claims, &repair.claim).await?;
+    // A claim gone already was deleted by someone else: not counted as repaired (Karpenter returns on NotFound
+    // before its metrics).
+    match calls::timed(
+        "deleting",
+        claims.delete(&repair.claim, &DeleteParams::default()),
+    )
+    .await
+    {
+        Err(e) if e.is_not_found() => return Ok(()),
+        other => other.map(|_| ())?,
+    }
     tracing::info!(node = %repair.node, nodeclaim = %repair.claim, condition, "deleting unhealthy node");
     let node = ctx
         .state
@@ -220,3 +231,7 @@ async fn replace<C>(
         .inc();
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "node_health_tests.rs"]
+mod tests;

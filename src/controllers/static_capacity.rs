@@ -282,3 +282,7 @@ async fn warn_gate_off<C>(
         warned.insert(name, Instant::now());
     }
 }
+
+#[cfg(test)]
+#[path = "static_capacity_tests.rs"]
+mod tests;
