@@ -1,4 +1,4 @@
-//! The CEL rules of kerf's CRDs (`api/src/cel_rules.rs`), evaluated as a 1.25+ apiserver would (the test apiserver
+//! The CEL rules of kerf's CRDs (`api/src/cel_rules/`), evaluated as a 1.25+ apiserver would (the test apiserver
 //! is 1.20, which ignores them): Karpenter's CEL tests translated into cases, agreement with kerf's webhook (the
 //! stricter layer), and random objects that must never panic the evaluation.
 

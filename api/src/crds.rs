@@ -114,14 +114,11 @@ fn normalize(value: &mut Value) {
     }
 }
 
-/// Adds the CEL rules of `cel_rules::PLACEMENTS` for the CRD of `kind` to its schema (as JSON), after any rules the
+/// Adds the CEL rules of `cel_rules::placements` for the CRD of `kind` to its schema (as JSON), after any rules the
 /// nodes already carry. Returns the paths that name no node of the schema.
 fn place_cel_rules(kind: &str, schema: &mut Value) -> Vec<&'static str> {
     let mut unplaced = Vec::new();
-    for placement in cel_rules::PLACEMENTS
-        .iter()
-        .filter(|p| p.crd.kind() == kind)
-    {
+    for placement in cel_rules::placements().filter(|p| p.crd.kind() == kind) {
         match validations_at(schema, placement.path) {
             Some(list) => list.extend(
                 placement
@@ -239,8 +236,7 @@ mod tests {
                 .unwrap_or_default()
                 .matches("\"rule\":")
                 .count();
-            let table: usize = cel_rules::PLACEMENTS
-                .iter()
+            let table: usize = cel_rules::placements()
                 .filter(|p| p.crd.kind() == kind)
                 .map(|p| p.rules.len())
                 .sum();

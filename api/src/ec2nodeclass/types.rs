@@ -7,9 +7,9 @@
 //! check; the CEL and runtime rules are in `validation.rs`.
 
 use super::defaults::default_metadata_options;
+use super::kubelet::KubeletConfiguration;
 use crate::condition::Condition;
 use crate::schema::fragments;
-use crate::validation::grammar::QUANTITY_PATTERN;
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 use kube::CustomResource;
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
@@ -34,9 +34,6 @@ pub const ACCOUNT_ID_PATTERN: &str = r"^[0-9]{12}$";
 /// bare `Ti` or `T` through, which can never be decoded as a size, and its `[1-5][0-7]` rejected 18–19Ti,
 /// 28–29Ti, … although EBS allows them.
 pub const VOLUME_SIZE_PATTERN: &str = r"^((?:[1-9][0-9]{0,3}|[1-4][0-9]{4}|[5][0-8][0-9]{3}|59000)Gi|(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|[6][0-3][0-9]{3}|64000)G|([1-9]|[1-5][0-9]|6[0-3]|64)Ti|([1-9]|[1-5][0-9]|6[0-3]|64)T)$";
-/// A kubelet eviction threshold: a percentage with at most two decimals, the empty string, or a quantity
-/// (upstream's pattern, whose `||` is what admits the empty string).
-pub const EVICTION_THRESHOLD_PATTERN: &str = r"^((\d{1,2}(\.\d{1,2})?|100(\.0{1,2})?)%||(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?)$";
 
 /// How kerf launches EC2 instances for a NodePool: AMIs, subnets, security groups, IAM, storage, kubelet.
 // Each `printcolumn(…)` repeats `type_ = …`, which clippy takes for a duplicated attribute.
@@ -265,73 +262,6 @@ impl InstanceMatchCriteria {
             InstanceMatchCriteria::Targeted => "targeted",
         }
     }
-}
-
-/// Kubelet settings; a subset of the upstream `KubeletConfiguration`, with its names.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct KubeletConfiguration {
-    /// Cluster DNS server addresses.
-    #[serde(
-        rename = "clusterDNS",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub cluster_dns: Option<Vec<String>>,
-    /// Overrides the maximum number of pods per node.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
-    pub max_pods: Option<i32>,
-    /// Pods per CPU core; `maxPods` still caps the total.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
-    pub pods_per_core: Option<i32>,
-    /// Resources reserved for the OS (`cpu`, `memory`, `ephemeral-storage`, `pid`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "quantity_strings")]
-    pub system_reserved: Option<BTreeMap<String, String>>,
-    /// Resources reserved for Kubernetes components (`cpu`, `memory`, `ephemeral-storage`, `pid`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "quantity_strings")]
-    pub kube_reserved: Option<BTreeMap<String, String>>,
-    /// Hard eviction thresholds by signal.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "eviction_thresholds")]
-    pub eviction_hard: Option<BTreeMap<String, String>>,
-    /// Soft eviction thresholds by signal; each needs a grace period.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "eviction_thresholds")]
-    pub eviction_soft: Option<BTreeMap<String, String>>,
-    /// Grace periods of the soft eviction thresholds, by signal.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "fragments::string_map")]
-    pub eviction_soft_grace_period: Option<BTreeMap<String, String>>,
-    /// The longest grace period (seconds) given to pods evicted for a soft threshold.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub eviction_max_pod_grace_period: Option<i32>,
-    /// Disk usage (percent) above which image garbage collection always runs.
-    #[serde(
-        rename = "imageGCHighThresholdPercent",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    #[schemars(range(min = 0, max = 100))]
-    pub image_gc_high_threshold_percent: Option<i32>,
-    /// Disk usage (percent) image garbage collection frees down to.
-    #[serde(
-        rename = "imageGCLowThresholdPercent",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    #[schemars(range(min = 0, max = 100))]
-    pub image_gc_low_threshold_percent: Option<i32>,
-    /// Whether CPU CFS quotas are enforced for containers with CPU limits.
-    #[serde(
-        rename = "cpuCFSQuota",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub cpu_cfs_quota: Option<bool>,
 }
 
 /// One block device of the launched instances.
@@ -637,17 +567,4 @@ pub enum CapacityReservationState {
 /// A selector term's `tags`: at most 20 entries.
 fn selector_tags(_: &mut SchemaGenerator) -> Schema {
     json_schema!({"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 20})
-}
-
-/// Kubelet reservations: resource names to quantity strings.
-fn quantity_strings(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({"type": "object", "additionalProperties": {"type": "string", "pattern": QUANTITY_PATTERN}})
-}
-
-/// Kubelet eviction thresholds: signals to percentages or quantities.
-fn eviction_thresholds(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({
-        "type": "object",
-        "additionalProperties": {"type": "string", "pattern": EVICTION_THRESHOLD_PATTERN},
-    })
 }

@@ -2,7 +2,7 @@
 //! signals the eviction maps may name, soft thresholds paired with their grace periods, and the image GC
 //! thresholds in order.
 
-use super::super::types::KubeletConfiguration;
+use super::super::kubelet::KubeletConfiguration;
 use super::map_rule;
 use crate::validation::{FieldError, FieldPath, Findings, SchemaType};
 use std::collections::{BTreeMap, BTreeSet};
