@@ -276,10 +276,10 @@ pub async fn overlaid_class_catalogs<C: CloudProvider>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::ec2nodeclass::{SecurityGroup, Subnet};
+    use crate::api::ec2nodeclass::Subnet;
     use crate::catalog::{CatalogSettings, Pricing};
-    use crate::cloud::sim::{Operation, SimAmi, SimCloud, SimSecurityGroup, SimSubnet};
-    use crate::cloud::ResolvedAmi;
+    use crate::cloud::sim::{Operation, SimCloud, SimSubnet};
+    use crate::controllers::testkit;
     use serde_json::json;
     use std::collections::BTreeMap;
 
@@ -292,34 +292,12 @@ mod tests {
             .collect();
         let cloud = SimCloud::new("test", types);
         let tags = BTreeMap::from([("discovery".to_owned(), "test".to_owned())]);
-        cloud.add_subnet(SimSubnet {
-            subnet: Subnet {
-                id: "subnet-a".into(),
-                zone: "us-west-2a".into(),
-                zone_id: Some("usw2-az1".into()),
-            },
-            available_ips: 100,
-            tags: tags.clone(),
-        });
-        cloud.add_security_group(SimSecurityGroup {
-            group: SecurityGroup {
-                id: "sg-1".into(),
-                name: None,
-            },
-            tags,
-        });
-        cloud.add_ami(SimAmi {
-            ami: ResolvedAmi {
-                id: "ami-1".into(),
-                name: None,
-                architecture: "x86_64".into(),
-                creation_date: None,
-                variants: Vec::new(),
-                deprecated: false,
-            },
-            alias_family: Some("al2023".into()),
-            tags: BTreeMap::new(),
-        });
+        testkit::add_network(
+            &cloud,
+            &[("subnet-a", "us-west-2a", "usw2-az1")],
+            100,
+            &tags,
+        );
         cloud
     }
 

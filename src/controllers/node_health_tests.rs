@@ -238,34 +238,24 @@ async fn a_claim_already_being_deleted_is_stamped_but_not_deleted_again() {
     assert_eq!(unhealthy_disrupted(&ctx, "ready"), 0);
 }
 
-/// A claim gone when it is stamped (404) is not deleted, and nothing is counted: Karpenter ignores the
-/// NotFound of its patch and returns.
+/// A claim gone when it is stamped (404 on the patch: it is not deleted) or when it is deleted (404 on the
+/// DELETE) is not counted as repaired: Karpenter ignores the NotFound and returns before its metrics.
 #[tokio::test]
-async fn a_claim_gone_before_its_stamp_is_neither_deleted_nor_counted() {
+async fn a_claim_gone_before_its_stamp_or_its_delete_is_not_counted() {
     let claim = claim("c1", "n1", Some(POOL), json!({}));
-    let (ctx, mut server) = scripted(vec![broken("n1")], vec![claim.clone()]);
-    let ctx = Arc::new(ctx);
-    let script = vec![stamped(&claim, NOW).fail(404, "NotFound")];
-    server
-        .serve(script, run(ctx.clone()))
-        .await
-        .expect("a pass");
-    assert_eq!(disrupted(&ctx), 0);
-}
-
-/// A claim deleted by someone else between its stamp and its delete (404 on the DELETE) is not counted as
-/// repaired: Karpenter's health controller returns on NotFound before its metrics.
-#[tokio::test]
-async fn a_claim_gone_before_its_delete_is_not_counted() {
-    let claim = claim("c1", "n1", Some(POOL), json!({}));
-    let (ctx, mut server) = scripted(vec![broken("n1")], vec![claim.clone()]);
-    let ctx = Arc::new(ctx);
-    let script = vec![stamped(&claim, NOW), deleted(&claim).fail(404, "NotFound")];
-    server
-        .serve(script, run(ctx.clone()))
-        .await
-        .expect("a pass");
-    assert_eq!(disrupted(&ctx), 0);
+    let scripts = [
+        vec![stamped(&claim, NOW).fail(404, "NotFound")],
+        vec![stamped(&claim, NOW), deleted(&claim).fail(404, "NotFound")],
+    ];
+    for script in scripts {
+        let (ctx, mut server) = scripted(vec![broken("n1")], vec![claim.clone()]);
+        let ctx = Arc::new(ctx);
+        server
+            .serve(script, run(ctx.clone()))
+            .await
+            .expect("a pass");
+        assert_eq!(disrupted(&ctx), 0);
+    }
 }
 
 /// Any other error on the stamp (a conflict here) stops this claim's repair before the delete, so that a

@@ -39,6 +39,12 @@ fn pool_named(name: &str, spec: Value) -> NodePool {
 }
 
 /// The static pool `fixed` keeping `replicas` nodes.
+/// An empty cluster over a scripted apiserver, and no memory of earlier passes.
+fn unscripted() -> (Context<SimCloud>, ApiServer, Memory) {
+    let (ctx, server) = scripted(Vec::new(), Vec::new());
+    (ctx, server, Memory::default())
+}
+
 fn pool(replicas: i64) -> NodePool {
     pool_named(POOL, json!({"replicas": replicas}))
 }
@@ -95,6 +101,34 @@ struct Memory {
 }
 
 impl Memory {
+    /// [`answer`](Memory::answer) for each of `scripts` in turn: one pass each over the same state.
+    async fn answers<const N: usize>(
+        &mut self,
+        server: &mut ApiServer,
+        ctx: &Context<SimCloud>,
+        pool: &NodePool,
+        claims: &[NodeClaim],
+        scripts: [Vec<Exchange>; N],
+    ) {
+        for script in scripts {
+            self.answer(server, script, ctx, pool, claims).await;
+        }
+    }
+
+    /// Serves `script` to one [`pass`](Memory::pass) over `pool` whose state shows `claims` and no nodes or pods.
+    async fn answer(
+        &mut self,
+        server: &mut ApiServer,
+        script: Vec<Exchange>,
+        ctx: &Context<SimCloud>,
+        pool: &NodePool,
+        claims: &[NodeClaim],
+    ) {
+        server
+            .serve(script, self.pass(ctx, pool, claims, &[], &[]))
+            .await;
+    }
+
     /// One pass over `pool` as [`run`] makes it, the cluster state showing `claims`, `nodes` and `pods`: what
     /// the state shows is no longer in flight, then the pool is reconciled.
     async fn pass(
@@ -199,13 +233,12 @@ fn created(ctx: &Context<SimCloud>) -> u64 {
 /// `karpenter_nodeclaims_created_total` as `provisioned`.
 #[tokio::test]
 async fn a_static_pool_below_its_replicas_gets_the_missing_claims() {
-    let (ctx, mut server) = scripted(Vec::new(), Vec::new());
+    let (ctx, mut server, mut memory) = unscripted();
     let pool = pool(3);
     let posted = Posted::default();
     let script = vec![create(&posted, 201), create(&posted, 201)];
-    let mut memory = Memory::default();
-    server
-        .serve(script, memory.pass(&ctx, &pool, &[claim("a")], &[], &[]))
+    memory
+        .answer(&mut server, script, &ctx, &pool, &[claim("a")])
         .await;
     let bodies = sorted(&posted);
     assert_eq!(bodies, static_claims(&pool, 1..=2));
@@ -223,20 +256,16 @@ async fn a_static_pool_below_its_replicas_gets_the_missing_claims() {
 /// and no delete follows.
 #[tokio::test]
 async fn claims_just_created_are_not_made_again_before_the_state_shows_them() {
-    let (ctx, mut server) = scripted(Vec::new(), Vec::new());
+    let (ctx, mut server, mut memory) = unscripted();
     let pool = pool(2);
     let posted = Posted::default();
-    let mut memory = Memory::default();
     let script = vec![create(&posted, 201), create(&posted, 201)];
-    server
-        .serve(script, memory.pass(&ctx, &pool, &[], &[], &[]))
-        .await;
-    server
-        .serve(vec![], memory.pass(&ctx, &pool, &[], &[], &[]))
+    memory
+        .answers(&mut server, &ctx, &pool, &[], [script, vec![]])
         .await;
     let stored = posted_claims(&posted);
-    server
-        .serve(vec![], memory.pass(&ctx, &pool, &stored, &[], &[]))
+    memory
+        .answer(&mut server, vec![], &ctx, &pool, &stored)
         .await;
     assert_eq!(created(&ctx), 2);
 }
@@ -245,43 +274,31 @@ async fn claims_just_created_are_not_made_again_before_the_state_shows_them() {
 /// nothing and is not counted; the next pass creates the claim (under a new name).
 #[tokio::test]
 async fn a_failed_create_is_made_again_on_the_next_pass() {
-    let (ctx, mut server) = scripted(Vec::new(), Vec::new());
+    let (ctx, mut server, mut memory) = unscripted();
     let pool = pool(1);
     let posted = Posted::default();
-    let mut memory = Memory::default();
-    server
-        .serve(
-            vec![create(&posted, 500)],
-            memory.pass(&ctx, &pool, &[], &[], &[]),
-        )
+    memory
+        .answer(&mut server, vec![create(&posted, 500)], &ctx, &pool, &[])
         .await;
     assert_eq!(created(&ctx), 0);
-    server
-        .serve(
-            vec![create(&posted, 201)],
-            memory.pass(&ctx, &pool, &[], &[], &[]),
-        )
+    memory
+        .answer(&mut server, vec![create(&posted, 201)], &ctx, &pool, &[])
         .await;
     assert_eq!(created(&ctx), 1);
     let names: Vec<String> = lock(&posted).iter().map(|(b, _)| name_of(b)).collect();
     assert_ne!(names[0], names[1]);
-    server
-        .serve(vec![], memory.pass(&ctx, &pool, &[], &[], &[]))
-        .await;
+    memory.answer(&mut server, vec![], &ctx, &pool, &[]).await;
 }
 
 /// A create answered 409 AlreadyExists does not stop the other create of the pass and is not counted as made
 /// here; once the state shows that claim, it holds its place with the one created: nothing more is made.
 #[tokio::test]
 async fn a_claim_that_already_exists_is_not_counted_as_created_and_holds_its_place_once_seen() {
-    let (ctx, mut server) = scripted(Vec::new(), Vec::new());
+    let (ctx, mut server, mut memory) = unscripted();
     let pool = pool(2);
     let posted = Posted::default();
-    let mut memory = Memory::default();
     let script = vec![create(&posted, 409), create(&posted, 201)];
-    server
-        .serve(script, memory.pass(&ctx, &pool, &[], &[], &[]))
-        .await;
+    memory.answer(&mut server, script, &ctx, &pool, &[]).await;
     assert_eq!(created(&ctx), 1);
     let existing: Vec<NodeClaim> = lock(&posted)
         .iter()
@@ -289,8 +306,8 @@ async fn a_claim_that_already_exists_is_not_counted_as_created_and_holds_its_pla
         .map(|(body, _)| serde_json::from_value(body.clone()).expect("a NodeClaim"))
         .collect();
     assert_eq!(existing.len(), 1);
-    server
-        .serve(vec![], memory.pass(&ctx, &pool, &existing, &[], &[]))
+    memory
+        .answer(&mut server, vec![], &ctx, &pool, &existing)
         .await;
     assert_eq!(created(&ctx), 1);
 }
@@ -300,11 +317,10 @@ async fn a_claim_that_already_exists_is_not_counted_as_created_and_holds_its_pla
 /// request after the other; the claim whose Node runs a ReplicaSet pod stays (by name it would go first).
 #[tokio::test]
 async fn a_static_pool_above_its_replicas_deletes_the_unlaunched_then_the_empty_claims_first() {
-    let (ctx, mut server) = scripted(Vec::new(), Vec::new());
+    let (ctx, mut server, mut memory) = unscripted();
     let claims = [claim("a"), claim("b"), claim_of(POOL, "c", false)];
     let pods = [app_pod("n-a")];
     let script = vec![delete("c"), delete("b")];
-    let mut memory = Memory::default();
     server
         .serve(script, memory.pass(&ctx, &pool(1), &claims, &[], &pods))
         .await;
@@ -314,25 +330,24 @@ async fn a_static_pool_above_its_replicas_deletes_the_unlaunched_then_the_empty_
 /// following passes neither delete it again nor replace it; once it is gone nothing changes either.
 #[tokio::test]
 async fn a_surplus_claim_deleted_once_is_not_deleted_again() {
-    let (ctx, mut server) = scripted(Vec::new(), Vec::new());
+    let (ctx, mut server, mut memory) = unscripted();
     let pool = pool(1);
-    let mut memory = Memory::default();
     let claims = [claim("a"), claim("b")];
-    server
-        .serve(
-            vec![delete("a")],
-            memory.pass(&ctx, &pool, &claims, &[], &[]),
+    memory
+        .answers(
+            &mut server,
+            &ctx,
+            &pool,
+            &claims,
+            [vec![delete("a")], vec![]],
         )
         .await;
-    server
-        .serve(vec![], memory.pass(&ctx, &pool, &claims, &[], &[]))
-        .await;
     let shown = [deleting(claim("a")), claim("b")];
-    server
-        .serve(vec![], memory.pass(&ctx, &pool, &shown, &[], &[]))
+    memory
+        .answer(&mut server, vec![], &ctx, &pool, &shown)
         .await;
-    server
-        .serve(vec![], memory.pass(&ctx, &pool, &[claim("b")], &[], &[]))
+    memory
+        .answer(&mut server, vec![], &ctx, &pool, &[claim("b")])
         .await;
     assert_eq!(created(&ctx), 0);
 }
@@ -340,16 +355,12 @@ async fn a_surplus_claim_deleted_once_is_not_deleted_again() {
 /// A surplus claim the apiserver no longer has (404 on its delete) counts as deleted: it is not asked again.
 #[tokio::test]
 async fn a_surplus_claim_already_gone_counts_as_deleted() {
-    let (ctx, mut server) = scripted(Vec::new(), Vec::new());
+    let (ctx, mut server, mut memory) = unscripted();
     let pool = pool(1);
-    let mut memory = Memory::default();
     let claims = [claim("a"), claim("b")];
     let script = vec![Exchange::delete(&format!("{CLAIMS}/a")).fail(404, "NotFound")];
-    server
-        .serve(script, memory.pass(&ctx, &pool, &claims, &[], &[]))
-        .await;
-    server
-        .serve(vec![], memory.pass(&ctx, &pool, &claims, &[], &[]))
+    memory
+        .answers(&mut server, &ctx, &pool, &claims, [script, vec![]])
         .await;
 }
 
@@ -358,25 +369,21 @@ async fn a_surplus_claim_already_gone_counts_as_deleted() {
 /// only the failed one is asked again on the next pass.
 #[tokio::test]
 async fn a_failed_delete_is_retried_on_the_next_pass_and_does_not_stop_the_others() {
-    let (ctx, mut server) = scripted(Vec::new(), Vec::new());
+    let (ctx, mut server, mut memory) = unscripted();
     let pool = pool(0);
-    let mut memory = Memory::default();
     let claims = [claim_of(POOL, "a", false), claim_of(POOL, "b", false)];
     let script = vec![
         Exchange::delete(&format!("{CLAIMS}/a")).fail(500, "InternalError"),
         delete("b"),
     ];
-    server
-        .serve(script, memory.pass(&ctx, &pool, &claims, &[], &[]))
-        .await;
-    server
-        .serve(
-            vec![delete("a")],
-            memory.pass(&ctx, &pool, &claims, &[], &[]),
+    memory
+        .answers(
+            &mut server,
+            &ctx,
+            &pool,
+            &claims,
+            [script, vec![delete("a")], vec![]],
         )
-        .await;
-    server
-        .serve(vec![], memory.pass(&ctx, &pool, &claims, &[], &[]))
         .await;
 }
 
@@ -384,7 +391,7 @@ async fn a_failed_delete_is_retried_on_the_next_pass_and_does_not_stop_the_other
 /// deleted, and claims of another pool, do not count toward its replicas — two claims are made, none deleted.
 #[tokio::test]
 async fn claims_being_deleted_or_of_other_pools_do_not_count_toward_the_replicas() {
-    let (ctx, mut server) = scripted(Vec::new(), Vec::new());
+    let (ctx, mut server, mut memory) = unscripted();
     let claims = [
         deleting(claim("going")),
         claim_of("general", "other-1", true),
@@ -392,7 +399,6 @@ async fn claims_being_deleted_or_of_other_pools_do_not_count_toward_the_replicas
     ];
     let posted = Posted::default();
     let script = vec![create(&posted, 201), create(&posted, 201)];
-    let mut memory = Memory::default();
     server
         .serve(script, memory.pass(&ctx, &pool(2), &claims, &[], &[]))
         .await;
@@ -403,7 +409,7 @@ async fn claims_being_deleted_or_of_other_pools_do_not_count_toward_the_replicas
 /// pool of one replica is whole, so nothing is deleted (read without the taint, two claims would be one too many).
 #[tokio::test]
 async fn a_claim_whose_node_is_tainted_for_disruption_holds_its_place() {
-    let (ctx, mut server) = scripted(Vec::new(), Vec::new());
+    let (ctx, mut server, mut memory) = unscripted();
     let claims = [claim("old"), claim("new")];
     let nodes = [
         kerf_testkit::node(
@@ -412,7 +418,6 @@ async fn a_claim_whose_node_is_tainted_for_disruption_holds_its_place() {
         ),
         kerf_testkit::node("n-new", json!({})),
     ];
-    let mut memory = Memory::default();
     server
         .serve(vec![], memory.pass(&ctx, &pool(1), &claims, &nodes, &[]))
         .await;
@@ -422,15 +427,12 @@ async fn a_claim_whose_node_is_tainted_for_disruption_holds_its_place() {
 /// nothing, however far below its replicas.
 #[tokio::test]
 async fn a_static_pool_that_is_not_ready_gets_no_claims() {
-    let (ctx, mut server) = scripted(Vec::new(), Vec::new());
+    let (ctx, mut server, mut memory) = unscripted();
     let mut pool = serde_json::to_value(pool(2)).expect("json");
     pool["status"] = json!({"conditions": [{"type": "Ready", "status": "False", "reason": "NodeClassNotReady",
         "message": "", "lastTransitionTime": "2027-01-15T08:00:00Z"}]});
     let pool: NodePool = serde_json::from_value(pool).expect("a NodePool");
-    let mut memory = Memory::default();
-    server
-        .serve(vec![], memory.pass(&ctx, &pool, &[], &[], &[]))
-        .await;
+    memory.answer(&mut server, vec![], &ctx, &pool, &[]).await;
     assert_eq!(created(&ctx), 0);
 }
 
@@ -438,8 +440,7 @@ async fn a_static_pool_that_is_not_ready_gets_no_claims() {
 /// one claim, 3 replicas make nothing; with a limit of 2, one claim.
 #[tokio::test]
 async fn a_static_pool_gets_no_more_claims_than_its_node_limit_allows() {
-    let (ctx, mut server) = scripted(Vec::new(), Vec::new());
-    let mut memory = Memory::default();
+    let (ctx, mut server, mut memory) = unscripted();
     let at_limit = pool_named(POOL, json!({"replicas": 3, "limits": {"nodes": 1}}));
     server
         .serve(

@@ -15,6 +15,9 @@
 use super::provisioning::advice_refresh::AdviceCatalog;
 use super::state::ClusterState;
 use super::Context;
+use crate::api::ec2nodeclass::{SecurityGroup, Subnet};
+use crate::cloud::sim::{SimAmi, SimCloud, SimSecurityGroup, SimSubnet};
+use crate::cloud::ResolvedAmi;
 use crate::engine::Clock;
 use crate::kube::events::Events;
 use ::kube::client::Body;
@@ -22,6 +25,7 @@ use ::kube::Client;
 use futures::FutureExt;
 use http::{Method, Request, Response};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -402,4 +406,45 @@ mod tests {
             .serve(script, nodes.delete("n", &Default::default()))
             .await;
     }
+}
+
+/// Adds to `cloud` a network an EC2NodeClass selecting `tags` resolves in: a subnet per `(id, zone, zone ID)`
+/// with `available_ips` each and the security group `sg-1`, both tagged `tags`, and the AL2023 AMI `ami-1`
+/// (found by its alias, so untagged).
+pub(crate) fn add_network(
+    cloud: &SimCloud,
+    subnets: &[(&str, &str, &str)],
+    available_ips: i64,
+    tags: &BTreeMap<String, String>,
+) {
+    for (id, zone, zone_id) in subnets {
+        cloud.add_subnet(SimSubnet {
+            subnet: Subnet {
+                id: (*id).into(),
+                zone: (*zone).into(),
+                zone_id: Some((*zone_id).into()),
+            },
+            available_ips,
+            tags: tags.clone(),
+        });
+    }
+    cloud.add_security_group(SimSecurityGroup {
+        group: SecurityGroup {
+            id: "sg-1".into(),
+            name: None,
+        },
+        tags: tags.clone(),
+    });
+    cloud.add_ami(SimAmi {
+        ami: ResolvedAmi {
+            id: "ami-1".into(),
+            name: None,
+            architecture: "x86_64".into(),
+            creation_date: None,
+            variants: Vec::new(),
+            deprecated: false,
+        },
+        alias_family: Some("al2023".into()),
+        tags: BTreeMap::new(),
+    });
 }

@@ -101,13 +101,12 @@ mod tests {
     //! scripted). Which notices a change makes is [`crate::engine::zonal_shift`]'s, tested there.
 
     use super::*;
-    use crate::api::ec2nodeclass::{EC2NodeClass, EC2NodeClassSpec, SecurityGroup, Subnet};
+    use crate::api::ec2nodeclass::{EC2NodeClass, EC2NodeClassSpec};
     use crate::api::nodepool::NodePool;
     use crate::catalog::InstanceType;
-    use crate::cloud::sim::{SimAmi, SimCloud, SimSecurityGroup, SimSubnet};
+    use crate::cloud::sim::SimCloud;
     use crate::cloud::{
         CloudError, Instance, InstanceHealth, LaunchRefusal, LaunchRequest, NodeClass, OfferingKey,
-        ResolvedAmi,
     };
     use crate::controllers::state::{store_of, ClusterState};
     use crate::controllers::testkit::{self, event, ApiServer, Exchange, WAIT};
@@ -137,39 +136,15 @@ mod tests {
     /// and an AL2023 AMI: the `default` class resolves in it.
     fn sim() -> SimCloud {
         let cloud = SimCloud::new("test", Vec::new());
-        for (id, zone, zone_id) in [
-            ("subnet-1", "us-west-2a", "usw2-az1"),
-            ("subnet-2", "us-west-2b", "usw2-az2"),
-        ] {
-            cloud.add_subnet(SimSubnet {
-                subnet: Subnet {
-                    id: id.into(),
-                    zone: zone.into(),
-                    zone_id: Some(zone_id.into()),
-                },
-                available_ips: 100,
-                tags: discovery(),
-            });
-        }
-        cloud.add_security_group(SimSecurityGroup {
-            group: SecurityGroup {
-                id: "sg-1".into(),
-                name: None,
-            },
-            tags: discovery(),
-        });
-        cloud.add_ami(SimAmi {
-            ami: ResolvedAmi {
-                id: "ami-1".into(),
-                name: None,
-                architecture: "x86_64".into(),
-                creation_date: None,
-                variants: Vec::new(),
-                deprecated: false,
-            },
-            alias_family: Some("al2023".into()),
-            tags: BTreeMap::new(),
-        });
+        testkit::add_network(
+            &cloud,
+            &[
+                ("subnet-1", "us-west-2a", "usw2-az1"),
+                ("subnet-2", "us-west-2b", "usw2-az2"),
+            ],
+            100,
+            &discovery(),
+        );
         cloud
     }
 

@@ -4,11 +4,11 @@
 //! Then whole lifecycle reconciles against a scripted apiserver ([`crate::controllers::testkit`]).
 
 use super::launch::{adoptable, launched_labels, launched_status, Adoption, Launched};
-use crate::api::ec2nodeclass::{SecurityGroup, Subnet};
 use crate::api::nodeclaim::NodeClaim;
 use crate::catalog::{CapacityType, Catalog, CatalogSettings, Pricing};
-use crate::cloud::sim::{CapacityFault, Operation, SimAmi, SimCloud, SimSecurityGroup, SimSubnet};
-use crate::cloud::{CloudError, CloudProvider, NodeClass, ResolvedAmi};
+use crate::cloud::sim::{CapacityFault, Operation, SimCloud};
+use crate::cloud::{CloudError, CloudProvider, NodeClass};
+use crate::controllers::testkit;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -48,34 +48,12 @@ pub(crate) fn cloud() -> SimCloud {
         .filter(|t| ["c5.large", "m5.large"].contains(&t.name.as_str()))
         .collect();
     let cloud = SimCloud::new(CLUSTER, types);
-    cloud.add_subnet(SimSubnet {
-        subnet: Subnet {
-            id: "subnet-a".into(),
-            zone: "us-west-2a".into(),
-            zone_id: Some("usw2-az1".into()),
-        },
-        available_ips: 4000,
-        tags: discovery(),
-    });
-    cloud.add_security_group(SimSecurityGroup {
-        group: SecurityGroup {
-            id: "sg-1".into(),
-            name: None,
-        },
-        tags: discovery(),
-    });
-    cloud.add_ami(SimAmi {
-        ami: ResolvedAmi {
-            id: "ami-1".into(),
-            name: None,
-            architecture: "x86_64".into(),
-            creation_date: Some("2026-01-01T00:00:00Z".into()),
-            variants: Vec::new(),
-            deprecated: false,
-        },
-        alias_family: Some("al2023".into()),
-        tags: BTreeMap::new(),
-    });
+    testkit::add_network(
+        &cloud,
+        &[("subnet-a", "us-west-2a", "usw2-az1")],
+        4000,
+        &discovery(),
+    );
     cloud
 }
 
