@@ -144,12 +144,13 @@ async fn carry_out<C>(ctx: &Context<C>, repair: &Repair, done: &mut Done) {
             stamp,
             delete,
         } => {
-            let delete = *delete && !done.deleted.contains(&repair.claim);
-            if stamp.is_none() && !delete {
+            // Stamped and deleted by an earlier pass whose writes the state does not show yet: a new stamp
+            // would only move the deadline later.
+            if done.deleted.contains(&repair.claim) || (stamp.is_none() && !*delete) {
                 return;
             }
-            match replace(ctx, repair, condition, stamp.as_deref(), delete).await {
-                Ok(()) if delete => {
+            match replace(ctx, repair, condition, stamp.as_deref(), *delete).await {
+                Ok(()) if *delete => {
                     done.deleted.insert(repair.claim.clone());
                 }
                 Ok(()) => {}

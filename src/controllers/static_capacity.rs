@@ -70,12 +70,13 @@ impl InFlight {
             .unwrap_or_default()
     }
 
-    fn note_created(&self, pool: &str, claim: &NodeClaim) {
+    /// Holds `name`'s place in `pool` until the state shows it (once, however often it is noted).
+    fn note_created(&self, pool: &str, name: &str) {
         let mut created = self.created.lock().unwrap_or_else(|p| p.into_inner());
-        created.entry(pool.to_owned()).or_default().push((
-            claim.metadata.name.clone().unwrap_or_default(),
-            Instant::now(),
-        ));
+        let names = created.entry(pool.to_owned()).or_default();
+        if !names.iter().any(|(noted, _)| noted == name) {
+            names.push((name.to_owned(), Instant::now()));
+        }
     }
 }
 
@@ -234,10 +235,17 @@ async fn reconcile<C: CloudProvider>(
                 })
                 .collect();
             let in_flight_ref = &*in_flight;
-            create_claims(ctx, &new, "provisioned", &|claim| {
-                in_flight_ref.note_created(&pool_name, claim);
+            let exist = create_claims(ctx, &new, "provisioned", &|claim| {
+                in_flight_ref.note_created(
+                    &pool_name,
+                    claim.metadata.name.as_deref().unwrap_or_default(),
+                );
             })
             .await;
+            // A claim of that name there already (409) holds its place too, until the state shows it.
+            for name in &exist {
+                in_flight.note_created(&pool_name, name);
+            }
         }
         Scale::Down(names) => {
             tracing::info!(nodepool = %pool_name, current = running, desired = replicas, deprovision_count = names.len(),

@@ -291,7 +291,7 @@ async fn a_failed_create_is_made_again_on_the_next_pass() {
 }
 
 /// A create answered 409 AlreadyExists does not stop the other create of the pass and is not counted as made
-/// here; once the state shows that claim, it holds its place with the one created: nothing more is made.
+/// here; it holds its place with the one created, before and after the state shows it: nothing more is made.
 #[tokio::test]
 async fn a_claim_that_already_exists_is_not_counted_as_created_and_holds_its_place_once_seen() {
     let (ctx, mut server, mut memory) = unscripted();
@@ -300,6 +300,8 @@ async fn a_claim_that_already_exists_is_not_counted_as_created_and_holds_its_pla
     let script = vec![create(&posted, 409), create(&posted, 201)];
     memory.answer(&mut server, script, &ctx, &pool, &[]).await;
     assert_eq!(created(&ctx), 1);
+    // Before the state shows either claim, both hold their places: nothing is made.
+    memory.answer(&mut server, vec![], &ctx, &pool, &[]).await;
     let existing: Vec<NodeClaim> = lock(&posted)
         .iter()
         .filter(|(_, code)| *code == 409)
