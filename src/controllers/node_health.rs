@@ -14,7 +14,6 @@ use crate::engine::repair::{
     self, decide, next_look, pool_label, ClaimHealth, NodeHealth, Repair, Verdict, AWS_POLICIES,
     NODE_REPAIR_BLOCKED, UNHEALTHY_REASON,
 };
-use ::kube::api::DeleteParams;
 use ::kube::Api;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
@@ -183,14 +182,8 @@ async fn replace<C>(
     }
     // A claim gone already was deleted by someone else: not counted as repaired (Karpenter returns on NotFound
     // before its metrics).
-    match calls::timed(
-        "deleting",
-        claims.delete(&repair.claim, &DeleteParams::default()),
-    )
-    .await
-    {
-        Err(e) if e.is_not_found() => return Ok(()),
-        other => other.map(|_| ())?,
+    if !calls::delete_if_present(&claims, &repair.claim).await? {
+        return Ok(());
     }
     tracing::info!(node = %repair.node, nodeclaim = %repair.claim, condition, "deleting unhealthy node");
     let node = ctx

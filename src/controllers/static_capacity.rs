@@ -20,7 +20,7 @@ use ::kube::Api;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Claims this controller made or deleted that the cluster state does not show yet are counted as the state will
@@ -35,7 +35,7 @@ const STATIC_CAPACITY_DISABLED: &str = "StaticCapacityDisabled";
 #[derive(Default)]
 struct InFlight {
     /// Pool → claims created, when.
-    created: Mutex<HashMap<String, Vec<(String, Instant)>>>,
+    created: HashMap<String, Vec<(String, Instant)>>,
     /// Claims deleted, when.
     deleted: HashMap<String, Instant>,
 }
@@ -51,8 +51,7 @@ impl InFlight {
                 ))
             })
             .collect();
-        let mut created = self.created.lock().unwrap_or_else(|p| p.into_inner());
-        for list in created.values_mut() {
+        for list in self.created.values_mut() {
             list.retain(|(name, at)| {
                 !seen.contains_key(name.as_str()) && at.elapsed() < IN_FLIGHT_FOR
             });
@@ -63,20 +62,18 @@ impl InFlight {
     }
 
     fn created_for(&self, pool: &str) -> Vec<String> {
-        let created = self.created.lock().unwrap_or_else(|p| p.into_inner());
-        created
+        self.created
             .get(pool)
             .map(|l| l.iter().map(|(n, _)| n.clone()).collect())
             .unwrap_or_default()
     }
 
-    /// Holds `name`'s place in `pool` until the state shows it (once, however often it is noted).
-    fn note_created(&self, pool: &str, name: &str) {
-        let mut created = self.created.lock().unwrap_or_else(|p| p.into_inner());
-        let names = created.entry(pool.to_owned()).or_default();
-        if !names.iter().any(|(noted, _)| noted == name) {
-            names.push((name.to_owned(), Instant::now()));
-        }
+    /// Holds `name`'s place in `pool` until the state shows it.
+    fn note_created(&mut self, pool: &str, name: &str) {
+        self.created
+            .entry(pool.to_owned())
+            .or_default()
+            .push((name.to_owned(), Instant::now()));
     }
 }
 
@@ -234,17 +231,10 @@ async fn reconcile<C: CloudProvider>(
                     Some(NewClaim::made(claim, pool_name.clone(), Vec::new(), None))
                 })
                 .collect();
-            let in_flight_ref = &*in_flight;
-            let exist = create_claims(ctx, &new, "provisioned", &|claim| {
-                in_flight_ref.note_created(
-                    &pool_name,
-                    claim.metadata.name.as_deref().unwrap_or_default(),
-                );
-            })
-            .await;
-            // A claim of that name there already (409) holds its place too, until the state shows it.
-            for name in &exist {
-                in_flight.note_created(&pool_name, name);
+            // Each claim that exists now holds its place until the state shows it: those made here and those
+            // of that name there already (409).
+            for name in create_claims(ctx, &new, "provisioned", &|_| {}).await {
+                in_flight.note_created(&pool_name, &name);
             }
         }
         Scale::Down(names) => {

@@ -12,6 +12,7 @@ use crate::controllers::state::{store_of, ClusterState};
 use crate::controllers::testkit::{self, ApiServer, Exchange, Seen};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{json, Value};
+use std::sync::Mutex;
 use std::time::SystemTime;
 
 const CLAIMS: &str = "/apis/karpenter.sh/v1/nodeclaims";

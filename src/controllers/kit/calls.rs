@@ -132,9 +132,17 @@ pub async fn delete<K>(api: &Api<K>, name: &str) -> Result<(), ReconcileError>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
+    delete_if_present(api, name).await.map(|_| ())
+}
+
+/// Deletes `name`: whether this call found it (`false`: it was gone already, which is fine).
+pub async fn delete_if_present<K>(api: &Api<K>, name: &str) -> Result<bool, ReconcileError>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
     match timed("deleting", api.delete(name, &DeleteParams::default())).await {
-        Err(e) if e.is_not_found() => Ok(()),
-        other => other.map(|_| ()),
+        Err(e) if e.is_not_found() => Ok(false),
+        other => other.map(|_| true),
     }
 }
 
