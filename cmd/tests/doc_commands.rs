@@ -11,7 +11,7 @@ const COVERED: &[(&str, &str)] = &[
     ("make test", "the test command itself (CI runs it)"),
     ("cargo test", "the test command (`make test` runs the workspace's tests)"),
     ("KERF_FUZZ_CASES=", "the fuzz targets; `make test` runs them with the default case count"),
-    ("KERF_E2E=1 cargo test -p kerf-e2e", "`make e2e`"),
+    ("KERF_E2E=1 cargo test --workspace --locked --test e2e", "`make e2e`"),
     ("export CARGO_TARGET_DIR=", "the Makefile sets it"),
     ("bash e2e/scripts/build-control-plane.sh", "`make e2e`"),
     ("bash e2e/scripts/helm.sh", "`make e2e`"),

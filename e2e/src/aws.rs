@@ -1,13 +1,15 @@
 //! The AWS API emulator for end-to-end tests: moto run by `e2e/scripts/aws-emu.sh`, with the fault injection
 //! of `e2e/scripts/aws-emu/moto_emu.py`.
 //!
-//! One server serves every test of a test process: [`AwsEmu::shared_or_skip`] starts it for the first
-//! test that asks and hands the same one to the tests running alongside; it stops (by PID) when the last
-//! handle is dropped, also when a test panics, and `aws-emu.sh`'s watchdog stops it if the process dies
-//! outright. Tests share its state, so each one works under its own tags (cluster name, VPC). Without
+//! One server serves the suite: [`AwsEmu::shared_or_skip`] starts it for the first test that asks and hands the
+//! same one to the tests running alongside; it stops (by PID) when the last handle is dropped, also when a test
+//! panics, and `aws-emu.sh`'s watchdog stops it if the process dies outright. Tests share its state, so each one
+//! works under its own tags (cluster name, VPC); tests that set faults or count calls, which every caller sees,
+//! share a server only within their group ([`AwsEmu::shared_in_or_skip`]). Without
 //! moto installed (`aws-emu.sh install`) a test is skipped with a printed message, unless `KERF_E2E=1`,
 //! which makes it a failure.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex, Weak};
@@ -24,8 +26,12 @@ pub const REGION: &str = "us-west-2";
 /// Upper bound for one call to the emulator's control endpoints.
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The server shared by the tests of this process, while any of them holds it.
-static SHARED: Mutex<Weak<AwsEmu>> = Mutex::new(Weak::new());
+/// The servers shared by the tests of this process, by group, each while any of its tests holds it.
+static SHARED: Mutex<BTreeMap<&'static str, Weak<AwsEmu>>> = Mutex::new(BTreeMap::new());
+
+/// The group of [`AwsEmu::shared_or_skip`]: tests that touch only what their own cluster names, ids and queues
+/// select.
+const COMMON: &str = "common";
 
 /// A running emulator.
 pub struct AwsEmu {
@@ -40,9 +46,15 @@ impl AwsEmu {
         cache_dir().join("aws-emu").join("venv")
     }
 
-    /// The shared emulator for `test`: `None` (after printing why) when moto is not installed and
-    /// `KERF_E2E` is not `1`; an error when it is missing with `KERF_E2E=1` or fails to start.
+    /// The emulator `test` shares with the suite's other tests: `None` (after printing why) when moto is not
+    /// installed and `KERF_E2E` is not `1`; an error when it is missing with `KERF_E2E=1` or fails to start.
     pub fn shared_or_skip(test: &str) -> Result<Option<Arc<AwsEmu>>> {
+        Self::shared_in_or_skip(COMMON, test)
+    }
+
+    /// [`AwsEmu::shared_or_skip`], shared only with the tests of `group`. The whole suite is one process, so tests
+    /// that change what every caller sees (faults, call counts) keep a server of their own this way.
+    pub fn shared_in_or_skip(group: &'static str, test: &str) -> Result<Option<Arc<AwsEmu>>> {
         if !Self::venv().join("bin/python").exists() {
             if required() {
                 bail!(
@@ -59,11 +71,11 @@ impl AwsEmu {
         let mut shared = SHARED
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(emu) = shared.upgrade() {
+        if let Some(emu) = shared.get(group).and_then(Weak::upgrade) {
             return Ok(Some(emu));
         }
         let emu = Arc::new(AwsEmu::start()?);
-        *shared = Arc::downgrade(&emu);
+        shared.insert(group, Arc::downgrade(&emu));
         Ok(Some(emu))
     }
 

@@ -10,12 +10,16 @@ use std::time::Duration;
 
 /// The `kerf` binary under test: `KERF_BIN` (the Makefile builds it), else the default target dir's.
 pub fn kerf_binary() -> Result<PathBuf> {
+    // The debug build where cargo puts it: under `CARGO_TARGET_DIR` when that is set, as `make` sets it.
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"));
     let path = std::env::var_os("KERF_BIN")
         .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target/debug/kerf"));
+        .unwrap_or_else(|| target.join("debug/kerf"));
     ensure!(
         path.exists(),
-        "no kerf binary at {} (build it with `cargo build -p kerf`, or set KERF_BIN)",
+        "no kerf binary at {} (build it with `cargo test --workspace --no-run`, or set KERF_BIN)",
         path.display()
     );
     Ok(path)

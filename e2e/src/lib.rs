@@ -259,8 +259,22 @@ impl Cluster {
     }
 
     /// Starts a new control plane in a temporary directory. It is stopped when the handle is dropped,
-    /// and by `cluster.sh`'s watchdog if this process dies without dropping it.
+    /// and by `cluster.sh`'s watchdog if this process dies without dropping it. A start that fails is tried once
+    /// more in a new directory: with the suite's tests running side by side, two control planes can pick the same
+    /// free port at the same moment, and one of them then cannot bind it.
     pub async fn start() -> Result<Cluster> {
+        match Self::start_once().await {
+            Ok(cluster) => Ok(cluster),
+            Err(first) => {
+                announce(&format!("kerf-e2e: starting again after: {first:#}"));
+                Self::start_once()
+                    .await
+                    .map_err(|second| second.context(format!("and before that: {first:#}")))
+            }
+        }
+    }
+
+    async fn start_once() -> Result<Cluster> {
         let tmp = tempfile::Builder::new()
             .prefix("kerf-e2e-")
             .tempdir()

@@ -83,10 +83,29 @@ impl Testbed {
         test: &str,
         prepare: impl AsyncFnOnce(&AwsEmu, &kerf_aws::AwsCloud, &str) -> Result<Vec<String>>,
     ) -> Result<Option<Testbed>> {
-        let Some(cluster) = Cluster::start_or_skip(test).await? else {
+        Self::start(AwsEmu::shared_or_skip(test)?, test, prepare).await
+    }
+
+    /// [`Testbed::start_or_skip`] on an emulator shared only within `group`
+    /// ([`AwsEmu::shared_in_or_skip`]): for tests that set faults, which every caller of a server sees.
+    pub async fn start_in_or_skip(group: &'static str, test: &str) -> Result<Option<Testbed>> {
+        Self::start(
+            AwsEmu::shared_in_or_skip(group, test)?,
+            test,
+            async |_, _, _| Ok(Vec::new()),
+        )
+        .await
+    }
+
+    async fn start(
+        emu: Option<std::sync::Arc<AwsEmu>>,
+        test: &str,
+        prepare: impl AsyncFnOnce(&AwsEmu, &kerf_aws::AwsCloud, &str) -> Result<Vec<String>>,
+    ) -> Result<Option<Testbed>> {
+        let Some(emu) = emu else {
             return Ok(None);
         };
-        let Some(emu) = AwsEmu::shared_or_skip(test)? else {
+        let Some(cluster) = Cluster::start_or_skip(test).await? else {
             return Ok(None);
         };
         let (setup, cloud) = prepare_with_cloud(&cluster, &emu, "life").await?;

@@ -14,7 +14,9 @@ static COUNTING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 #[tokio::test]
 async fn a_burst_of_launches_is_one_create_fleet_and_each_instance_is_its_claim_s() -> Result<()> {
-    let Some(emu) = AwsEmu::shared_or_skip("a_burst_of_launches_is_one_create_fleet")? else {
+    let Some(emu) =
+        AwsEmu::shared_in_or_skip("batching", "a_burst_of_launches_is_one_create_fleet")?
+    else {
         return Ok(());
     };
     let _turn = COUNTING.lock().await;

@@ -9,12 +9,18 @@ use kerf_e2e::poll;
 
 #[tokio::test]
 async fn handles_share_one_server_that_stops_with_the_last() -> Result<()> {
-    let Some(first) = AwsEmu::shared_or_skip("handles_share_one_server_that_stops_with_the_last")?
+    let Some(first) = AwsEmu::shared_in_or_skip(
+        "handles",
+        "handles_share_one_server_that_stops_with_the_last",
+    )?
     else {
         return Ok(());
     };
-    let second = AwsEmu::shared_or_skip("handles_share_one_server_that_stops_with_the_last")?
-        .expect("moto is installed");
+    let second = AwsEmu::shared_in_or_skip(
+        "handles",
+        "handles_share_one_server_that_stops_with_the_last",
+    )?
+    .expect("moto is installed");
     assert!(Arc::ptr_eq(&first, &second));
 
     // The fault endpoint answers, and stores what it was given.

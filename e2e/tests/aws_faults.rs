@@ -15,7 +15,7 @@ static FAULTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 #[tokio::test]
 async fn an_ice_on_the_cheapest_type_launches_the_next_and_the_retry_avoids_it() -> Result<()> {
-    let Some(emu) = AwsEmu::shared_or_skip("an_ice_on_the_cheapest_type")? else {
+    let Some(emu) = AwsEmu::shared_in_or_skip("faults", "an_ice_on_the_cheapest_type")? else {
         return Ok(());
     };
     let _turn = FAULTS.lock().await;
@@ -94,7 +94,7 @@ async fn an_ice_on_the_cheapest_type_launches_the_next_and_the_retry_avoids_it()
 
 #[tokio::test]
 async fn api_errors_and_slow_calls_become_cloud_errors() -> Result<()> {
-    let Some(emu) = AwsEmu::shared_or_skip("api_errors_and_slow_calls")? else {
+    let Some(emu) = AwsEmu::shared_in_or_skip("faults", "api_errors_and_slow_calls")? else {
         return Ok(());
     };
     let _turn = FAULTS.lock().await;
@@ -145,7 +145,7 @@ async fn api_errors_and_slow_calls_become_cloud_errors() -> Result<()> {
 #[tokio::test]
 async fn an_api_given_its_own_attempts_retries_through_throttling_and_others_do_not() -> Result<()>
 {
-    let Some(emu) = AwsEmu::shared_or_skip("an_api_given_its_own_attempts")? else {
+    let Some(emu) = AwsEmu::shared_in_or_skip("faults", "an_api_given_its_own_attempts")? else {
         return Ok(());
     };
     let _turn = FAULTS.lock().await;
@@ -189,7 +189,8 @@ async fn an_api_given_its_own_attempts_retries_through_throttling_and_others_do_
 /// (the status says `PlacementGroupResolutionFailed`), distinct from a group that does not exist.
 #[tokio::test]
 async fn a_placement_group_ec2_cannot_look_up_leaves_the_class_not_ready() -> Result<()> {
-    let Some(emu) = AwsEmu::shared_or_skip("a_placement_group_ec2_cannot_look_up")? else {
+    let Some(emu) = AwsEmu::shared_in_or_skip("faults", "a_placement_group_ec2_cannot_look_up")?
+    else {
         return Ok(());
     };
     let _turn = FAULTS.lock().await;

@@ -172,7 +172,9 @@ async fn has_event(bed: &Testbed, reason: &str, name: &str) -> Result<bool> {
 async fn an_ice_for_the_cheapest_type_launches_the_next_and_the_next_claim_avoids_it() -> Result<()>
 {
     let _turn = SERIAL.lock().await;
-    let Some(bed) = Testbed::start_or_skip("an_ice_for_the_cheapest_type").await? else {
+    let Some(bed) =
+        Testbed::start_in_or_skip("lifecycle-faults", "an_ice_for_the_cheapest_type").await?
+    else {
         return Ok(());
     };
     let types = ["c6i.large", "m6i.large"];
@@ -241,8 +243,11 @@ async fn faults(bed: &Testbed) -> Result<serde_json::Value> {
 async fn killing_the_controller_inside_create_fleet_launches_one_instance_and_leaks_none(
 ) -> Result<()> {
     let _turn = SERIAL.lock().await;
-    let Some(mut bed) =
-        Testbed::start_or_skip("killing_the_controller_inside_create_fleet").await?
+    let Some(mut bed) = Testbed::start_in_or_skip(
+        "lifecycle-faults",
+        "killing_the_controller_inside_create_fleet",
+    )
+    .await?
     else {
         return Ok(());
     };

@@ -3,7 +3,7 @@
 //! the pod), the NodePool, node, pod, NodeClaim, cloud provider, cluster-state and cost families carry samples
 //! with Karpenter's label names and the values of that pod, node and pool.
 //!
-//! Run with `KERF_E2E=1 cargo test -p kerf-e2e --test metrics` (docs/testing.md).
+//! Run with `KERF_E2E=1 cargo test --workspace --test e2e -- metrics::` (docs/testing.md).
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::Pod;
