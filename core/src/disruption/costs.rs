@@ -1,6 +1,6 @@
 //! The costs that order disruption candidates and decide emptiness (controller-behaviour.md §3.2).
 
-use super::lifetime::{expire_after, LifetimeError};
+use super::lifetime::{lifetime_from, LifetimeError};
 use super::pods::is_reschedulable;
 use crate::api::nodeclaim::NodeClaim;
 use k8s_openapi::api::core::v1::Pod;
@@ -44,18 +44,12 @@ fn lifetime_and_age(
     claim: &NodeClaim,
     now: Timestamp,
 ) -> Result<Option<(f64, f64)>, LifetimeError> {
-    let Some(lifetime) = expire_after(claim)? else {
-        return Ok(None);
-    };
-    let created = claim
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .ok_or(LifetimeError::NoCreationTimestamp)?;
-    Ok(Some((
-        lifetime.as_secs_f64(),
-        now.duration_since(created.0).as_secs_f64(),
-    )))
+    Ok(lifetime_from(claim)?.map(|(lifetime, created)| {
+        (
+            lifetime.as_secs_f64(),
+            now.duration_since(created).as_secs_f64(),
+        )
+    }))
 }
 
 /// `Σ EvictionCost × lifetime remaining` over the node's reschedulable pods: cheaper for nodes close to expiry.

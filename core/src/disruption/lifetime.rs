@@ -90,6 +90,13 @@ pub fn consolidatable(
 
 /// When `claim` expires, or `None` for `expireAfter: Never`.
 pub fn expires_at(claim: &NodeClaim) -> Result<Option<Timestamp>, LifetimeError> {
+    Ok(lifetime_from(claim)?.map(|(lifetime, created)| add(created, lifetime)))
+}
+
+/// The claim's `expireAfter` and the instant it counts from (its creation), or `None` for `Never`.
+pub(crate) fn lifetime_from(
+    claim: &NodeClaim,
+) -> Result<Option<(Duration, Timestamp)>, LifetimeError> {
     let Some(lifetime) = expire_after(claim)? else {
         return Ok(None);
     };
@@ -98,7 +105,7 @@ pub fn expires_at(claim: &NodeClaim) -> Result<Option<Timestamp>, LifetimeError>
         .creation_timestamp
         .as_ref()
         .ok_or(LifetimeError::NoCreationTimestamp)?;
-    Ok(Some(add(created.0, lifetime)))
+    Ok(Some((lifetime, created.0)))
 }
 
 /// Whether `claim` has expired at `now`: expiration then deletes it directly, without budgets.
