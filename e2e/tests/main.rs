@@ -1,9 +1,9 @@
-//! The end-to-end suite: one test binary, so that its tests run side by side (`--test-threads`, which `make test`
+//! The end-to-end suite: one test binary, so that its tests run side by side (`--test-threads`, which `make e2e`
 //! sets) instead of one file after another, most of each test being a wait on a real control plane and
 //! controller. Each module is one capability; docs/testing.md lists them.
 //!
-//! Tests that change what every caller of a server sees keep one of their own (`AwsEmu::shared_in_or_skip`), and
-//! tests whose figures the others' load would skew take [`kerf_e2e::exclusive`].
+//! Tests that change what every caller of a server sees keep one of their own (`AwsEmu::shared_in_or_skip`,
+//! `Testbed::start_in_or_skip`). `admission_load`, whose bounds are on latency, is run alone by `make e2e`.
 
 mod admission;
 mod admission_load;
