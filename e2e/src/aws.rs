@@ -572,3 +572,39 @@ pub fn spot_interruption(instance_id: &str) -> String {
            "detail": {"instance-id": instance_id, "instance-action": "terminate"}})
     .to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    /// Faults and call counts are the whole server's: a test of the suite that sets faults or resets the counts on
+    /// the emulator every test shares fails the others meanwhile (a class whose dry runs are refused is not
+    /// ready, and nothing launches). Each such test must take an emulator of its group
+    /// ([`AwsEmu::shared_in_or_skip`](super::AwsEmu::shared_in_or_skip)).
+    #[test]
+    fn every_suite_test_that_changes_the_emulator_has_an_emulator_of_its_group() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .expect("the suite's folder")
+            .map(|entry| entry.expect("an entry").path())
+            .filter(|path| path.extension().is_some_and(|e| e == "rs"))
+            .collect();
+        files.sort();
+        let mut shared = Vec::new();
+        for file in &files {
+            let text = std::fs::read_to_string(file).expect("a suite file");
+            // A test is the text from its attribute to the next test's, the helpers after it included.
+            for (i, test) in text.split("#[tokio::test]").enumerate().skip(1) {
+                let changes = ["set_faults(", "clear_faults(", "reset_calls("]
+                    .iter()
+                    .any(|call| test.contains(call));
+                if changes && !test.contains("_in_or_skip(") {
+                    shared.push(format!("{} (test {i})", file.display()));
+                }
+            }
+        }
+        assert!(files.len() > 20, "{files:?}");
+        assert!(
+            shared.is_empty(),
+            "tests that change the shared emulator: {shared:?}"
+        );
+    }
+}

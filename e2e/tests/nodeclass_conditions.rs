@@ -3,7 +3,7 @@
 //! CreateFleet and RunInstances (EC2's `UnauthorizedOperation` injected by the emulator, for dry runs only) and
 //! from the class's tags, and `Ready` summing them up, which a NodePool's `NodeClassReady` repeats.
 //!
-//! One test: the injected faults are server-wide.
+//! One test, on an emulator of its own: the injected faults are server-wide.
 
 use std::time::Duration;
 
@@ -82,7 +82,14 @@ fn unauthorized(action: &str, message: &str) -> Value {
 /// instanceprofile, subnet and readiness suites, end to end.
 #[tokio::test]
 async fn an_ec2nodeclass_reports_its_resolution_validation_and_readiness() -> Result<()> {
-    let Some(bed) = Testbed::start_or_skip("an_ec2nodeclass_reports_its_conditions").await? else {
+    // The faults are server-wide: an emulator of its own, or every class of the suite's shared one would fail
+    // its dry runs meanwhile.
+    let Some(bed) = Testbed::start_in_or_skip(
+        "nodeclass-conditions",
+        "an_ec2nodeclass_reports_its_conditions",
+    )
+    .await?
+    else {
         return Ok(());
     };
     apply_ok(
