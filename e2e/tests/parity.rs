@@ -8,7 +8,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kerf::api::labels;
 use kerf_e2e::aws::{node_class_spec, TEST_PRICES};
-use kerf_e2e::controller::{create_inflate, events_with_reason, node_claims, node_pool};
+use kerf_e2e::controller::{events_with_reason, node_claims, node_pool};
 use kerf_e2e::kerf::kerf_binary;
 use kerf_e2e::poll;
 use kerf_e2e::testbed::{apply_ok, tail, Testbed};
@@ -94,27 +94,37 @@ impl Simulate {
     }
 }
 
-/// The testbed's EC2NodeClass and the inflate Deployment of `namespace`, as scenario documents.
-fn class_and_deployment(bed: &Testbed, namespace: &str) -> Result<[Value; 2]> {
+/// The testbed's EC2NodeClass and the inflate Deployment of `namespace`, its pod spec with `extra` merged in, as
+/// scenario documents. The same Deployment is what the cluster runs.
+fn class_and_deployment(bed: &Testbed, namespace: &str, extra: &Value) -> Result<[Value; 2]> {
     let class = json!({
         "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
         "spec": serde_json::to_value(node_class_spec(&bed.name)?)?,
     });
+    let mut pod_spec = json!({"terminationGracePeriodSeconds": 0, "containers": [{
+        "name": "inflate", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
+        "resources": {"requests": {"cpu": "1", "memory": "512Mi"}}}]});
+    if let (Some(spec), Some(extra)) = (pod_spec.as_object_mut(), extra.as_object()) {
+        spec.extend(extra.clone());
+    }
     let deployment = json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "inflate", "namespace": namespace},
         "spec": {"replicas": REPLICAS, "selector": {"matchLabels": {"app": "inflate"}},
-            "template": {"metadata": {"labels": {"app": "inflate"}}, "spec": {"containers": [{
-                "name": "inflate", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
-                "resources": {"requests": {"cpu": "1", "memory": "512Mi"}}}]}}},
+            "template": {"metadata": {"labels": {"app": "inflate"}}, "spec": pod_spec}},
     });
     Ok([class, deployment])
 }
 
-/// Applies `pool`, runs the inflate pods and waits until every one is bound; returns each pod's node.
-async fn inflate_bound(bed: &Testbed, pool: &Value, namespace: &str) -> Result<Vec<String>> {
+/// Applies `pool` and `deployment` and waits until every pod is bound; returns each pod's node.
+async fn inflate_bound(
+    bed: &Testbed,
+    pool: &Value,
+    deployment: &Value,
+    namespace: &str,
+) -> Result<Vec<String>> {
     apply_ok(&bed.cluster, pool).await?;
-    create_inflate(&bed.cluster, namespace, REPLICAS as i32, "1", "512Mi").await?;
+    apply_ok(&bed.cluster, deployment).await?;
     let pods: Api<Pod> = Api::namespaced(bed.cluster.client()?, namespace);
     poll("every inflate pod bound", Duration::from_secs(180), || {
         let pods = pods.clone();
@@ -131,20 +141,17 @@ async fn inflate_bound(bed: &Testbed, pool: &Value, namespace: &str) -> Result<V
     .with_context(|| format!("kerf controller log:\n{}", tail(&bed.log(), 40)))
 }
 
-#[tokio::test]
-async fn the_controller_and_simulate_launch_the_same_nodes_for_the_same_pods() -> Result<()> {
-    let Some(bed) = testbed("parity").await? else {
-        return Ok(());
-    };
-    let namespace = bed.cluster.create_namespace("parity").await?;
-    let cluster = &bed.cluster;
+/// Runs the inflate pods (their spec with `extra`) on the controller and through `kerf simulate`, and checks
+/// that both launch the same instance types with the same number of pods on each; returns the simulator.
+async fn same_launches(bed: &Testbed, namespace: &str, extra: Value) -> Result<Simulate> {
+    let [class, deployment] = class_and_deployment(bed, namespace, &extra)?;
 
     // The controller: each claim's launched type and the pods on its node.
     let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
-    for node in inflate_bound(&bed, &pool(), &namespace).await? {
+    for node in inflate_bound(bed, &pool(), &deployment, namespace).await? {
         *per_node.entry(node).or_default() += 1;
     }
-    let claims = node_claims(cluster).await?;
+    let claims = node_claims(&bed.cluster).await?;
     let mut controller: Shape = Vec::new();
     for (node, count) in &per_node {
         let claim = claims
@@ -164,7 +171,6 @@ async fn the_controller_and_simulate_launch_the_same_nodes_for_the_same_pods() -
 
     // `kerf simulate` on the same objects.
     let simulate = Simulate::new()?;
-    let [class, deployment] = class_and_deployment(&bed, &namespace)?;
     let simulation = json!({"apiVersion": "kerf.sh/v1alpha1", "kind": "Simulation", "spec": {}});
     let report = simulate.documents(&[simulation, pool(), class, deployment])?;
     let mut simulated: Shape = report["nodeClaims"]
@@ -179,11 +185,24 @@ async fn the_controller_and_simulate_launch_the_same_nodes_for_the_same_pods() -
         })
         .collect();
     simulated.sort();
-    eprintln!("figures parity: kerf controller {controller:?}, kerf simulate {simulated:?}");
+    eprintln!(
+        "figures parity {extra}: kerf controller {controller:?}, kerf simulate {simulated:?}"
+    );
     ensure!(
         controller == simulated,
-        "kerf controller launched {controller:?}, kerf simulate planned {simulated:?}"
+        "pods with {extra}: kerf controller launched {controller:?}, kerf simulate planned {simulated:?}"
     );
+    Ok(simulate)
+}
+
+#[tokio::test]
+async fn the_controller_and_simulate_launch_the_same_nodes_for_the_same_pods() -> Result<()> {
+    let Some(bed) = testbed("parity").await? else {
+        return Ok(());
+    };
+    let namespace = bed.cluster.create_namespace("parity").await?;
+    let cluster = &bed.cluster;
+    let simulate = same_launches(&bed, &namespace, json!({})).await?;
 
     // `kerf snapshot` of the same cluster, run as a timeline: the nodes and bound pods are taken over, nothing
     // is launched for pods that already run.
@@ -283,18 +302,19 @@ async fn the_controller_consolidates_to_what_simulate_predicts() -> Result<()> {
     };
     let namespace = bed.cluster.create_namespace("parity").await?;
     let simulate = Simulate::new()?;
-    let [class, deployment] = class_and_deployment(&bed, &namespace)?;
+    let [class, deployment] = class_and_deployment(&bed, &namespace, &json!({}))?;
     let simulation = json!({"apiVersion": "kerf.sh/v1alpha1", "kind": "Simulation", "spec": {
         "duration": "40m",
         "events": [{"at": "10m", "scale": {"deployment": "inflate", "namespace": namespace, "replicas": 1}}]}});
-    let report = simulate.documents(&[simulation, consolidating_pool(), class, deployment])?;
+    let report =
+        simulate.documents(&[simulation, consolidating_pool(), class, deployment.clone()])?;
     let predicted = nodes_at_end(&report)?;
     ensure!(
         report["totals"]["disruptions"].as_u64() >= Some(1),
         "the scenario consolidates nothing: {report}"
     );
 
-    inflate_bound(&bed, &consolidating_pool(), &namespace).await?;
+    inflate_bound(&bed, &consolidating_pool(), &deployment, &namespace).await?;
     let cluster = &bed.cluster;
     let deployments: Api<Deployment> = Api::namespaced(cluster.client()?, &namespace);
     deployments
@@ -358,5 +378,27 @@ async fn the_controller_consolidates_to_what_simulate_predicts() -> Result<()> {
             "{candidates:?}"
         );
     }
+    Ok(())
+}
+
+/// Pods that select labels kerf derives from the catalog (instance generation and vCPUs: only `m5.xlarge` of the
+/// pool has both) get the same nodes from both. Such pods once stayed pending in `kerf simulate`, whose nodes
+/// lacked most of a launched node's labels, while the controller bound them.
+#[tokio::test]
+async fn pods_selecting_derived_instance_labels_get_the_same_nodes_from_both() -> Result<()> {
+    let Some(bed) = testbed("parity_derived_labels").await? else {
+        return Ok(());
+    };
+    let namespace = bed.cluster.create_namespace("parity").await?;
+    let selector = json!({"nodeSelector": {
+        "karpenter.k8s.aws/instance-generation": "5",
+        "karpenter.k8s.aws/instance-cpu": "4"
+    }});
+    same_launches(&bed, &namespace, selector).await?;
+    let types = claim_types(&node_claims(&bed.cluster).await?);
+    ensure!(
+        !types.is_empty() && types.iter().all(|t| t == "m5.xlarge"),
+        "only m5.xlarge has generation 5 and 4 vCPUs: {types:?}"
+    );
     Ok(())
 }
