@@ -5,18 +5,20 @@
 
 use super::events::DEFAULT_START;
 use super::report::Report;
-use super::scenario::{Scenario, ScenarioError};
+use super::scenario::{in_order, Scenario, ScenarioError};
 use crate::catalog::Catalog;
 use crate::disruption::is_daemonset_pod;
 use crate::engine::overlay;
 use crate::engine::provisioning::plan::{self, Decisions, Preparations, Snapshot};
-use k8s_openapi::api::core::v1::Pod;
+use crate::engine::provisioning::replicas::{Replicas, Solvable};
 use k8s_openapi::jiff::Timestamp;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub struct Simulation {
     snapshot: Snapshot,
+    /// The workloads' replicas that share their template ([`Scenario::replicas`]), not in the snapshot's pods.
+    replicas: Vec<(usize, Replicas)>,
     catalog: Arc<Catalog>,
     /// Every class a pool names, each with the scenario's catalog.
     catalogs: BTreeMap<String, Arc<Catalog>>,
@@ -74,6 +76,7 @@ impl Simulation {
         };
         Ok(Simulation {
             snapshot,
+            replicas: scenario.replicas.clone(),
             catalog,
             catalogs,
             seed: scenario.settings.seed,
@@ -89,22 +92,27 @@ impl Simulation {
 
     /// The pods waiting for a node: those without one that no DaemonSet owns (DaemonSet pods are the
     /// DaemonSet's overhead on every node), then those of nodes being deleted that must move, as the controller
-    /// solves for them ([`Leaving::is_reschedulable`](crate::engine::provisioning::leaving::Leaving)).
-    fn pending(&self) -> Vec<&Pod> {
+    /// solves for them ([`Leaving::is_reschedulable`](crate::engine::provisioning::leaving::Leaving)). A
+    /// workload's replicas sharing a template all wait.
+    fn pending(&self) -> Vec<Solvable<'_>> {
         let leaving = self.snapshot.leaving();
         let (mut pending, mut moving) = (Vec::new(), Vec::new());
-        for pod in self.snapshot.pods.iter().map(Arc::as_ref) {
+        for solvable in in_order(&self.snapshot.pods, &self.replicas) {
+            let Solvable::Pod(pod) = solvable else {
+                pending.push(solvable);
+                continue;
+            };
             let unbound = pod
                 .spec
                 .as_ref()
                 .and_then(|s| s.node_name.as_deref())
                 .is_none_or(str::is_empty);
             if unbound && !is_daemonset_pod(pod) {
-                pending.push(pod);
+                pending.push(solvable);
             } else if !unbound
                 && leaving.is_reschedulable(pod, &self.snapshot.disruption_budgets, self.now)
             {
-                moving.push(pod);
+                moving.push(solvable);
             }
         }
         pending.extend(moving);
@@ -113,13 +121,19 @@ impl Simulation {
 
     /// How many pods wait for a node.
     pub fn pending_pods(&self) -> usize {
-        self.pending().len()
+        self.pending()
+            .iter()
+            .map(|s| match s {
+                Solvable::Pod(_) => 1,
+                Solvable::Replicas(r) => r.len(),
+            })
+            .sum()
     }
 
     /// What the controller's provisioning step decides for the pending pods.
     pub fn solve(&self) -> Result<Decisions, ScenarioError> {
         let pending = self.pending();
-        Ok(plan::decide(
+        Ok(plan::decide_for(
             &self.snapshot,
             &pending,
             &self.catalogs,

@@ -14,6 +14,7 @@ use crate::api::nodepool::NodePool;
 use crate::api::validation::{FieldError, Invalid};
 pub use crate::api::well_known::PODS_LISTED;
 use crate::engine::buffers;
+use crate::engine::provisioning::replicas::{Replicas, Solvable};
 use crate::manifest::{group_kind, parse_documents, Document, Identities, Limits, ManifestError};
 use crate::scheduling::volumes::{self, VolumeIndex};
 use crate::scheduling::{ClusterError, DefaultSpread, PodError};
@@ -38,7 +39,12 @@ pub struct Scenario {
     pub nodepools: Vec<NodePool>,
     /// Pending pods, and pods already bound to a node (`spec.nodeName`); shared with the snapshot a simulation
     /// decides on rather than copied into it (a pod is kilobytes, and scenarios run to 100,000 of them).
+    /// Replicas of workloads are here only when their template cannot be shared ([`Scenario::replicas`]).
     pub pods: Vec<Arc<Pod>>,
+    /// Workloads' pending replicas that share their template, each with its place among `pods`: it comes
+    /// before `pods[at]` (after all of them when `at` is their number). [`Scenario::solvables`] lists both in
+    /// document order; [`Scenario::every_pod`] makes each replica a Pod object of its own.
+    pub replicas: Vec<(usize, Replicas)>,
     /// Existing capacity.
     pub nodes: Vec<Node>,
     /// NodeClaims of kerf's nodes, and in-flight ones without a node yet.
@@ -114,6 +120,23 @@ pub fn load(text: &str) -> Result<Scenario, ScenarioError> {
 }
 
 impl Scenario {
+    /// The pods of the scenario in document order, workloads' shared replicas as such.
+    pub fn solvables(&self) -> Vec<Solvable<'_>> {
+        in_order(&self.pods, &self.replicas)
+    }
+
+    /// Every pod of the scenario as a Pod object of its own, in document order.
+    pub fn every_pod(&self) -> Vec<Arc<Pod>> {
+        let mut pods = Vec::with_capacity(self.pods.len());
+        for place in places(self.pods.len(), &self.replicas) {
+            match place {
+                Place::Pod(i) => pods.push(self.pods[i].clone()),
+                Place::Replicas(i) => pods.extend(self.replicas[i].1.pods().map(Arc::new)),
+            }
+        }
+        pods
+    }
+
     /// The virtual pods of the scenario's CapacityBuffers ([`buffers::resolve`], the controller's engine), a
     /// `scalableRef` workload at `replicas_of(namespace, name)` replicas (its current count in a timeline).
     pub fn buffer_pods(&self, replicas_of: impl Fn(&str, &str) -> Option<i32>) -> Vec<Pod> {
@@ -340,12 +363,12 @@ pub fn from_documents(
                 pods = total;
                 // A snapshot lists the workload's running pods one by one: they are not made again.
                 if !pods_listed(&object) {
-                    scenario.pods.extend(
-                        expand(&object, 0..count)
-                            .map_err(bad)?
-                            .into_iter()
-                            .map(Arc::new),
-                    );
+                    let replicas = expand(&object, 0..count).map_err(bad)?;
+                    if shareable(&replicas.template) {
+                        scenario.replicas.push((scenario.pods.len(), replicas));
+                    } else {
+                        scenario.pods.extend(replicas.pods().map(Arc::new));
+                    }
                 }
                 replicas_of.insert(workload_key(&object), count);
                 scenario.workloads.push(object);
@@ -386,6 +409,50 @@ pub fn from_documents(
         check_scaled_pods(timeline, pods, replicas_of, limits)?;
     }
     Ok(scenario)
+}
+
+/// Whether a workload's replicas can share `template`: each waits for a node, and nothing about one depends on
+/// its name. A RuntimeClass is applied to each pod, and a class that does not exist is refused pod by pod.
+fn shareable(template: &Pod) -> bool {
+    template.spec.as_ref().is_none_or(|spec| {
+        spec.runtime_class_name.is_none()
+            && spec.node_name.as_deref().is_none_or(str::is_empty)
+            && spec.volumes.iter().flatten().all(|v| v.ephemeral.is_none())
+    })
+}
+
+/// `pods` and `replicas` ([`Scenario::replicas`]) in their order.
+pub(super) fn in_order<'p>(
+    pods: &'p [Arc<Pod>],
+    replicas: &'p [(usize, Replicas)],
+) -> Vec<Solvable<'p>> {
+    places(pods.len(), replicas)
+        .into_iter()
+        .map(|place| match place {
+            Place::Pod(i) => Solvable::Pod(&pods[i]),
+            Place::Replicas(i) => Solvable::Replicas(&replicas[i].1),
+        })
+        .collect()
+}
+
+/// An index into a scenario's pods or into its replicas.
+enum Place {
+    Pod(usize),
+    Replicas(usize),
+}
+
+/// The order of `pods` pods and of `replicas`, each of which comes before the pod its place names.
+fn places(pods: usize, replicas: &[(usize, Replicas)]) -> Vec<Place> {
+    let mut order = Vec::with_capacity(pods + replicas.len());
+    let mut next = replicas.iter().map(|(at, _)| *at).enumerate().peekable();
+    for pod in 0..pods {
+        while let Some((r, _)) = next.next_if(|(_, at)| *at <= pod) {
+            order.push(Place::Replicas(r));
+        }
+        order.push(Place::Pod(pod));
+    }
+    order.extend(next.map(|(r, _)| Place::Replicas(r)));
+    order
 }
 
 /// What the apiserver's RuntimeClass admission does to a pod created with `runtimeClassName`: its class's fixed

@@ -50,10 +50,9 @@ fn workload_pods_are_owned_as_in_a_cluster_and_deduce_their_default_spread() {
     let scenario = load(SCENARIO).expect("scenario");
     assert_eq!(scenario.services.len(), 1);
     assert!(scenario.ignored.is_empty(), "{:?}", scenario.ignored);
+    let pods = scenario.every_pod();
     let pod = |name: &str| {
-        scenario
-            .pods
-            .iter()
+        pods.iter()
             .find(|p| p.metadata.name.as_deref() == Some(name))
             .unwrap_or_else(|| panic!("no pod {name}"))
     };

@@ -3,6 +3,7 @@
 
 use crate::api::validation::{ErrorKind, FieldError, FieldPath};
 use crate::api::well_known::PODS_LISTED;
+use crate::engine::provisioning::replicas::Replicas;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde::Deserialize;
@@ -95,11 +96,11 @@ pub(super) fn controller_of(workload: &Value) -> Option<Controller> {
 
 /// The pods `indices` of a workload: copies of its template named `<name>-<i>`, with the UID
 /// `<namespace>/<name>-<i>`, controlled by the workload ([`controller_of`]) as in a cluster, so that a default
-/// spread deduces their selector from it.
+/// spread deduces their selector from it. The template is read once and shared by the replicas.
 pub(in crate::simulate) fn expand(
     workload: &Value,
     indices: std::ops::Range<u64>,
-) -> Result<Vec<Pod>, serde_json::Error> {
+) -> Result<Replicas, serde_json::Error> {
     let name = workload
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -108,33 +109,23 @@ pub(in crate::simulate) fn expand(
         .pointer("/metadata/namespace")
         .and_then(Value::as_str)
         .unwrap_or("default");
-    // The template is read once; each replica is a copy of it under its own name.
-    let template = Pod::deserialize(
+    let mut template = Pod::deserialize(
         workload
             .pointer("/spec/template")
             .unwrap_or(&Value::Object(Default::default())),
     )?;
-    let owner = controller_of(workload).map(|c| {
-        vec![OwnerReference {
+    let metadata = &mut template.metadata;
+    metadata.name = Some(name.to_owned());
+    metadata.namespace = Some(namespace.to_owned());
+    if let Some(c) = controller_of(workload) {
+        metadata.owner_references = Some(vec![OwnerReference {
             api_version: c.api_version.to_owned(),
             kind: c.kind.to_owned(),
             uid: format!("{namespace}/{}", c.name),
             name: c.name,
             controller: Some(true),
             block_owner_deletion: Some(true),
-        }]
-    });
-    Ok(indices
-        .map(|i| {
-            let mut pod = template.clone();
-            let metadata = &mut pod.metadata;
-            metadata.name = Some(format!("{name}-{i}"));
-            metadata.namespace = Some(namespace.to_owned());
-            metadata.uid = Some(format!("{namespace}/{name}-{i}"));
-            if let Some(owner) = &owner {
-                metadata.owner_references = Some(owner.clone());
-            }
-            pod
-        })
-        .collect())
+        }]);
+    }
+    Ok(Replicas::new(template, indices))
 }

@@ -126,7 +126,7 @@ impl TimelineRun<'_> {
                 }
             })?;
             self.pods
-                .extend(added.into_iter().map(|pod| sim_pod(Arc::new(pod), None)));
+                .extend(added.pods().map(|pod| sim_pod(Arc::new(pod), None)));
         }
         self.workload_replicas.insert(
             (namespace.to_owned(), name.to_owned()),

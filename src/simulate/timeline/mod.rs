@@ -230,8 +230,8 @@ impl<'a> TimelineRun<'a> {
         // A pod bound to a Node the scenario does not hold (one deleted a moment before a snapshot) waits for a
         // node, as it would once the pod garbage collector has replaced it.
         let pods = scenario
-            .pods
-            .iter()
+            .every_pod()
+            .into_iter()
             .filter(|p| !is_daemonset_pod(p))
             .map(|pod| {
                 let on = pod
@@ -242,7 +242,7 @@ impl<'a> TimelineRun<'a> {
                         Some(claim) => Some((*claim).to_owned()),
                         None => fixed_names.contains(&node).then(|| node.to_owned()),
                     });
-                sim_pod(pod.clone(), on)
+                sim_pod(pod, on)
             })
             .collect();
         let gates = scenario

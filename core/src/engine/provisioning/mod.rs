@@ -7,6 +7,7 @@ pub mod leaving;
 pub mod pending;
 pub mod plan;
 mod preparations;
+pub mod replicas;
 pub mod step;
 
 #[cfg(test)]

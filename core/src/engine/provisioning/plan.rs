@@ -10,6 +10,7 @@ use super::claim;
 use super::leaving::Leaving;
 use super::pending;
 pub use super::preparations::Preparations;
+pub use super::replicas::{Replicas, Solvable};
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
@@ -227,51 +228,66 @@ pub fn decide(
     catalogs: &BTreeMap<String, Arc<Catalog>>,
     preparations: &mut Preparations,
 ) -> Result<Decisions, ClusterError> {
+    let to_solve: Vec<Solvable> = to_solve.iter().map(|p| Solvable::Pod(p)).collect();
+    decide_for(snapshot, &to_solve, catalogs, preparations)
+}
+
+/// [`decide`] for pods some of which are [`Replicas`] sharing a template: the template is read once for all of
+/// them, and each replica is decided for exactly as its own Pod object would be.
+pub fn decide_for(
+    snapshot: &Snapshot,
+    to_solve: &[Solvable],
+    catalogs: &BTreeMap<String, Arc<Catalog>>,
+    preparations: &mut Preparations,
+) -> Result<Decisions, ClusterError> {
     preparations.retain(catalogs);
     let mut decisions = Decisions::default();
-    let mut pods = Vec::with_capacity(to_solve.len());
-    let mut identities: HashMap<String, String> = HashMap::with_capacity(to_solve.len());
-    let mut pending: BTreeSet<String> = BTreeSet::new();
-    for pod in to_solve {
-        // A pending pod's claims must be valid (controller-behaviour.md §1.1, ignored pods); a pod still on a node
-        // being deleted is not checked, only placed where its volumes are, as Karpenter does.
-        let bound = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .is_some_and(|n| !n.is_empty());
-        let alternatives = if bound {
-            snapshot.volumes.requirements(pod)
-        } else {
-            snapshot.volumes.pending(pod)
-        };
-        let info = alternatives
-            .map_err(|error| error.to_string())
-            .and_then(|alternatives| {
-                let mut info =
-                    PodInfo::from_pod(&snapshot.policies.apply(pod, &snapshot.default_spread))
-                        .map_err(|error| error.to_string())?;
-                volumes::apply(&mut info, &alternatives);
-                info.attached = snapshot.volumes.attached(pod);
-                Ok(info)
-            });
-        match info {
-            Ok(info) => {
-                identities.insert(info.key.clone(), claim_identity(pod));
-                let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-                if !bound && phase.is_none_or(|p| p == "Pending") {
-                    pending.insert(info.key.clone());
+    let mut read = Read::default();
+    for item in to_solve {
+        match item {
+            Solvable::Pod(pod) => read.add(pod, pod_info(snapshot, pod), &mut decisions),
+            Solvable::Replicas(replicas) => {
+                let Some(first) = replicas.indices.clone().next() else {
+                    continue;
+                };
+                let first_pod = replicas.pod(first);
+                let info = pod_info(snapshot, &first_pod);
+                // The template read once serves every replica when nothing read depends on the replica's name: a
+                // refusal names the pod, a bound pod's claim identity its node, and a generic ephemeral
+                // volume's claim is named after the pod.
+                let shared = info
+                    .as_ref()
+                    .ok()
+                    .filter(|_| !has_ephemeral_volume(&replicas.template))
+                    .cloned();
+                read.add(&first_pod, info, &mut decisions);
+                let first_key = replicas.key(first);
+                match shared.filter(|_| read.pending.contains(&first_key)) {
+                    Some(info) => {
+                        for i in replicas.indices.clone().skip(1) {
+                            let key = replicas.key(i);
+                            let mut info = info.clone();
+                            info.uid.clone_from(&key);
+                            info.key.clone_from(&key);
+                            read.identities.insert(key.clone(), key.clone());
+                            read.pending.insert(key);
+                            read.pods.push(info);
+                        }
+                    }
+                    None => {
+                        for pod in replicas.pods().skip(1) {
+                            read.add(&pod, pod_info(snapshot, &pod), &mut decisions);
+                        }
+                    }
                 }
-                pods.push(info);
-            }
-            Err(reason) => {
-                decisions.ignored += 1;
-                decisions
-                    .unschedulable
-                    .push(Unschedulable::new(pod_key(pod), reason));
             }
         }
     }
+    let Read {
+        mut pods,
+        identities,
+        pending,
+    } = read;
     let all_types = merged(catalogs);
     let leaving = snapshot.leaving();
     let nodes: Cow<'_, [Node]> = if leaving.nodes.is_empty() {
@@ -465,6 +481,73 @@ pub fn decide(
         .collect();
     decisions.unschedulable.extend(unplaced);
     Ok(decisions)
+}
+
+fn has_ephemeral_volume(pod: &Pod) -> bool {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .any(|v| v.ephemeral.is_some())
+}
+
+/// The pods a decision solves for, as the solve reads them.
+#[derive(Default)]
+struct Read {
+    pods: Vec<PodInfo>,
+    /// Each pod's [`claim_identity`] by its key.
+    identities: HashMap<String, String>,
+    /// The keys of the pods that wait for a node (not those on a node being deleted).
+    pending: BTreeSet<String>,
+}
+
+impl Read {
+    /// `pod`, read as `info`, or refused before the solve (Karpenter's ignored pods).
+    fn add(&mut self, pod: &Pod, info: Result<PodInfo, String>, decisions: &mut Decisions) {
+        match info {
+            Ok(info) => {
+                self.identities
+                    .insert(info.key.clone(), claim_identity(pod));
+                let bound = pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .is_some_and(|n| !n.is_empty());
+                let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+                if !bound && phase.is_none_or(|p| p == "Pending") {
+                    self.pending.insert(info.key.clone());
+                }
+                self.pods.push(info);
+            }
+            Err(reason) => {
+                decisions.ignored += 1;
+                decisions
+                    .unschedulable
+                    .push(Unschedulable::new(pod_key(pod), reason));
+            }
+        }
+    }
+}
+
+/// What the solve reads of `pod`, or why it cannot be solved for. A pending pod's claims must be valid
+/// (controller-behaviour.md §1.1, ignored pods); a pod still on a node being deleted is not checked, only placed
+/// where its volumes are, as Karpenter does.
+fn pod_info(snapshot: &Snapshot, pod: &Pod) -> Result<PodInfo, String> {
+    let bound = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
+    let alternatives = if bound {
+        snapshot.volumes.requirements(pod)
+    } else {
+        snapshot.volumes.pending(pod)
+    }
+    .map_err(|error| error.to_string())?;
+    let mut info = PodInfo::from_pod(&snapshot.policies.apply(pod, &snapshot.default_spread))
+        .map_err(|error| error.to_string())?;
+    volumes::apply(&mut info, &alternatives);
+    info.attached = snapshot.volumes.attached(pod);
+    Ok(info)
 }
 
 /// What a pod adds to the name of the claim planned for it: its UID, and for a pod still on a node (one being
