@@ -144,6 +144,121 @@ fn golden_reports_of_the_examples() {
     );
 }
 
+/// A workload's pending replicas share their template in the solve (`Scenario::replicas`); the report is the
+/// one the same pods as Pod objects of their own get, for every example and a mix of request shapes,
+/// spreads and affinities.
+#[test]
+fn replicas_sharing_their_template_are_reported_as_pods_of_their_own() {
+    let catalog = std::sync::Arc::new(catalog());
+    let mut scenarios: Vec<(String, Scenario)> =
+        std::fs::read_dir(format!("{}/../examples", env!("CARGO_MANIFEST_DIR")))
+            .expect("examples")
+            .map(|entry| entry.expect("an entry").path())
+            .filter(|path| path.extension().is_some_and(|e| e == "yaml"))
+            // `mistakes.yaml` shows the errors of an invalid scenario.
+            .filter_map(|path| {
+                let text = std::fs::read_to_string(&path).expect("example");
+                Some((path.display().to_string(), load(&text).ok()?))
+            })
+            .collect();
+    scenarios.push(("a mix".to_owned(), load(MIX).expect("valid scenario")));
+    let mut shared = 0;
+    for (name, scenario) in scenarios {
+        shared += scenario.replicas.len();
+        let mut each = scenario.clone();
+        each.pods = scenario.every_pod();
+        each.replicas.clear();
+        let report = |scenario: &Scenario| {
+            let simulation = Simulation::new(scenario, catalog.clone()).expect("simulation");
+            let mut json =
+                serde_json::to_value(simulation.report(&simulation.solve().expect("decide"), 0.0))
+                    .expect("json");
+            json["summary"]["solveSeconds"] = Value::Null;
+            json
+        };
+        assert_eq!(report(&scenario), report(&each), "{name}");
+    }
+    assert!(shared >= 10, "the examples share {shared} templates");
+}
+
+/// Workloads of several request shapes, with zonal and hostname spreads, self-affinity and anti-affinity,
+/// between two lone pods.
+const MIX: &str = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand, spot]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: lone-a, namespace: default}
+spec: {containers: [{name: c, image: pause, resources: {requests: {cpu: 300m, memory: 300Mi}}}]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: zonal, namespace: default}
+spec:
+  replicas: 9
+  selector: {matchLabels: {app: zonal}}
+  template:
+    metadata: {labels: {app: zonal}}
+    spec:
+      topologySpreadConstraints:
+        - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule,
+           labelSelector: {matchLabels: {app: zonal}}}
+      containers: [{name: c, image: pause, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: apart, namespace: default}
+spec:
+  replicas: 5
+  selector: {matchLabels: {app: apart}}
+  template:
+    metadata: {labels: {app: apart}}
+    spec:
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: apart}}}
+      containers: [{name: c, image: pause, resources: {requests: {cpu: 500m, memory: 256Mi}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: lone-b, namespace: default}
+spec: {containers: [{name: c, image: pause, resources: {requests: {cpu: "2", memory: 2Gi}}}]}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: together, namespace: default}
+spec:
+  replicas: 4
+  selector: {matchLabels: {app: together}}
+  template:
+    metadata: {labels: {app: together}}
+    spec:
+      affinity:
+        podAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            - {topologyKey: topology.kubernetes.io/zone, labelSelector: {matchLabels: {app: together}}}
+      containers: [{name: c, image: pause, resources: {requests: {cpu: 1500m, memory: 1536Mi}}}]
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: batch, namespace: default}
+spec:
+  parallelism: 6
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: pause, resources: {requests: {cpu: 250m, memory: 100Mi}}}]
+"#;
+
 #[test]
 fn the_existing_cluster_fills_existing_capacity_first_and_echoes_the_seed() {
     let report = simulate("existing-cluster.yaml", &catalog());
