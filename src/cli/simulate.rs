@@ -145,22 +145,25 @@ fn simulate(args: &SimulateArgs, stderr: &mut impl Write) -> Result<Report, (u8,
     } else {
         catalog.without_reserved_capacity()
     });
-    let simulation = Simulation::new(&scenario, catalog.clone())
-        .map_err(|e| (INVALID, format!("{name}: {e}")))?;
-    let pending = simulation.pending_pods();
-    let progress = pending >= PROGRESS_PODS;
-    if progress {
-        let _ = writeln!(stderr, "simulating {pending} pending pods…");
-    }
-    let started = Instant::now();
-    let decisions = simulation
-        .solve()
-        .map_err(|e| (INVALID, format!("{name}: {e}")))?;
-    let seconds = started.elapsed().as_secs_f64();
-    if progress {
-        let _ = writeln!(stderr, "solved {pending} pods in {seconds:.2} s");
-    }
-    let mut report = simulation.report(&decisions, seconds);
+    // The one solve's simulation and decisions are dropped before a timeline runs: only its report is kept.
+    let mut report = {
+        let simulation = Simulation::new(&scenario, catalog.clone())
+            .map_err(|e| (INVALID, format!("{name}: {e}")))?;
+        let pending = simulation.pending_pods();
+        let progress = pending >= PROGRESS_PODS;
+        if progress {
+            let _ = writeln!(stderr, "simulating {pending} pending pods…");
+        }
+        let started = Instant::now();
+        let decisions = simulation
+            .solve()
+            .map_err(|e| (INVALID, format!("{name}: {e}")))?;
+        let seconds = started.elapsed().as_secs_f64();
+        if progress {
+            let _ = writeln!(stderr, "solved {pending} pods in {seconds:.2} s");
+        }
+        simulation.report(&decisions, seconds)
+    };
     if let Some(timeline) = &scenario.timeline {
         let run = TimelineRun::new(&scenario, timeline, &catalog)
             .and_then(TimelineRun::run)
