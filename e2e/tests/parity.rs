@@ -402,3 +402,25 @@ async fn pods_selecting_derived_instance_labels_get_the_same_nodes_from_both() -
     );
     Ok(())
 }
+
+/// Pods that keep apart (a required hostname anti-affinity among themselves) get one node each, of the same types
+/// from both.
+#[tokio::test]
+async fn pods_that_keep_apart_get_the_same_nodes_from_both() -> Result<()> {
+    let Some(bed) = testbed("parity_apart").await? else {
+        return Ok(());
+    };
+    let namespace = bed.cluster.create_namespace("parity").await?;
+    let apart = json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "topologyKey": "kubernetes.io/hostname",
+        "labelSelector": {"matchLabels": {"app": "inflate"}}
+    }]}}});
+    same_launches(&bed, &namespace, apart).await?;
+    let claims = node_claims(&bed.cluster).await?;
+    ensure!(
+        claims.len() == REPLICAS,
+        "one node per pod: {:?}",
+        claim_types(&claims)
+    );
+    Ok(())
+}
