@@ -52,7 +52,7 @@ fn emptiness_deletes_empty_nodes_one_budget_unit_each() {
 fn emptiness_waits_for_consolidate_after_and_never_disables_it() {
     let mut w = World::new(vec![pool("p", json!({"consolidateAfter": "1h"}))], 1);
     w.node("e", "p", "f0-8", "on-demand")
-        .claim
+        .claim_mut()
         .status
         .as_mut()
         .expect("status")
@@ -308,10 +308,10 @@ fn drift_replaces_the_oldest_drifted_node_first_and_launches_its_replacement() {
     let mut w = World::new(vec![p], 1);
     for (name, created) in [("young", "2026-11-23T01:00:00Z"), ("old", T0)] {
         let node = w.node(name, "p", "f0-4", "on-demand");
-        node.claim.metadata.creation_timestamp = Some(
+        node.claim_mut().metadata.creation_timestamp = Some(
             k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(disruption_support::at(created)),
         );
-        node.claim.metadata.annotations = Some(
+        node.claim_mut().metadata.annotations = Some(
             [
                 (NODEPOOL_HASH.to_owned(), "stale".to_owned()),
                 (NODEPOOL_HASH_VERSION.to_owned(), "v3".to_owned()),
@@ -350,7 +350,7 @@ fn cloud_drift_counts_and_a_zero_drift_budget_blocks_it() {
 fn expiration_is_forceful_and_counts_against_budgets() {
     let mut w = three_light_nodes(json!({"budgets": [{"nodes": "1"}]}));
     let n1 = w.find("n1");
-    n1.claim.spec.expire_after = Some("6h".to_owned());
+    n1.claim_mut().spec.expire_after = Some("6h".to_owned());
     n1.node.as_mut().expect("node").metadata.annotations =
         Some([(DO_NOT_DISRUPT.to_owned(), "true".to_owned())].into());
     let d = w.decide(NOW);
@@ -402,7 +402,7 @@ fn nodes_not_ready_for_disruption_are_explained() {
     let mut w = three_light_nodes(json!({"budgets": [{"nodes": "100%"}]}));
     w.find("n1").queued = true;
     let n2 = w.find("n2");
-    n2.claim.status.as_mut().expect("status").conditions = Some(Vec::new());
+    n2.claim_mut().status.as_mut().expect("status").conditions = Some(Vec::new());
     let d = w.decide(NOW);
     assert_eq!(
         skipped_for(&d, "n1-claim", Method::MultiNodeConsolidation),
@@ -439,7 +439,7 @@ fn worked_example(empty: usize) -> World {
         .as_mut()
         .expect("conditions")[0]
         .status = "False".to_owned();
-    w.find("n24").claim.metadata.deletion_timestamp = Some(
+    w.find("n24").claim_mut().metadata.deletion_timestamp = Some(
         k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(disruption_support::at(T0)),
     );
     w
@@ -567,8 +567,8 @@ fn a_move_onto_a_node_still_launching_waits_for_it() {
     w.node("new", "p", "f0-2", "on-demand");
     let launching = |w: &mut World| {
         let new = w.find("new");
-        new.claim.status.as_mut().expect("status").conditions = Some(Vec::new());
-        new.claim
+        new.claim_mut().status.as_mut().expect("status").conditions = Some(Vec::new());
+        new.claim_mut()
             .metadata
             .labels
             .as_mut()

@@ -121,7 +121,7 @@ fn assert_pods_fit_elsewhere(w: &World, c: &Command) {
     let gone = |name: &str| c.candidates.iter().any(|t| t.claim == name);
     let (kept, removed): (Vec<_>, Vec<_>) = w.nodes.iter().partition(|n| !gone(n.claim_name()));
     let nodes: Vec<_> = kept.iter().filter_map(|n| n.node.clone()).collect();
-    let claims: Vec<_> = kept.iter().map(|n| n.claim.clone()).collect();
+    let claims: Vec<_> = kept.iter().map(|n| n.claim.as_ref().clone()).collect();
     let pods: Vec<_> = kept.iter().flat_map(|n| n.pods.clone()).collect();
     let cluster = Cluster::from_objects(&nodes, &claims, &[], &pods, &w.catalog).expect("cluster");
     let moving: Vec<PodInfo> = removed

@@ -16,7 +16,7 @@ fn two_light_nodes(disruption: serde_json::Value) -> World {
     let mut w = World::new(vec![pool("p", disruption)], 1);
     for name in ["n1", "n2"] {
         w.node(name, "p", "f0-8", "on-demand")
-            .claim
+            .claim_mut()
             .spec
             .expire_after = Some("Never".into());
         w.pods(name, 2, "1", json!({}));
@@ -38,7 +38,7 @@ fn nothing_on_the_clock_means_no_revisit() {
 fn consolidate_after_elapsing_brings_the_pass_back() {
     let mut w = two_light_nodes(json!({"consolidateAfter": "1h", "budgets": [{"nodes": "100%"}]}));
     for node in &mut w.nodes {
-        node.claim
+        node.claim_mut()
             .status
             .as_mut()
             .expect("status")
@@ -85,13 +85,13 @@ fn a_budget_window_closing_brings_the_pass_back() {
 #[test]
 fn expiry_and_the_end_of_the_no_churn_window_are_revisits() {
     let mut w = two_light_nodes(json!({"consolidateAfter": "Never"}));
-    w.find("n1").claim.spec.expire_after = Some("13h".into());
+    w.find("n1").claim_mut().spec.expire_after = Some("13h".into());
     assert_eq!(
         w.decide(NOW).revisit_at,
         Some(at("2026-11-23T13:00:00Z")),
         "n1 was created at T0 (midnight)"
     );
-    w.find("n1").claim.spec.expire_after = Some("Never".into());
+    w.find("n1").claim_mut().spec.expire_after = Some("Never".into());
     w.find("n2").launched_as_replacement = Some(at("2026-11-23T11:45:00Z"));
     assert_eq!(
         w.decide(NOW).revisit_at,
@@ -109,12 +109,12 @@ fn candidates_swapping_places_as_their_costs_fall_is_a_revisit() {
     let mut w = World::new(vec![pool("p", json!({"consolidateAfter": "Never"}))], 1);
     let created = |hours: i64| Some(Time(at(NOW) - SignedDuration::from_hours(hours)));
     w.node("n1", "p", "f0-8", "on-demand")
-        .claim
+        .claim_mut()
         .metadata
         .creation_timestamp = created(200);
     w.pods("n1", 2, "1", json!({}));
     w.node("n2", "p", "f0-8", "on-demand")
-        .claim
+        .claim_mut()
         .metadata
         .creation_timestamp = created(1);
     w.pods("n2", 2, "1", json!({}));
@@ -204,12 +204,12 @@ proptest::proptest! {
             let name = format!("n{i}");
             let size = disruption_support::SIZES[n.size];
             let node = w.node(&name, "p", &format!("f0-{size}"), "on-demand");
-            node.claim.metadata.creation_timestamp =
+            node.claim_mut().metadata.creation_timestamp =
                 Some(Time(now - SignedDuration::from_hours(n.created_hours_ago)));
-            node.claim.spec.expire_after =
+            node.claim_mut().spec.expire_after =
                 Some(["Never", "10h", "100h", "720h"][n.expire_after].to_owned());
             if let Some(minutes) = n.event_minutes_ago {
-                node.claim.status.as_mut().expect("status").last_pod_event_time =
+                node.claim_mut().status.as_mut().expect("status").last_pod_event_time =
                     Some((now - SignedDuration::from_mins(minutes)).to_string());
             }
             for (k, &(cpu, cheap)) in n.pods.iter().enumerate() {

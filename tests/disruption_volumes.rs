@@ -20,7 +20,10 @@ fn two_zones(zonal: bool) -> World {
     let b = w.node("b", "p", "f0-8", "on-demand");
     for labels in [
         b.node.as_mut().and_then(|n| n.metadata.labels.as_mut()),
-        b.claim.metadata.labels.as_mut(),
+        std::sync::Arc::make_mut(&mut b.claim)
+            .metadata
+            .labels
+            .as_mut(),
     ]
     .into_iter()
     .flatten()

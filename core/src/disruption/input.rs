@@ -10,6 +10,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The cluster as one pass sees it.
@@ -36,7 +37,8 @@ pub struct DisruptionInput<'a> {
 /// One NodeClaim and what the controller knows of it.
 #[derive(Clone, Debug)]
 pub struct NodeInput {
-    pub claim: NodeClaim,
+    /// Shared with the driver's own copy: a pass reads every claim, and a claim lists up to 600 instance types.
+    pub claim: Arc<NodeClaim>,
     /// Its Node, once registered.
     pub node: Option<Node>,
     /// Every pod bound to the Node (terminal ones may be included; they are ignored).
@@ -52,10 +54,15 @@ pub struct NodeInput {
 }
 
 impl NodeInput {
+    /// The claim to change, copied first when a driver still shares it.
+    pub fn claim_mut(&mut self) -> &mut NodeClaim {
+        Arc::make_mut(&mut self.claim)
+    }
+
     /// A claim with its Node and pods, no other facts.
-    pub fn new(claim: NodeClaim, node: Option<Node>, pods: Vec<Pod>) -> Self {
+    pub fn new(claim: impl Into<Arc<NodeClaim>>, node: Option<Node>, pods: Vec<Pod>) -> Self {
         NodeInput {
-            claim,
+            claim: claim.into(),
             node,
             pods,
             queued: false,

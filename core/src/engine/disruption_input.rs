@@ -12,6 +12,7 @@ use crate::disruption::{
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// What a driver knows of a claim that the objects do not say.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -26,7 +27,7 @@ pub struct Facts {
 /// The node inputs of `claims` (those of no NodePool are left out), with their Nodes (`node` finds a claim's
 /// Node by name) and the `pods` bound to them, as of `now`.
 pub fn node_inputs<'p, 'n>(
-    claims: impl IntoIterator<Item = NodeClaim>,
+    claims: impl IntoIterator<Item = Arc<NodeClaim>>,
     node: impl Fn(&str) -> Option<&'n Node>,
     pods: impl IntoIterator<Item = &'p Pod>,
     nominations: &Nominations,
@@ -153,7 +154,8 @@ mod tests {
                 claim("c-b", Some("default"), Some("n-b")),
                 claim("c-in-flight", Some("default"), None),
                 claim("unowned", None, Some("n-b")),
-            ],
+            ]
+            .map(Arc::new),
             |name| {
                 nodes
                     .iter()

@@ -80,7 +80,7 @@ pub fn of_pass(nodes: &[NodeInput], decision: &Decision, now: Timestamp) -> Vec<
         .filter(|n| n.claim.metadata.deletion_timestamp.is_none())
         .filter_map(|node| {
             let name = node.claim.metadata.name.as_deref()?;
-            let mut claim = Cow::Borrowed(&node.claim);
+            let mut claim = Cow::Borrowed(node.claim.as_ref());
             let mut changed = Vec::new();
             let updates: [(&'static str, &Update); 3] = [
                 (DRIFTED, &|c| {
@@ -270,7 +270,7 @@ mod tests {
         assert_eq!(queued[0].changed, [DRIFTED, CONSOLIDATABLE]);
         // Nothing to change, nothing to write.
         let mut settled = node(true);
-        apply(&mut settled.claim, queued[0].conditions.clone());
+        apply(settled.claim_mut(), queued[0].conditions.clone());
         assert_eq!(of_pass(&[settled], &decision, t), []);
     }
 }

@@ -89,11 +89,11 @@ pub async fn execute<C>(
         for candidate in &candidates {
             let note = format!("Launching NodeClaim: {}", command.reason);
             ctx.events
-                .normal(&candidate.claim, "DisruptionLaunching", note)
+                .normal(candidate.claim.as_ref(), "DisruptionLaunching", note)
                 .await;
             ctx.events
                 .normal(
-                    &candidate.claim,
+                    candidate.claim.as_ref(),
                     "DisruptionWaitingReadiness",
                     "Waiting on readiness to continue disruption".into(),
                 )
@@ -223,7 +223,11 @@ async fn delete<C>(
     let name = candidate.claim_name().to_owned();
     let note = format!("Disrupting NodeClaim: {}", command.reason);
     ctx.events
-        .normal(&candidate.claim, "DisruptionTerminating", note.clone())
+        .normal(
+            candidate.claim.as_ref(),
+            "DisruptionTerminating",
+            note.clone(),
+        )
         .await;
     if let Some(node) = &candidate.node {
         ctx.events.normal(node, "DisruptionTerminating", note).await;

@@ -51,7 +51,8 @@ pub async fn snapshot<C: CloudProvider>(
         .into_iter()
         .filter_map(|n| Some((n.metadata.name.clone()?, n)))
         .collect();
-    let claims = owned(state.node_claims.state());
+    // Shared with the store, not copied: each lists up to 600 instance types.
+    let claims = state.node_claims.state();
     let nodepools = owned(state.node_pools.state());
     let classes = owned(state.node_classes.state());
     let daemonsets = owned(state.daemon_sets.state());

@@ -144,7 +144,7 @@ async fn report_approved<C>(
                 }
                 ctx.events
                     .normal(
-                        &node.claim,
+                        node.claim.as_ref(),
                         disruption_events::CONSOLIDATION_APPROVED,
                         message,
                     )
@@ -361,7 +361,7 @@ async fn report_nodes<C>(
                 .await;
         }
         ctx.events
-            .normal(&node.claim, event.reason, event.message)
+            .normal(node.claim.as_ref(), event.reason, event.message)
             .await;
         published.insert(key, (Instant::now(), event.dedupe));
     }

@@ -69,7 +69,7 @@ impl TimelineRun<'_> {
         };
         for mark in marks::of_pass(&inputs, &decision, self.now) {
             if let Some(c) = self.claims.iter_mut().find(|c| c.name() == mark.claim) {
-                marks::apply(&mut c.claim, mark.conditions);
+                marks::apply(Arc::make_mut(&mut c.claim), mark.conditions);
             }
         }
         for blocked in blocked_pools::of(&decision, &self.pools, &counts, self.now) {
@@ -225,7 +225,7 @@ impl TimelineRun<'_> {
                 if let Some(conditions) =
                     marks::disruption_reason(&c.claim, Some(&reason), self.now)
                 {
-                    marks::apply(&mut c.claim, conditions);
+                    marks::apply(Arc::make_mut(&mut c.claim), conditions);
                 }
             }
         }

@@ -68,7 +68,8 @@ struct HeldInstance {
 
 /// A NodeClaim kerf launched during the run.
 struct SimClaim {
-    claim: NodeClaim,
+    /// Shared with each disruption pass's input (a claim lists up to 600 instance types); written copy-on-write.
+    claim: Arc<NodeClaim>,
     choice: Choice,
     launched: Timestamp,
     ready: bool,
@@ -114,7 +115,7 @@ impl SimClaim {
             .status
             .as_ref()
             .and_then(|s| s.last_pod_event_time.clone());
-        self.claim.status = Some(
+        Arc::make_mut(&mut self.claim).status = Some(
             serde_json::from_value(json!({"nodeName": name, "conditions": conditions,
                 "lastPodEventTime": last_pod_event}))
             .unwrap_or_default(),
@@ -300,7 +301,7 @@ impl<'a> TimelineRun<'a> {
                 .get(&e.claim.spec.node_class_ref.name)
                 .cloned();
             let mut claim = SimClaim {
-                claim: e.claim,
+                claim: Arc::new(e.claim),
                 choice: e.choice,
                 launched: e.created,
                 ready: false,

@@ -192,8 +192,14 @@ impl TimelineRun<'_> {
     pub(super) fn pod_event(&mut self, claim: &str) {
         let now = self.now;
         if let Some(c) = self.claims.iter_mut().find(|c| c.name() == claim) {
-            if let Some(status) = c.claim.status.as_mut() {
-                if stamp_due(status.last_pod_event_time.as_deref(), now) {
+            let due = c
+                .claim
+                .status
+                .as_ref()
+                .is_some_and(|status| stamp_due(status.last_pod_event_time.as_deref(), now));
+            // Copied on write: the last disruption pass may still share the claim.
+            if due {
+                if let Some(status) = Arc::make_mut(&mut c.claim).status.as_mut() {
                     status.last_pod_event_time = Some(now.to_string());
                 }
             }

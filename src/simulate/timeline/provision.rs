@@ -16,7 +16,11 @@ impl TimelineRun<'_> {
                 .filter_map(|c| self.node(c))
                 .chain(self.fixed_nodes.iter().cloned())
                 .collect(),
-            node_claims: self.claims.iter().map(|c| c.claim.clone()).collect(),
+            node_claims: self
+                .claims
+                .iter()
+                .map(|c| NodeClaim::clone(&c.claim))
+                .collect(),
             daemon_sets: self.scenario.daemonsets.clone(),
             pods: self.pods.iter().map(|p| p.pod.clone()).collect(),
             node_pools: self.pools.clone(),
@@ -143,7 +147,7 @@ impl TimelineRun<'_> {
         entry.pods = Some(pods);
         self.entries.push(entry);
         self.claims.push(SimClaim {
-            claim,
+            claim: Arc::new(claim),
             choice,
             launched: self.now,
             ready: false,
