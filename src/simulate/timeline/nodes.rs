@@ -2,6 +2,9 @@
 //! events, and the Node each claim registers.
 
 use super::*;
+use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus, Taint};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 impl TimelineRun<'_> {
     /// Static pools kept at their replicas ([`static_capacity::scale`], as the `static.capacity` controller
@@ -238,10 +241,20 @@ impl TimelineRun<'_> {
         let (synced, annotations) = registered_metadata(&claim.claim);
         node_labels.extend(synced);
         node_labels.insert(labels::NODE_INITIALIZED.to_owned(), "true".to_owned());
+        // The claim's taints in the Node's form (a `timeAdded` that does not read as a time makes no Node).
+        let mut taints: Vec<Taint> = match &claim.claim.spec.taints {
+            Some(taints) if !taints.is_empty() => {
+                serde_json::from_value(serde_json::to_value(taints).ok()?).ok()?
+            }
+            _ => Vec::new(),
+        };
         // A node a command holds carries `karpenter.sh/disrupted`, as the controller taints it.
-        let mut taints = json!(claim.claim.spec.taints.clone().unwrap_or_default());
-        if let (Some(list), true) = (taints.as_array_mut(), claim.awaiting.is_some()) {
-            list.push(json!({"key": DISRUPTED_TAINT, "effect": "NoSchedule"}));
+        if claim.awaiting.is_some() {
+            taints.push(Taint {
+                key: DISRUPTED_TAINT.to_owned(),
+                effect: "NoSchedule".to_owned(),
+                ..Taint::default()
+            });
         }
         let mut conditions = claim.conditions.clone();
         if !conditions.iter().any(|c| c.type_ == "Ready") {
@@ -251,15 +264,31 @@ impl TimelineRun<'_> {
                 ..NodeCondition::default()
             });
         }
-        serde_json::from_value(json!({
-            "metadata": {"name": claim.name(), "labels": node_labels, "annotations": annotations},
-            "spec": {"taints": taints},
-            "status": {
-                "capacity": it.capacity.to_quantities(),
-                "allocatable": it.allocatable().to_quantities(),
-                "conditions": conditions,
+        // Built as the typed object: a pass builds every node, and a trip through JSON was most of the cost.
+        let quantities = |resources: &crate::catalog::Resources| {
+            resources
+                .to_quantities()
+                .into_iter()
+                .map(|(name, amount)| (name, Quantity(amount)))
+                .collect()
+        };
+        Some(Node {
+            metadata: ObjectMeta {
+                name: Some(claim.name().to_owned()),
+                labels: Some(node_labels),
+                annotations: Some(annotations),
+                ..ObjectMeta::default()
             },
-        }))
-        .ok()
+            spec: Some(NodeSpec {
+                taints: Some(taints),
+                ..NodeSpec::default()
+            }),
+            status: Some(NodeStatus {
+                capacity: Some(quantities(&it.capacity)),
+                allocatable: Some(quantities(&it.allocatable())),
+                conditions: Some(conditions),
+                ..NodeStatus::default()
+            }),
+        })
     }
 }
