@@ -42,8 +42,8 @@ pub struct Scenario {
     /// Replicas of workloads are here only when their template cannot be shared ([`Scenario::replicas`]).
     pub pods: Vec<Arc<Pod>>,
     /// Workloads' pending replicas that share their template, each with its place among `pods`: it comes
-    /// before `pods[at]` (after all of them when `at` is their number). [`Scenario::solvables`] lists both in
-    /// document order; [`Scenario::every_pod`] makes each replica a Pod object of its own.
+    /// before `pods[at]` (after all of them when `at` is their number). [`Scenario::every_pod`] makes each
+    /// replica a Pod object of its own.
     pub replicas: Vec<(usize, Replicas)>,
     /// Existing capacity.
     pub nodes: Vec<Node>,
@@ -120,11 +120,6 @@ pub fn load(text: &str) -> Result<Scenario, ScenarioError> {
 }
 
 impl Scenario {
-    /// The pods of the scenario in document order, workloads' shared replicas as such.
-    pub fn solvables(&self) -> Vec<Solvable<'_>> {
-        in_order(&self.pods, &self.replicas)
-    }
-
     /// Every pod of the scenario as a Pod object of its own, in document order.
     pub fn every_pod(&self) -> Vec<Arc<Pod>> {
         let mut pods = Vec::with_capacity(self.pods.len());
@@ -411,13 +406,14 @@ pub fn from_documents(
     Ok(scenario)
 }
 
-/// Whether a workload's replicas can share `template`: each waits for a node, and nothing about one depends on
-/// its name. A RuntimeClass is applied to each pod, and a class that does not exist is refused pod by pod.
+/// Whether a workload's replicas can share `template` here: each waits for a node, and no RuntimeClass is
+/// applied to it (that is done pod by pod, and a class that does not exist is refused pod by pod). What else
+/// depends on a replica's name, the decision reads per replica ([`plan::decide_for`]).
+///
+/// [`plan::decide_for`]: crate::engine::provisioning::plan::decide_for
 fn shareable(template: &Pod) -> bool {
     template.spec.as_ref().is_none_or(|spec| {
-        spec.runtime_class_name.is_none()
-            && spec.node_name.as_deref().is_none_or(str::is_empty)
-            && spec.volumes.iter().flatten().all(|v| v.ephemeral.is_none())
+        spec.runtime_class_name.is_none() && spec.node_name.as_deref().is_none_or(str::is_empty)
     })
 }
 

@@ -483,6 +483,14 @@ pub fn decide_for(
     Ok(decisions)
 }
 
+/// Whether `pod` names a node (`spec.nodeName`), whatever its phase.
+fn has_node(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty())
+}
+
 fn has_ephemeral_volume(pod: &Pod) -> bool {
     pod.spec
         .iter()
@@ -507,13 +515,8 @@ impl Read {
             Ok(info) => {
                 self.identities
                     .insert(info.key.clone(), claim_identity(pod));
-                let bound = pod
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.node_name.as_deref())
-                    .is_some_and(|n| !n.is_empty());
                 let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-                if !bound && phase.is_none_or(|p| p == "Pending") {
+                if !has_node(pod) && phase.is_none_or(|p| p == "Pending") {
                     self.pending.insert(info.key.clone());
                 }
                 self.pods.push(info);
@@ -532,12 +535,7 @@ impl Read {
 /// (controller-behaviour.md §1.1, ignored pods); a pod still on a node being deleted is not checked, only placed
 /// where its volumes are, as Karpenter does.
 fn pod_info(snapshot: &Snapshot, pod: &Pod) -> Result<PodInfo, String> {
-    let bound = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.node_name.as_deref())
-        .is_some_and(|n| !n.is_empty());
-    let alternatives = if bound {
+    let alternatives = if has_node(pod) {
         snapshot.volumes.requirements(pod)
     } else {
         snapshot.volumes.pending(pod)
