@@ -28,11 +28,17 @@ async fn testbed(test: &str) -> Result<Option<Testbed>> {
 
 /// Types whose sizes make the packing a real choice: one 1-CPU pod per c5.large, or three per m5.xlarge.
 fn pool() -> Value {
+    pool_in(&["us-west-2a"])
+}
+
+/// The pool of [`pool`] over `zones` (the testbed's network has a subnet in us-west-2a and one in us-west-2b;
+/// `kerf simulate` knows no subnets, so the pool's requirement is what keeps both to the same zones).
+fn pool_in(zones: &[&str]) -> Value {
     let mut pool = node_pool("parity", Value::Null);
     pool["spec"]["template"]["spec"]["requirements"] = json!([
         {"key": labels::INSTANCE_TYPE, "operator": "In", "values": ["c5.large", "m5.large", "m5.xlarge"]},
         {"key": labels::CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]},
-        {"key": labels::ZONE, "operator": "In", "values": ["us-west-2a"]}
+        {"key": labels::ZONE, "operator": "In", "values": zones}
     ]);
     pool
 }
@@ -48,8 +54,17 @@ fn consolidating_pool() -> Value {
     pool
 }
 
-/// `(instance type, pods on it)` of every node, sorted.
-type Shape = Vec<(String, usize)>;
+/// `(instance type, zone, pods on it)` of every node, sorted.
+type Shape = Vec<(String, String, usize)>;
+
+/// The pods of each zone of a [`Shape`].
+fn pods_per_zone(shape: &Shape) -> BTreeMap<String, usize> {
+    let mut zones = BTreeMap::new();
+    for (_, zone, pods) in shape {
+        *zones.entry(zone.clone()).or_default() += pods;
+    }
+    zones
+}
 
 /// `kerf simulate` with the emulator's prices, in a directory of its own.
 struct Simulate {
@@ -116,13 +131,16 @@ fn class_and_deployment(bed: &Testbed, namespace: &str, extra: &Value) -> Result
     Ok([class, deployment])
 }
 
-/// Applies `pool` and `deployment` and waits until every pod is bound; returns each pod's node.
+/// Applies `pool` and `deployment` and waits until every pod (its `replicas`) is bound; returns each pod's node.
 async fn inflate_bound(
     bed: &Testbed,
     pool: &Value,
     deployment: &Value,
     namespace: &str,
 ) -> Result<Vec<String>> {
+    let replicas = deployment["spec"]["replicas"]
+        .as_u64()
+        .context("the Deployment's replicas")? as usize;
     apply_ok(&bed.cluster, pool).await?;
     apply_ok(&bed.cluster, deployment).await?;
     let pods: Api<Pod> = Api::namespaced(bed.cluster.client()?, namespace);
@@ -134,7 +152,7 @@ async fn inflate_bound(
                 .iter()
                 .filter_map(|p| p.spec.as_ref()?.node_name.clone())
                 .collect();
-            Ok((list.len() == REPLICAS && nodes.len() == REPLICAS).then_some(nodes))
+            Ok((list.len() == replicas && nodes.len() == replicas).then_some(nodes))
         }
     })
     .await
@@ -142,13 +160,37 @@ async fn inflate_bound(
 }
 
 /// Runs the inflate pods (their spec with `extra`) on the controller and through `kerf simulate`, and checks
-/// that both launch the same instance types with the same number of pods on each; returns the simulator.
+/// that both launch the same instance types in the same zones with the same number of pods on each; returns the
+/// simulator.
 async fn same_launches(bed: &Testbed, namespace: &str, extra: Value) -> Result<Simulate> {
     let [class, deployment] = class_and_deployment(bed, namespace, &extra)?;
+    let launches = launches(bed, namespace, &pool(), class, deployment).await?;
+    Ok(launches.simulate)
+}
 
-    // The controller: each claim's launched type and the pods on its node.
+/// What both launched for the same documents, found the same.
+struct Launches {
+    simulate: Simulate,
+    /// The controller's nodes: the claims' launched types and zones, and the pods the scheduler bound to each.
+    controller: Shape,
+    /// `kerf simulate`'s first solve.
+    simulated: Shape,
+}
+
+/// Runs `deployment` under `pool` and `class` on the controller and through `kerf simulate`, and checks that both
+/// launch the same instance types in the same zones with the same number of pods on each.
+async fn launches(
+    bed: &Testbed,
+    namespace: &str,
+    pool: &Value,
+    class: Value,
+    deployment: Value,
+) -> Result<Launches> {
+    let pod_spec = &deployment["spec"]["template"]["spec"];
+
+    // The controller: each claim's launched type and zone, and the pods on its node.
     let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
-    for node in inflate_bound(bed, &pool(), &deployment, namespace).await? {
+    for node in inflate_bound(bed, pool, &deployment, namespace).await? {
         *per_node.entry(node).or_default() += 1;
     }
     let claims = node_claims(&bed.cluster).await?;
@@ -165,14 +207,45 @@ async fn same_launches(bed: &Testbed, namespace: &str, extra: Value) -> Result<S
             .and_then(|l| l.get(labels::INSTANCE_TYPE))
             .cloned()
             .context("a launched claim without its instance type")?;
-        controller.push((instance_type, *count));
+        let zone = claim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(labels::ZONE))
+            .cloned()
+            .context("a launched claim without its zone")?;
+        controller.push((instance_type, zone, *count));
     }
     controller.sort();
 
     // `kerf simulate` on the same objects.
     let simulate = Simulate::new()?;
     let simulation = json!({"apiVersion": "kerf.sh/v1alpha1", "kind": "Simulation", "spec": {}});
-    let report = simulate.documents(&[simulation, pool(), class, deployment])?;
+    let report = simulate.documents(&[simulation, pool.clone(), class, deployment.clone()])?;
+    let simulated = simulated_shape(&report)?;
+    eprintln!(
+        "figures parity {pod_spec}: kerf controller {controller:?}, kerf simulate {simulated:?}"
+    );
+    ensure!(
+        controller == simulated,
+        "pods {pod_spec}: kerf controller launched {controller:?}, kerf simulate planned {simulated:?}"
+    );
+    Ok(Launches {
+        simulate,
+        controller,
+        simulated,
+    })
+}
+
+/// The nodes of a `kerf simulate` report's first solve, every pod placed.
+fn simulated_shape(report: &Value) -> Result<Shape> {
+    ensure!(
+        report["unschedulable"]
+            .as_array()
+            .is_some_and(Vec::is_empty),
+        "kerf simulate left pods unschedulable: {}",
+        report["unschedulable"]
+    );
     let mut simulated: Shape = report["nodeClaims"]
         .as_array()
         .context("nodeClaims")?
@@ -180,19 +253,13 @@ async fn same_launches(bed: &Testbed, namespace: &str, extra: Value) -> Result<S
         .map(|c| {
             (
                 c["instanceType"].as_str().unwrap_or_default().to_owned(),
+                c["zone"].as_str().unwrap_or_default().to_owned(),
                 c["pods"].as_array().map_or(0, Vec::len),
             )
         })
         .collect();
     simulated.sort();
-    eprintln!(
-        "figures parity {extra}: kerf controller {controller:?}, kerf simulate {simulated:?}"
-    );
-    ensure!(
-        controller == simulated,
-        "pods with {extra}: kerf controller launched {controller:?}, kerf simulate planned {simulated:?}"
-    );
-    Ok(simulate)
+    Ok(simulated)
 }
 
 #[tokio::test]
@@ -421,6 +488,108 @@ async fn pods_that_keep_apart_get_the_same_nodes_from_both() -> Result<()> {
         claims.len() == REPLICAS,
         "one node per pod: {:?}",
         claim_types(&claims)
+    );
+    Ok(())
+}
+
+/// Pods spread over zones (`maxSkew: 1` on `topology.kubernetes.io/zone`, `DoNotSchedule`) under a pool of two
+/// zones get the same nodes in the same zones from both, and the scheduler's bindings honour the spread. Four pods
+/// of 900m: without the spread one m5.xlarge takes all four in one zone; with it each zone gets two, which a
+/// c5.large holds. Two per node at most (1,930m allocatable on a c5.large) and two nodes, so the real scheduler's
+/// bindings are forced whichever node registers first.
+#[tokio::test]
+async fn pods_spread_over_zones_get_the_same_nodes_in_the_same_zones_from_both() -> Result<()> {
+    const SPREAD_REPLICAS: usize = 4;
+    let Some(bed) = testbed("parity_zonal_spread").await? else {
+        return Ok(());
+    };
+    let namespace = bed.cluster.create_namespace("parity").await?;
+    let pool = pool_in(&["us-west-2a", "us-west-2b"]);
+    let containers = json!([{
+        "name": "inflate", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
+        "resources": {"requests": {"cpu": "900m", "memory": "512Mi"}}}]);
+    let documents = |extra: &Value| -> Result<[Value; 2]> {
+        let mut extra = extra.clone();
+        extra["containers"] = containers.clone();
+        let [class, mut deployment] = class_and_deployment(&bed, &namespace, &extra)?;
+        deployment["spec"]["replicas"] = json!(SPREAD_REPLICAS);
+        Ok([class, deployment])
+    };
+
+    // The spread is what takes the nodes into two zones: without it, `kerf simulate` plans one zone.
+    let [class, deployment] = documents(&json!({}))?;
+    let simulation = json!({"apiVersion": "kerf.sh/v1alpha1", "kind": "Simulation", "spec": {}});
+    let unspread = simulated_shape(&Simulate::new()?.documents(&[
+        simulation,
+        pool.clone(),
+        class,
+        deployment,
+    ])?)?;
+    eprintln!("figures parity_zonal_spread: without the spread kerf simulate plans {unspread:?}");
+    ensure!(
+        pods_per_zone(&unspread).len() == 1,
+        "without a spread the pods should share one zone: {unspread:?}"
+    );
+
+    let spread = json!({"topologySpreadConstraints": [{
+        "maxSkew": 1,
+        "topologyKey": labels::ZONE,
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "inflate"}}
+    }]});
+    let [class, deployment] = documents(&spread)?;
+    let launched = launches(&bed, &namespace, &pool, class, deployment).await?;
+
+    // Every claim the controller made, those with no pod bound included: the same types in the same zones.
+    let mut claimed: Vec<(String, String)> = node_claims(&bed.cluster)
+        .await?
+        .iter()
+        .map(|c| {
+            let label = |key| {
+                c.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(key))
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            (label(labels::INSTANCE_TYPE), label(labels::ZONE))
+        })
+        .collect();
+    claimed.sort();
+    let planned: Vec<(String, String)> = launched
+        .simulated
+        .iter()
+        .map(|(t, z, _)| (t.clone(), z.clone()))
+        .collect();
+    ensure!(
+        claimed == planned,
+        "kerf controller made {} NodeClaims {claimed:?}, kerf simulate planned {} {planned:?}",
+        claimed.len(),
+        planned.len()
+    );
+
+    // The pods of each zone: as the scheduler bound them, as `kerf simulate` placed them; two zones, skew ≤ 1.
+    let bound = pods_per_zone(&launched.controller);
+    let planned = pods_per_zone(&launched.simulated);
+    eprintln!("figures parity_zonal_spread: pods per zone bound {bound:?}, planned {planned:?}");
+    ensure!(
+        bound == planned,
+        "pods per zone: kerf controller's nodes have {bound:?}, kerf simulate planned {planned:?}"
+    );
+    ensure!(
+        bound.values().sum::<usize>() == SPREAD_REPLICAS,
+        "every pod counted once: {bound:?}"
+    );
+    ensure!(
+        bound.len() >= 2 && bound.keys().all(|z| z == "us-west-2a" || z == "us-west-2b"),
+        "the spread takes the pods into both of the pool's zones: {bound:?}"
+    );
+    let (fewest, most) = (bound.values().min(), bound.values().max());
+    ensure!(
+        most.zip(fewest)
+            .is_some_and(|(most, fewest)| most - fewest <= 1),
+        "the spread's maxSkew of 1 is broken: {bound:?}"
     );
     Ok(())
 }
