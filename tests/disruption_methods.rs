@@ -223,12 +223,8 @@ fn spot_to_spot_needs_the_gate_and_fifteen_cheaper_types() {
 #[test]
 fn do_not_disrupt_and_pdbs_keep_nodes() {
     let mut w = three_light_nodes(json!({"budgets": [{"nodes": "100%"}]}));
-    w.find("n1")
-        .node
-        .as_mut()
-        .expect("node")
-        .metadata
-        .annotations = Some([(DO_NOT_DISRUPT.to_owned(), "true".to_owned())].into());
+    w.find("n1").node_mut().expect("node").metadata.annotations =
+        Some([(DO_NOT_DISRUPT.to_owned(), "true".to_owned())].into());
     // A duration counts from the pod's start (T0): 24h is still running at NOW, 1h has elapsed.
     w.pods(
         "n2",
@@ -351,7 +347,7 @@ fn expiration_is_forceful_and_counts_against_budgets() {
     let mut w = three_light_nodes(json!({"budgets": [{"nodes": "1"}]}));
     let n1 = w.find("n1");
     n1.claim_mut().spec.expire_after = Some("6h".to_owned());
-    n1.node.as_mut().expect("node").metadata.annotations =
+    n1.node_mut().expect("node").metadata.annotations =
         Some([(DO_NOT_DISRUPT.to_owned(), "true".to_owned())].into());
     let d = w.decide(NOW);
     assert_eq!(disrupted(&d), [["n1-claim"]]);
@@ -430,7 +426,7 @@ fn worked_example(empty: usize) -> World {
             w.pods(&name, 1, "1", json!({}));
         }
     }
-    let not_ready = w.find("n23").node.as_mut().expect("node");
+    let not_ready = w.find("n23").node_mut().expect("node");
     not_ready
         .status
         .as_mut()
@@ -574,7 +570,7 @@ fn a_move_onto_a_node_still_launching_waits_for_it() {
             .as_mut()
             .expect("labels")
             .remove("karpenter.sh/initialized");
-        if let Some(labels) = new.node.as_mut().and_then(|n| n.metadata.labels.as_mut()) {
+        if let Some(labels) = new.node_mut().and_then(|n| n.metadata.labels.as_mut()) {
             labels.remove("karpenter.sh/initialized");
         }
     };

@@ -60,7 +60,7 @@ fn world(nodes: &[NodeSpec], budget: &str) -> World {
         let name = format!("n{i}");
         let node = w.node(&name, "p", &format!("f0-{}", SIZES[spec.size]), "on-demand");
         if spec.node_do_not_disrupt {
-            node.node.as_mut().expect("node").metadata.annotations =
+            node.node_mut().expect("node").metadata.annotations =
                 Some([(DO_NOT_DISRUPT.to_owned(), "true".to_owned())].into());
         }
         for (k, &cpu) in spec.pods.iter().enumerate() {
@@ -90,7 +90,7 @@ fn allowed(w: &World, reason: DisruptionReason) -> kerf::disruption::Allowed {
     let counts = count_nodes(
         w.nodes
             .iter()
-            .map(|n| ("p", NodeState::of(&n.claim, n.node.as_ref(), false))),
+            .map(|n| ("p", NodeState::of(&n.claim, n.node.as_deref(), false))),
     );
     Budgets::of(&w.pools[0])
         .evaluate(reason, counts["p"], at(NOW))
@@ -120,7 +120,10 @@ fn protected(w: &World, claim: &str) -> bool {
 fn assert_pods_fit_elsewhere(w: &World, c: &Command) {
     let gone = |name: &str| c.candidates.iter().any(|t| t.claim == name);
     let (kept, removed): (Vec<_>, Vec<_>) = w.nodes.iter().partition(|n| !gone(n.claim_name()));
-    let nodes: Vec<_> = kept.iter().filter_map(|n| n.node.clone()).collect();
+    let nodes: Vec<_> = kept
+        .iter()
+        .filter_map(|n| n.node.as_deref().cloned())
+        .collect();
     let claims: Vec<_> = kept.iter().map(|n| n.claim.as_ref().clone()).collect();
     let pods: Vec<_> = kept.iter().flat_map(|n| n.pods.clone()).collect();
     let cluster = Cluster::from_objects(&nodes, &claims, &[], &pods, &w.catalog).expect("cluster");

@@ -19,7 +19,10 @@ fn two_zones(zonal: bool) -> World {
     w.node("a", "p", "f0-8", "on-demand");
     let b = w.node("b", "p", "f0-8", "on-demand");
     for labels in [
-        b.node.as_mut().and_then(|n| n.metadata.labels.as_mut()),
+        b.node
+            .as_mut()
+            .map(std::sync::Arc::make_mut)
+            .and_then(|n| n.metadata.labels.as_mut()),
         std::sync::Arc::make_mut(&mut b.claim)
             .metadata
             .labels

@@ -39,8 +39,8 @@ pub struct DisruptionInput<'a> {
 pub struct NodeInput {
     /// Shared with the driver's own copy: a pass reads every claim, and a claim lists up to 600 instance types.
     pub claim: Arc<NodeClaim>,
-    /// Its Node, once registered.
-    pub node: Option<Node>,
+    /// Its Node, once registered; shared with the driver's own copy, as the claim is.
+    pub node: Option<Arc<Node>>,
     /// Every pod bound to the Node (terminal ones may be included; they are ignored).
     pub pods: Vec<Pod>,
     /// Disruption already queued it (a command is in flight): it counts as disrupting and is no candidate.
@@ -59,8 +59,22 @@ impl NodeInput {
         Arc::make_mut(&mut self.claim)
     }
 
+    /// The Node to change, if registered, copied first when a driver still shares it.
+    pub fn node_mut(&mut self) -> Option<&mut Node> {
+        self.node.as_mut().map(Arc::make_mut)
+    }
+
     /// A claim with its Node and pods, no other facts.
     pub fn new(claim: impl Into<Arc<NodeClaim>>, node: Option<Node>, pods: Vec<Pod>) -> Self {
+        Self::shared(claim, node.map(Arc::new), pods)
+    }
+
+    /// A claim with the driver's shared Node and its pods, no other facts.
+    pub fn shared(
+        claim: impl Into<Arc<NodeClaim>>,
+        node: Option<Arc<Node>>,
+        pods: Vec<Pod>,
+    ) -> Self {
         NodeInput {
             claim: claim.into(),
             node,

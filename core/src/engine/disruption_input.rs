@@ -26,9 +26,9 @@ pub struct Facts {
 
 /// The node inputs of `claims` (those of no NodePool are left out), with their Nodes (`node` finds a claim's
 /// Node by name) and the `pods` bound to them, as of `now`.
-pub fn node_inputs<'p, 'n>(
+pub fn node_inputs<'p>(
     claims: impl IntoIterator<Item = Arc<NodeClaim>>,
-    node: impl Fn(&str) -> Option<&'n Node>,
+    node: impl Fn(&str) -> Option<Arc<Node>>,
     pods: impl IntoIterator<Item = &'p Pod>,
     nominations: &Nominations,
     now: Timestamp,
@@ -53,8 +53,7 @@ pub fn node_inputs<'p, 'n>(
                 .status
                 .as_ref()
                 .and_then(|s| s.node_name.as_deref())
-                .and_then(&node)
-                .cloned();
+                .and_then(&node);
             let pods = node
                 .as_ref()
                 .and_then(|n| n.metadata.name.as_deref())
@@ -65,8 +64,8 @@ pub fn node_inputs<'p, 'n>(
                 cloud_drift,
                 launched_as_replacement,
             } = facts(&claim);
-            let mut input = NodeInput::new(claim, node, pods);
-            input.queued = input.node.as_ref().is_some_and(is_tainted_disrupted);
+            let mut input = NodeInput::shared(claim, node, pods);
+            input.queued = input.node.as_deref().is_some_and(is_tainted_disrupted);
             input.cloud_drift = cloud_drift;
             input.launched_as_replacement = launched_as_replacement;
             let nominated = input
@@ -87,7 +86,7 @@ pub fn pool_counts(nodes: &[NodeInput]) -> BTreeMap<String, PoolCounts> {
         let pool = n.claim.metadata.labels.as_ref()?.get(labels::NODEPOOL)?;
         Some((
             pool.as_str(),
-            NodeState::of(&n.claim, n.node.as_ref(), n.queued),
+            NodeState::of(&n.claim, n.node.as_deref(), n.queued),
         ))
     }))
 }
@@ -160,6 +159,8 @@ mod tests {
                 nodes
                     .iter()
                     .find(|n| n.metadata.name.as_deref() == Some(name))
+                    .cloned()
+                    .map(Arc::new)
             },
             &pods,
             &nominations,

@@ -230,7 +230,9 @@ async fn delete<C>(
         )
         .await;
     if let Some(node) = &candidate.node {
-        ctx.events.normal(node, "DisruptionTerminating", note).await;
+        ctx.events
+            .normal(node.as_ref(), "DisruptionTerminating", note)
+            .await;
     }
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     calls::delete(&api, &name)

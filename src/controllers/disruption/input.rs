@@ -47,7 +47,10 @@ pub async fn snapshot<C: CloudProvider>(
 ) -> Result<Snapshot, SnapshotError> {
     let state = &ctx.state;
     // Nodes and claims before pods, as provisioning does: a pod bound meanwhile is pending here, never missing.
-    let nodes: HashMap<String, Node> = owned(state.nodes.state())
+    // Shared with the store, as the claims are.
+    let nodes: HashMap<String, Arc<Node>> = state
+        .nodes
+        .state()
         .into_iter()
         .filter_map(|n| Some((n.metadata.name.clone()?, n)))
         .collect();
@@ -80,7 +83,7 @@ pub async fn snapshot<C: CloudProvider>(
     let nodes = ctx.nominations.with(|nominations| {
         node_inputs(
             claims,
-            |name| nodes.get(name),
+            |name| nodes.get(name).cloned(),
             pods.iter().map(AsRef::as_ref).chain(&bound_virtual),
             nominations,
             stamp,

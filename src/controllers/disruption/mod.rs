@@ -136,7 +136,7 @@ async fn report_approved<C>(
                 if let Some(object) = &node.node {
                     ctx.events
                         .normal(
-                            object,
+                            object.as_ref(),
                             disruption_events::CONSOLIDATION_APPROVED,
                             message.clone(),
                         )
@@ -357,7 +357,7 @@ async fn report_nodes<C>(
         };
         if let Some(object) = &node.node {
             ctx.events
-                .normal(object, event.reason, event.message.clone())
+                .normal(object.as_ref(), event.reason, event.message.clone())
                 .await;
         }
         ctx.events

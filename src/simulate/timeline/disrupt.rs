@@ -6,7 +6,7 @@ impl TimelineRun<'_> {
     /// The disruption engine's view of the run at `now`: every claim's node input ([`node_inputs`], as the
     /// controller assembles it) and the pods that wait.
     pub(super) fn disruption_view(&self, now: Timestamp) -> (Vec<NodeInput>, Vec<Pod>) {
-        let nodes: BTreeMap<String, Node> = self
+        let nodes: BTreeMap<String, Arc<Node>> = self
             .claims
             .iter()
             .filter_map(|c| Some((c.name().to_owned(), self.node(c)?)))
@@ -28,7 +28,7 @@ impl TimelineRun<'_> {
             .collect();
         let inputs = node_inputs(
             self.claims.iter().map(|c| c.claim.clone()),
-            |name| nodes.get(name),
+            |name| nodes.get(name).cloned(),
             self.pods.iter().map(|p| p.pod.as_ref()).chain(&held),
             &self.nominations,
             now,

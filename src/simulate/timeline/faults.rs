@@ -79,7 +79,7 @@ impl TimelineRun<'_> {
     /// toleration is deleted at once (no budget, no `do-not-disrupt`) and its pods wait for new capacity; one held
     /// back because too much of its pool is unhealthy is reported once.
     pub(super) fn repair(&mut self) {
-        let nodes: Vec<(&str, Option<&str>, Node)> = self
+        let nodes: Vec<(&str, Option<&str>, Arc<Node>)> = self
             .claims
             .iter()
             .filter_map(|c| {
@@ -89,7 +89,7 @@ impl TimelineRun<'_> {
             .collect();
         let view: Vec<NodeHealth<'_>> = nodes
             .iter()
-            .map(|(claim, pool, node)| (Some((*claim, *pool)), node))
+            .map(|(claim, pool, node)| (Some((*claim, *pool)), node.as_ref()))
             .chain(self.fixed_nodes.iter().map(|node| (None, node)))
             .map(|(claim, node)| {
                 let claim = claim.map(|(name, pool)| ClaimHealth {

@@ -49,6 +49,7 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{json, Value};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -81,6 +82,8 @@ struct SimClaim {
     awaiting: Option<Vec<String>>,
     /// What its Node reports besides a Ready kubelet (a `unhealthy` event's condition, a snapshot's conditions).
     conditions: Vec<NodeCondition>,
+    /// Its Node as last built ([`TimelineRun::node`]).
+    built: RefCell<Option<nodes::BuiltNode>>,
 }
 
 impl SimClaim {
@@ -309,6 +312,7 @@ impl<'a> TimelineRun<'a> {
                 replacement: None,
                 awaiting: None,
                 conditions: e.conditions,
+                built: RefCell::default(),
             };
             if e.ready {
                 claim.initialize(e.created);

@@ -225,11 +225,33 @@ impl TimelineRun<'_> {
         })
     }
 
-    /// The Node of a ready claim; nodes that disruption queued are tainted so provisioning leaves them be.
-    pub(super) fn node(&self, claim: &SimClaim) -> Option<Node> {
+    /// The Node of a ready claim; nodes that disruption queued are tainted so provisioning leaves them be. Built
+    /// again only when what it is built from changed: each pass reads every node, and few change between passes.
+    pub(super) fn node(&self, claim: &SimClaim) -> Option<Arc<Node>> {
         if !claim.ready {
             return None;
         }
+        let mut built = claim.built.borrow_mut();
+        if let Some(b) = built
+            .as_ref()
+            .filter(|b| b.still_of(claim, &self.shared_catalog))
+        {
+            // Tests run unoptimized: there every reuse is checked against a node built afresh.
+            debug_assert_eq!(self.build_node(claim).as_ref(), Some(b.node.as_ref()));
+            return Some(b.node.clone());
+        }
+        let node = Arc::new(self.build_node(claim)?);
+        *built = Some(BuiltNode {
+            claim: claim.claim.clone(),
+            catalog: self.shared_catalog.clone(),
+            awaiting: claim.awaiting.is_some(),
+            conditions: claim.conditions.clone(),
+            node: node.clone(),
+        });
+        Some(node)
+    }
+
+    fn build_node(&self, claim: &SimClaim) -> Option<Node> {
         let it = self.instance_type(&claim.choice.instance_type, claim.nodepool())?;
         // What the kubelet registers, then what registration syncs from the claim, as on a real node.
         let region = it
@@ -290,5 +312,28 @@ impl TimelineRun<'_> {
                 ..NodeStatus::default()
             }),
         })
+    }
+}
+
+/// A claim's Node as [`TimelineRun::node`] last built it, with what it was built from besides the claim's
+/// launch choice (which never changes).
+pub(super) struct BuiltNode {
+    /// Held, so that any change to the claim (copied on write, see [`SimClaim::claim`]) makes a new one.
+    claim: Arc<NodeClaim>,
+    /// The catalog its instance type was read from.
+    catalog: Arc<Catalog>,
+    /// Whether a command held it (the `karpenter.sh/disrupted` taint).
+    awaiting: bool,
+    conditions: Vec<NodeCondition>,
+    node: Arc<Node>,
+}
+
+impl BuiltNode {
+    /// Whether `claim`'s Node, with the types of `catalog`, is still this one.
+    fn still_of(&self, claim: &SimClaim, catalog: &Arc<Catalog>) -> bool {
+        Arc::ptr_eq(&self.claim, &claim.claim)
+            && Arc::ptr_eq(&self.catalog, catalog)
+            && self.awaiting == claim.awaiting.is_some()
+            && self.conditions == claim.conditions
     }
 }

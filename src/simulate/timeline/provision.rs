@@ -13,7 +13,7 @@ impl TimelineRun<'_> {
             nodes: self
                 .claims
                 .iter()
-                .filter_map(|c| self.node(c))
+                .filter_map(|c| self.node(c).map(|node| Node::clone(&node)))
                 .chain(self.fixed_nodes.iter().cloned())
                 .collect(),
             node_claims: self
@@ -155,6 +155,7 @@ impl TimelineRun<'_> {
             replacement: replacing.map(|_| self.now),
             awaiting: None,
             conditions: Vec::new(),
+            built: RefCell::default(),
         });
         Some(name)
     }

@@ -139,7 +139,7 @@ impl<'a> Facts<'a> {
             })
         })();
         let view = NodeView {
-            node: node.node.as_ref(),
+            node: node.node.as_deref(),
             claim: Some(claim),
             pods: &node.pods,
         };

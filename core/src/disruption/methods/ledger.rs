@@ -20,7 +20,7 @@ impl Ledger {
         let counts = count_nodes(facts.iter().map(|f| {
             let state = NodeState::of(
                 &f.input.claim,
-                f.input.node.as_ref(),
+                f.input.node.as_deref(),
                 f.input.queued || f.expired,
             );
             (f.target.nodepool.as_str(), state)

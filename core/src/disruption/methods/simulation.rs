@@ -115,7 +115,7 @@ impl<'a> Simulator<'a> {
                 })
                 .collect();
             let built = Cluster::from_objects(
-                node.node.as_slice(),
+                node.node.as_deref().map_or(&[][..], std::slice::from_ref),
                 std::slice::from_ref(&node.claim),
                 &[],
                 &pods,
