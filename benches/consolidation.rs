@@ -146,6 +146,7 @@ impl Cluster {
             volumes: VolumeIndex::empty(),
             default_spread: kerf::scheduling::DefaultSpread::none(),
             settings: Settings::default(),
+            prepared: None,
         };
         decide(&input, NOW.parse::<Timestamp>().expect("now"))
     }

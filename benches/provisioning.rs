@@ -71,7 +71,7 @@ fn last_window(catalogs: &BTreeMap<String, Arc<Catalog>>) -> Snapshot {
         let claims = decide(&snapshot, catalogs, &mut Preparations::default()).claims;
         snapshot
             .node_claims
-            .extend(claims.into_iter().map(|c| c.node_claim()));
+            .extend(claims.into_iter().map(|c| Arc::new(c.node_claim())));
     }
     let start = snapshot.pods.len();
     snapshot.pods.extend((start..PODS).map(pending_pod));

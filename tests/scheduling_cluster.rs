@@ -391,8 +391,14 @@ fn unreadable_node_resources_are_a_clear_error() {
             .into(),
         );
     }
-    let err =
-        Cluster::from_objects::<Pod>(&[bad], &[], &[], &[], &catalog()).expect_err("bad quantity");
+    let err = Cluster::from_objects::<_, kerf::api::nodeclaim::NodeClaim, Pod>(
+        &[bad],
+        &[],
+        &[],
+        &[],
+        &catalog(),
+    )
+    .expect_err("bad quantity");
     let text = err.to_string();
     assert!(
         text.contains("Node n1") && text.contains("allocatable"),

@@ -244,7 +244,7 @@ proptest! {
             })
             .collect();
         let daemonsets = if with_agent { vec![agent()] } else { vec![] };
-        let cluster = Cluster::from_objects(&node_objects, &[], &daemonsets, &bound, &catalog).expect("cluster");
+        let cluster = Cluster::from_objects(&node_objects, &[] as &[kerf::api::nodeclaim::NodeClaim], &daemonsets, &bound, &catalog).expect("cluster");
         let infos: Vec<PodInfo> = pods
             .iter()
             .enumerate()

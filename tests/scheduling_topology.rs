@@ -125,8 +125,14 @@ struct Case {
 /// Solves the case and counts the `test: test` pods per domain of its key (bound ones included).
 fn run(case: &Case) -> (Vec<usize>, usize) {
     let catalog = catalog();
-    let cluster =
-        Cluster::from_objects(&case.nodes, &[], &[], &case.bound, &catalog).expect("cluster");
+    let cluster = Cluster::from_objects(
+        &case.nodes,
+        &[] as &[kerf::api::nodeclaim::NodeClaim],
+        &[],
+        &case.bound,
+        &catalog,
+    )
+    .expect("cluster");
     let infos: Vec<PodInfo> = case
         .pending
         .iter()
@@ -823,7 +829,14 @@ fn the_effective_zone_of_each_pending_pod_is_karpenters() {
                 bound.extend(pods);
             }
         }
-        let cluster = Cluster::from_objects(&nodes, &[], &[], &bound, &catalog).expect("cluster");
+        let cluster = Cluster::from_objects(
+            &nodes,
+            &[] as &[kerf::api::nodeclaim::NodeClaim],
+            &[],
+            &bound,
+            &catalog,
+        )
+        .expect("cluster");
         let infos: Vec<PodInfo> = pending
             .iter()
             .map(|p| PodInfo::from_pod(p).expect("pod"))

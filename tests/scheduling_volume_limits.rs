@@ -61,9 +61,15 @@ fn pod(name: &str, claims: &[String]) -> Pod {
 fn solve(pending: &[Pod], index: &VolumeIndex, node: &Node) -> Plan {
     let catalog = catalog();
     let bound: [Pod; 0] = [];
-    let cluster = Cluster::from_objects(std::slice::from_ref(node), &[], &[], &bound, &catalog)
-        .expect("cluster")
-        .with_volume_limits(index, &bound);
+    let cluster = Cluster::from_objects(
+        std::slice::from_ref(node),
+        &[] as &[kerf::api::nodeclaim::NodeClaim],
+        &[],
+        &bound,
+        &catalog,
+    )
+    .expect("cluster")
+    .with_volume_limits(index, &bound);
     let infos: Vec<PodInfo> = pending
         .iter()
         .map(|p| {
@@ -154,7 +160,7 @@ fn volumes_already_on_the_node_count_against_the_limit() {
     let catalog = catalog();
     let cluster = Cluster::from_objects(
         std::slice::from_ref(&node),
-        &[],
+        &[] as &[kerf::api::nodeclaim::NodeClaim],
         &[],
         std::slice::from_ref(&bound),
         &catalog,

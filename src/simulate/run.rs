@@ -52,8 +52,8 @@ impl Simulation {
         let (catalogs, _) =
             overlay::overlaid_catalogs(&scenario.nodeoverlays, &scenario.nodepools, &catalogs);
         let snapshot = Snapshot {
-            nodes: scenario.nodes.clone(),
-            node_claims: scenario.nodeclaims.clone(),
+            nodes: scenario.nodes.iter().cloned().map(Arc::new).collect(),
+            node_claims: scenario.nodeclaims.iter().cloned().map(Arc::new).collect(),
             daemon_sets: scenario.daemonsets.clone(),
             // CapacityBuffers' virtual pods are provisioned for with the pending pods.
             pods: scenario

@@ -8,10 +8,11 @@ use k8s_openapi::jiff::Timestamp;
 use kerf::api::nodeclaim::NodeClaim;
 use kerf::api::nodepool::NodePool;
 use kerf::catalog::Catalog;
-use kerf::disruption::{decide, Decision, DisruptionInput, NodeInput, Settings};
+use kerf::disruption::{decide, Decision, DisruptionInput, NodeInput, PassPreparation, Settings};
 use kerf::scheduling::volumes::VolumeIndex;
 use kerf_testkit::{catalog_file, instance_type, offering};
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 /// When nodes are created and initialized.
 pub const T0: &str = "2026-11-23T00:00:00Z";
@@ -107,11 +108,28 @@ impl World {
             volumes: &self.volumes,
             default_spread: kerf::scheduling::DefaultSpread::none(),
             settings: self.settings,
+            prepared: None,
         }
     }
 
+    /// The pass at `now`. Every test that decides also checks that a preparation kept from pass to pass (as
+    /// the controller and the simulator keep one), made anew or reused, decides alike.
     pub fn decide(&self, now: &str) -> Decision {
-        decide(&self.input(), at(now))
+        let decision = decide(&self.input(), at(now));
+        let shared = Arc::new(self.catalog.clone());
+        let mut kept = PassPreparation::default();
+        for _ in 0..2 {
+            let mut input = self.input();
+            input.catalog = &shared;
+            input.prepared = Some(kept.get(&input, &shared));
+            assert_eq!(
+                decide(&input, at(now)),
+                decision,
+                "a kept preparation decides alike"
+            );
+        }
+        assert_eq!(kept.made(), 1, "the second pass reuses the preparation");
+        decision
     }
 
     /// Adds node `name` of `pool`, on `instance_type` (`f0-8`) bought as `capacity_type` in zone-a, created

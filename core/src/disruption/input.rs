@@ -5,7 +5,7 @@ use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
 use crate::catalog::Catalog;
 use crate::scheduling::volumes::VolumeIndex;
-use crate::scheduling::DefaultSpread;
+use crate::scheduling::{DefaultSpread, Prepared};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -32,6 +32,9 @@ pub struct DisruptionInput<'a> {
     /// provisioning's do ([`DefaultSpread::none`] when none is configured).
     pub default_spread: &'a DefaultSpread,
     pub settings: Settings,
+    /// The scheduler preparation of `nodepools` over `catalog` with the DaemonSets' pods, when the driver keeps
+    /// one from pass to pass ([`super::PassPreparation::get`]); `None`: the pass prepares its own.
+    pub prepared: Option<&'a Prepared>,
 }
 
 /// One NodeClaim and what the controller knows of it.

@@ -28,6 +28,7 @@ mod lifetime;
 mod methods;
 mod pdb;
 mod pods;
+mod preparation;
 mod window;
 
 pub use budgets::{
@@ -66,4 +67,5 @@ pub use methods::{
 };
 pub use pdb::{fully_blocked, is_evictable, pdb_block, PdbBlock, DISRUPTED_TAINT};
 pub use pods::{is_daemonset_pod, is_mirror_pod, is_reschedulable};
+pub use preparation::PassPreparation;
 pub use window::{Transition, Window};

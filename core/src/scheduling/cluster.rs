@@ -61,7 +61,7 @@ pub struct BoundPod {
 }
 
 /// A DaemonSet as the pod it runs on each compatible node: its template with the required node affinity only.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct DaemonSetPod {
     /// `namespace/name` of the DaemonSet.
     pub name: String,
@@ -130,23 +130,26 @@ impl Cluster {
 
     /// The cluster from its objects. Pods with a `spec.nodeName` are bound to that node (unless terminal or
     /// terminating); NodeClaims whose node is among `nodes` are that node, the others are in flight.
-    pub fn from_objects<P: Borrow<Pod>>(
-        nodes: &[Node],
-        nodeclaims: &[NodeClaim],
+    pub fn from_objects<N: Borrow<Node>, C: Borrow<NodeClaim>, P: Borrow<Pod>>(
+        nodes: &[N],
+        nodeclaims: &[C],
         daemonsets: &[DaemonSet],
         pods: &[P],
         catalog: &Catalog,
     ) -> Result<Cluster, ClusterError> {
         let node_names: BTreeSet<&str> = nodes
             .iter()
-            .filter_map(|n| n.metadata.name.as_deref())
+            .map(Borrow::borrow)
+            .filter_map(|n: &Node| n.metadata.name.as_deref())
             .collect();
         let claim_of_node: BTreeMap<&str, &NodeClaim> = nodeclaims
             .iter()
+            .map(Borrow::borrow)
             .filter_map(|c| Some((c.status.as_ref()?.node_name.as_deref()?, c)))
             .collect();
         let mut existing: Vec<ExistingNode> = nodes
             .iter()
+            .map(Borrow::borrow)
             .filter(|n| n.metadata.deletion_timestamp.is_none())
             .filter(|n| {
                 !n.spec
@@ -163,7 +166,7 @@ impl Cluster {
                 from_node(n, claim)
             })
             .collect::<Result<_, _>>()?;
-        for claim in nodeclaims {
+        for claim in nodeclaims.iter().map(Borrow::borrow) {
             let node_name = claim.status.as_ref().and_then(|s| s.node_name.as_deref());
             if claim.metadata.deletion_timestamp.is_some()
                 || node_name.is_some_and(|n| node_names.contains(n))

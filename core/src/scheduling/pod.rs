@@ -26,7 +26,7 @@ pub enum PodError {
 }
 
 /// A pending pod as the scheduler sees it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct PodInfo {
     /// `namespace/name`.
     pub key: String,

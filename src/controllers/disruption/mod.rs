@@ -18,7 +18,8 @@ use super::metrics::disruption as metrics;
 use super::{Context, Error};
 use crate::cloud::CloudProvider;
 use crate::disruption::{
-    decide, decide_observed, validate, Command, Decision, DisruptionInput, VALIDATION_DELAY,
+    decide, decide_observed, validate, Command, Decision, DisruptionInput, PassPreparation,
+    VALIDATION_DELAY,
 };
 use crate::engine::disruption_input::pool_counts;
 use crate::engine::{blocked_pools, disruption_events};
@@ -43,6 +44,8 @@ struct Memory {
     blocked: HashMap<(String, String), Instant>,
     /// Node Events published (claim, reason, message), with when and for how long they are not repeated.
     node_events: HashMap<(String, &'static str, String), (Instant, Duration)>,
+    /// The passes' scheduler preparation, reused while the pools, catalog and DaemonSets are unchanged.
+    preparation: PassPreparation,
 }
 
 /// Runs a pass every [`PASS_INTERVAL`] until the process stops. Failures are logged; the next pass retries.
@@ -58,8 +61,9 @@ pub async fn run<C: CloudProvider + 'static>(ctx: Arc<Context<C>>) -> Result<(),
 }
 
 impl Snapshot {
-    fn input(&self) -> DisruptionInput<'_> {
-        DisruptionInput {
+    /// The pass's input, with the preparation `preparation` keeps for the snapshot's pools and catalog.
+    fn input<'s>(&'s self, preparation: &'s mut PassPreparation) -> DisruptionInput<'s> {
+        let mut input = DisruptionInput {
             nodepools: &self.nodepools,
             nodes: &self.nodes,
             pending: &self.pending,
@@ -69,7 +73,10 @@ impl Snapshot {
             volumes: &self.volumes,
             default_spread: &self.default_spread,
             settings: self.settings,
-        }
+            prepared: None,
+        };
+        input.prepared = Some(preparation.get(&input, &self.catalog));
+        input
     }
 }
 
@@ -188,20 +195,26 @@ async fn decide_now<C: CloudProvider>(
         }
     };
     let metrics = ctx.metrics.clone();
+    // Lent to the blocking task and given back (a pass that panicked loses it: the next one prepares anew).
+    let mut preparation = std::mem::take(&mut memory.preparation);
     let decided = tokio::task::spawn_blocking(move || {
+        let input = snapshot.input(&mut preparation);
         let decision = if timed {
-            decide_observed(&snapshot.input(), now, &mut metrics.disruption.observer())
+            decide_observed(&input, now, &mut metrics.disruption.observer())
         } else {
-            decide(&snapshot.input(), now)
+            decide(&input, now)
         };
         metrics
             .disruption
             .count_moves(&decision.consolidation_moves);
-        (snapshot, decision)
+        (snapshot, decision, preparation)
     })
     .await;
     match decided {
-        Ok((snapshot, decision)) => Some((snapshot, decision, now)),
+        Ok((snapshot, decision, preparation)) => {
+            memory.preparation = preparation;
+            Some((snapshot, decision, now))
+        }
         Err(panic) => {
             tracing::error!(%panic, "the disruption pass panicked");
             None
@@ -224,7 +237,7 @@ async fn carry_out<C: CloudProvider>(
         let Some((snapshot, _, now)) = decide_now(ctx, memory, false).await else {
             return;
         };
-        match validate(&snapshot.input(), &command, now) {
+        match validate(&snapshot.input(&mut memory.preparation), &command, now) {
             Ok(valid) => {
                 fresh = snapshot;
                 (valid, &fresh)

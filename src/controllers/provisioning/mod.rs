@@ -138,8 +138,8 @@ async fn provision<C: CloudProvider + 'static>(
     // Nodes and claims before pods (controller-behaviour.md §1.2): a pod bound meanwhile is then pending here, never
     // missing.
     let mut snapshot = Snapshot {
-        nodes: owned(state.nodes.state()),
-        node_claims: owned(state.node_claims.state()),
+        nodes: state.nodes.state(),
+        node_claims: state.node_claims.state(),
         daemon_sets: owned(state.daemon_sets.state()),
         node_pools: owned(state.node_pools.state()),
         node_classes: owned(state.node_classes.state()),

@@ -60,7 +60,12 @@ impl TimelineRun<'_> {
         let settings = self.scenario.settings.disruption().unwrap_or_default();
         let (inputs, pending) = self.disruption_view(self.now);
         let counts = pool_counts(&inputs);
-        let decision = decide(&self.input(&inputs, &pending, settings), self.now);
+        // Taken out while the run changes: the commands carried out below need the run mutably.
+        let mut preparation = std::mem::take(&mut self.pass_preparation);
+        let decision = decide(
+            &self.input(&inputs, &pending, settings, &mut preparation),
+            self.now,
+        );
         // The marks mirror the verdicts and are not read back by the next pass: a pass that only marked is settled.
         self.last_pass = if decision.commands.is_empty() {
             quiet::LastPass::Settled(decision.revisit_at)
@@ -91,19 +96,23 @@ impl TimelineRun<'_> {
             // Checked against the run as it is after the commands before it, at the time the controller would.
             let later = self.now.checked_add(delay).unwrap_or(self.now);
             let (inputs, pending) = self.disruption_view(later);
-            if let Ok(valid) = validate(&self.input(&inputs, &pending, settings), command, later) {
+            let input = self.input(&inputs, &pending, settings, &mut preparation);
+            if let Ok(valid) = validate(&input, command, later) {
                 self.carry_out(&valid, &counts);
             }
         }
+        self.pass_preparation = preparation;
     }
 
+    /// The pass's input, with the preparation `preparation` keeps for the run's pools and catalog.
     pub(super) fn input<'i>(
         &'i self,
         nodes: &'i [NodeInput],
         pending: &'i [Pod],
         settings: Settings,
+        preparation: &'i mut PassPreparation,
     ) -> DisruptionInput<'i> {
-        DisruptionInput {
+        let mut input = DisruptionInput {
             nodepools: &self.pools,
             nodes,
             pending,
@@ -113,7 +122,10 @@ impl TimelineRun<'_> {
             volumes: &self.volumes,
             default_spread: &self.default_spread,
             settings,
-        }
+            prepared: None,
+        };
+        input.prepared = Some(preparation.get(&input, &self.shared_catalog));
+        input
     }
 
     /// A `blocked` entry, unless the same budget was already reported blocking until the same time.

@@ -24,8 +24,9 @@ use crate::catalog::Catalog;
 use crate::cloud::zonal_shift::{self, ZonalShift, ZonalShifts};
 use crate::disruption::{
     decide, ec2nodeclass_hash, is_daemonset_pod, lifetime_remaining, nodepool_hash, validate,
-    Budgets, CloudDrift, Command, DisruptionInput, Explanation, NodeInput, PoolCounts, Settings,
-    DISRUPTED_TAINT, HASH_VERSION, NODEPOOL_HASH, NODEPOOL_HASH_VERSION, VALIDATION_DELAY,
+    Budgets, CloudDrift, Command, DisruptionInput, Explanation, NodeInput, PassPreparation,
+    PoolCounts, Settings, DISRUPTED_TAINT, HASH_VERSION, NODEPOOL_HASH, NODEPOOL_HASH_VERSION,
+    VALIDATION_DELAY,
 };
 use crate::engine::blocked_pools::{self, BlockedPool};
 use crate::engine::buffers;
@@ -188,6 +189,8 @@ pub struct TimelineRun<'a> {
     overlaid_for: Option<OverlaidFor>,
     /// What the provisioning decision prepared from the pools, kept while they do not change.
     preparations: Preparations,
+    /// The disruption passes' scheduler preparation, kept from pass to pass as the controller keeps it.
+    pass_preparation: PassPreparation,
     /// The scenario's claims, volumes and classes: where pods' volumes let them go.
     volumes: VolumeIndex,
     /// The scenario's default spread, with its Services and workloads (they do not change during a run).
@@ -280,6 +283,7 @@ impl<'a> TimelineRun<'a> {
             node_overlay: gates.node_overlay,
             overlaid_for: None,
             preparations: Preparations::default(),
+            pass_preparation: PassPreparation::default(),
             volumes: scenario.volumes(),
             default_spread: scenario
                 .default_spread()

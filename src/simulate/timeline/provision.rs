@@ -13,14 +13,10 @@ impl TimelineRun<'_> {
             nodes: self
                 .claims
                 .iter()
-                .filter_map(|c| self.node(c).map(|node| Node::clone(&node)))
-                .chain(self.fixed_nodes.iter().cloned())
+                .filter_map(|c| self.node(c))
+                .chain(self.fixed_nodes.iter().cloned().map(Arc::new))
                 .collect(),
-            node_claims: self
-                .claims
-                .iter()
-                .map(|c| NodeClaim::clone(&c.claim))
-                .collect(),
+            node_claims: self.claims.iter().map(|c| c.claim.clone()).collect(),
             daemon_sets: self.scenario.daemonsets.clone(),
             pods: self.pods.iter().map(|p| p.pod.clone()).collect(),
             node_pools: self.pools.clone(),

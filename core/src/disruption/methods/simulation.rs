@@ -5,11 +5,10 @@
 use super::super::command::Why;
 use super::super::input::DisruptionInput;
 use super::super::pods::{is_reschedulable, pod_key};
+use super::super::preparation::daemon_pods;
 use crate::catalog::Resources;
 use crate::scheduling::volumes;
-use crate::scheduling::{
-    allows, Cluster, DaemonSetPod, ExistingNode, Plan, PodInfo, ReservedMode, Scheduler,
-};
+use crate::scheduling::{allows, Cluster, ExistingNode, Plan, PodInfo, ReservedMode, Scheduler};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::{BTreeSet, HashMap};
 
@@ -38,17 +37,13 @@ pub(crate) struct Simulator<'a> {
 
 impl<'a> Simulator<'a> {
     pub fn new(input: &DisruptionInput<'a>) -> Self {
-        let daemonsets: Vec<DaemonSetPod> =
-            DaemonSetPod::of_daemonsets(input.daemonsets, input.nodes.iter().flat_map(|n| &n.pods))
-                .unwrap_or_else(|_| {
-                    input
-                        .daemonsets
-                        .iter()
-                        .filter_map(|d| DaemonSetPod::from_daemonset(d, None).ok())
-                        .collect()
-                });
         let policies = input.settings.policies;
-        let scheduler = Scheduler::with_daemonsets(input.nodepools, input.catalog, &daemonsets)
+        // The driver's kept preparation ([`PassPreparation`]), else one of its own.
+        let scheduler = match input.prepared {
+            Some(prepared) => Scheduler::prepared(input.catalog, prepared),
+            None => Scheduler::with_daemonsets(input.nodepools, input.catalog, &daemon_pods(input)),
+        };
+        let scheduler = scheduler
             .with_min_values_policy(policies.min_values)
             // Consolidation uses what reserved capacity is left, and on-demand or spot beyond it (Karpenter's
             // fallback mode); only provisioning waits for a reservation.
@@ -115,7 +110,7 @@ impl<'a> Simulator<'a> {
                 })
                 .collect();
             let built = Cluster::from_objects(
-                node.node.as_deref().map_or(&[][..], std::slice::from_ref),
+                node.node.as_slice(),
                 std::slice::from_ref(&node.claim),
                 &[],
                 &pods,

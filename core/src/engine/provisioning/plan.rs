@@ -33,8 +33,10 @@ use std::sync::Arc;
 /// What the solve reads, taken from the watch caches (nodes and claims before pods, controller-behaviour.md §1.2).
 #[derive(Default)]
 pub struct Snapshot {
-    pub nodes: Vec<Node>,
-    pub node_claims: Vec<NodeClaim>,
+    /// Shared with the watch cache (or the simulator's run), as the pods are.
+    pub nodes: Vec<Arc<Node>>,
+    /// Shared too: a claim lists up to 600 instance types.
+    pub node_claims: Vec<Arc<NodeClaim>>,
     pub daemon_sets: Vec<DaemonSet>,
     /// Shared with the watch cache, not copied: there may be thousands.
     pub pods: Vec<Arc<Pod>>,
@@ -54,7 +56,10 @@ pub struct Snapshot {
 impl Snapshot {
     /// The Nodes and claims of the snapshot that are being deleted.
     pub fn leaving(&self) -> Leaving {
-        Leaving::of(&self.nodes, &self.node_claims)
+        Leaving::of(
+            self.nodes.iter().map(AsRef::as_ref),
+            self.node_claims.iter().map(AsRef::as_ref),
+        )
     }
 }
 
@@ -290,27 +295,23 @@ pub fn decide_for(
     } = read;
     let all_types = merged(catalogs);
     let leaving = snapshot.leaving();
-    let nodes: Cow<'_, [Node]> = if leaving.nodes.is_empty() {
-        Cow::Borrowed(&snapshot.nodes)
-    } else {
-        Cow::Owned(
-            snapshot
-                .nodes
-                .iter()
-                .filter(|n| {
-                    n.metadata
-                        .name
-                        .as_ref()
-                        .is_none_or(|name| !leaving.nodes.contains(name))
-                })
-                .cloned()
-                .collect(),
-        )
-    };
+    // Shared, not copied: the solve only reads them.
+    let nodes: Vec<&Node> = snapshot
+        .nodes
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|n| {
+            n.metadata
+                .name
+                .as_ref()
+                .is_none_or(|name| !leaving.nodes.contains(name))
+        })
+        .collect();
     // A claim whose class has no catalog and that has not launched has no size anyone can know.
-    let claims: Vec<NodeClaim> = snapshot
+    let claims: Vec<&NodeClaim> = snapshot
         .node_claims
         .iter()
+        .map(AsRef::as_ref)
         .filter(|c| {
             c.status.as_ref().is_some_and(|s| s.capacity.is_some())
                 || catalogs.contains_key(&c.spec.node_class_ref.name)
@@ -321,7 +322,6 @@ pub fn decide_for(
                 .as_ref()
                 .is_none_or(|name| !leaving.claims.contains(name))
         })
-        .cloned()
         .collect();
     let cluster = Cluster::from_objects(
         &nodes,
@@ -336,7 +336,7 @@ pub fn decide_for(
         .iter()
         .filter_map(|n| n.metadata.name.as_deref())
         .collect();
-    let usage = usage::by_pool(&snapshot.node_claims);
+    let usage = usage::by_pool(snapshot.node_claims.iter().map(AsRef::as_ref));
     let mut shared_pools: HashMap<String, Arc<NodePool>> = HashMap::new();
     let groups = groups(&snapshot.node_pools);
     let last = groups.iter().rposition(|(c, _)| catalogs.contains_key(*c));

@@ -61,7 +61,7 @@ pub(super) fn pending_pod(i: usize) -> Pod {
 
 fn snapshot(pools: Vec<NodePool>, claims: Vec<NodeClaim>, pods: usize) -> Snapshot {
     Snapshot {
-        node_claims: claims,
+        node_claims: claims.into_iter().map(Arc::new).collect(),
         node_pools: pools,
         pods: (0..pods).map(|i| Arc::new(pending_pod(i))).collect(),
         ..Snapshot::default()
@@ -405,8 +405,8 @@ fn draining(old_claim_deleting: bool, claims: Vec<NodeClaim>) -> Snapshot {
     let mut pods: Vec<Arc<Pod>> = (0..3).map(|i| Arc::new(running_pod(i, "old"))).collect();
     pods.extend((3..6).map(|i| Arc::new(running_pod(i, "kept"))));
     Snapshot {
-        nodes: vec![node("old"), node("kept")],
-        node_claims,
+        nodes: vec![Arc::new(node("old")), Arc::new(node("kept"))],
+        node_claims: node_claims.into_iter().map(Arc::new).collect(),
         node_pools: vec![pool(json!(null), amd64())],
         pods,
         ..Snapshot::default()
@@ -624,8 +624,9 @@ fn a_replacement_disruption_launched_takes_the_pods_and_no_second_one_launches()
 #[test]
 fn a_deleted_node_takes_its_claim_out_of_the_capacity_before_the_claim_is_deleted() {
     let mut snapshot = draining(false, Vec::new());
-    snapshot.nodes[0].metadata.deletion_timestamp =
-        Some(serde_json::from_value(json!(NOW)).expect("a time"));
+    Arc::make_mut(&mut snapshot.nodes[0])
+        .metadata
+        .deletion_timestamp = Some(serde_json::from_value(json!(NOW)).expect("a time"));
     let decisions = solve(&snapshot);
     assert!(decisions
         .nominated
@@ -664,8 +665,8 @@ fn the_replacement_is_not_named_like_the_claim_it_replaces() {
     let mut old_claim = claim_of("old", true);
     old_claim.metadata.name = original.iter().next().cloned();
     let replaced = solve(&Snapshot {
-        nodes: vec![node("old")],
-        node_claims: vec![old_claim],
+        nodes: vec![Arc::new(node("old"))],
+        node_claims: vec![Arc::new(old_claim)],
         node_pools: vec![pool(json!(null), amd64())],
         pods: (0..3).map(|i| Arc::new(running_pod(i, "old"))).collect(),
         ..Snapshot::default()

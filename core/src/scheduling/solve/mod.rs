@@ -183,6 +183,9 @@ pub struct Scheduler<'a> {
     prepared: Cow<'a, Prepared>,
     min_values: MinValuesPolicy,
     reserved: ReservedMode,
+    /// The rankings every solve of this scheduler made so far: they depend only on the catalog and the templates,
+    /// which a scheduler never changes, and consolidation solves hundreds of times a pass with the same claims.
+    rankings: std::sync::Mutex<Rankings>,
 }
 
 /// What a [`Scheduler`] derives from its NodePools, catalog and DaemonSets before any pod: kept apart so that a
@@ -241,6 +244,7 @@ impl<'a> Scheduler<'a> {
             prepared: Cow::Owned(Prepared::new(nodepools, catalog, daemonsets)),
             min_values: MinValuesPolicy::default(),
             reserved: ReservedMode::default(),
+            rankings: Default::default(),
         }
     }
 
@@ -251,6 +255,7 @@ impl<'a> Scheduler<'a> {
             prepared: Cow::Borrowed(prepared),
             min_values: MinValuesPolicy::default(),
             reserved: ReservedMode::default(),
+            rankings: Default::default(),
         }
     }
 
@@ -463,7 +468,7 @@ pub fn solve_cluster(
         .solve_on(pods, &cluster.nodes)
 }
 
-/// What finishing the claims of one solve shares between them.
+/// What finishing the claims of a scheduler's solves shares between them.
 #[derive(Default)]
 struct Rankings {
     /// Per template and allowed offerings (as bits): the template's types ranked, cheapest first.

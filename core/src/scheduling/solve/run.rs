@@ -111,7 +111,11 @@ impl<'a> Scheduler<'a> {
             })
             .collect();
         let mut claims = Vec::with_capacity(solver.claims.len());
-        let mut rankings = Rankings::default();
+        // A solve that panicked left the rankings whole (each entry is inserted complete).
+        let mut rankings = self
+            .rankings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         for (c, claim) in solver.claims.iter().enumerate() {
             match solver.finish(c, claim, pods, &mut rankings) {
                 Ok(planned) => claims.push(planned),

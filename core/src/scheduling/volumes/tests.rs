@@ -870,7 +870,7 @@ fn each_node_is_tried_with_each_volume_alternative() {
     let catalog = zones_catalog();
     let cluster = crate::scheduling::Cluster::from_objects(
         std::slice::from_ref(&node),
-        &[],
+        &[] as &[crate::api::nodeclaim::NodeClaim],
         &[],
         &[] as &[Pod],
         &catalog,

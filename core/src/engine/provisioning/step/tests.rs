@@ -41,8 +41,8 @@ fn one_node(pods: Vec<Pod>) -> Snapshot {
     let mut all: Vec<Arc<Pod>> = (0..3).map(|i| Arc::new(running_pod(i, "kept"))).collect();
     all.extend(pods.into_iter().map(Arc::new));
     Snapshot {
-        nodes: vec![node("kept")],
-        node_claims: vec![claim_of("kept", false)],
+        nodes: vec![Arc::new(node("kept"))],
+        node_claims: vec![Arc::new(claim_of("kept", false))],
         node_pools: vec![pool(json!(null), amd64())],
         pods: all,
         ..Snapshot::default()
