@@ -98,7 +98,58 @@ fn allows_absent(requirement: &Requirement) -> bool {
     )
 }
 
+/// Labels on a random subset of `KEYS` and of keys no generated requirement names, plus a deprecated key whose
+/// stable spelling may be set too (both read as one key, narrowed).
+fn labels() -> impl Strategy<Value = std::collections::BTreeMap<String, String>> {
+    let value = || prop::option::of(prop::sample::select(UNIVERSE.to_vec()));
+    (
+        prop::collection::vec(value(), KEYS.len()),
+        value(),
+        value(),
+        value(),
+    )
+        .prop_map(|(on_keys, other, beta_arch, arch)| {
+            let named = KEYS.iter().zip(on_keys).filter_map(|(k, v)| Some((*k, v?)));
+            let rest = [
+                ("example.com/unnamed", other),
+                ("beta.kubernetes.io/arch", beta_arch),
+                ("kubernetes.io/arch", arch),
+            ]
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v?)));
+            named
+                .chain(rest)
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect()
+        })
+}
+
+/// Requirements on a random subset of `KEYS` and the architecture key.
+fn node_requirements() -> impl Strategy<Value = Requirements> {
+    (
+        requirements(),
+        prop::option::of(requirement_on("kubernetes.io/arch")),
+    )
+        .prop_map(|(mut all, arch)| {
+            all.extend(arch);
+            all
+        })
+}
+
 proptest! {
+    #[test]
+    fn labels_on_the_required_keys_are_as_compatible_as_all_labels(
+        labels in labels(),
+        required in node_requirements(),
+    ) {
+        for allow in [AllowUndefined::well_known_labels(), &AllowUndefined::default()] {
+            prop_assert_eq!(
+                Requirements::from_labels_on(&labels, &required).is_compatible(&required, allow),
+                Requirements::from_labels(&labels).is_compatible(&required, allow)
+            );
+        }
+    }
+
     #[test]
     fn intersection_is_the_conjunction(a in requirement(), b in requirement()) {
         let both = a.intersection(&b);

@@ -85,6 +85,17 @@ impl Requirements {
             .collect()
     }
 
+    /// [`Self::from_labels`] of only the labels whose (normalised) key `keys` names: for asking whether a node
+    /// meets `keys` ([`Self::is_compatible`] looks at no other key, so the answer is the same), without reading
+    /// the dozens of labels it does not name.
+    pub fn from_labels_on(labels: &BTreeMap<String, String>, keys: &Requirements) -> Self {
+        labels
+            .iter()
+            .filter(|(key, _)| keys.0.contains_key(labels::normalize_key(key)))
+            .map(|(key, value)| Requirement::one_of(key.as_str(), [value.as_str()]))
+            .collect()
+    }
+
     /// The `matchExpressions` of a node selector term, ANDed.
     pub fn from_node_selector(
         requirements: &[NodeSelectorRequirement],

@@ -194,7 +194,7 @@ impl<'a> Facts<'a> {
             ) else {
                 return false;
             };
-            !Requirements::from_labels(node_labels)
+            !Requirements::from_labels_on(node_labels, required)
                 .is_compatible(required, AllowUndefined::well_known_labels())
         };
         let drift = if static_drift == Some(StaticDrift::Drifted) {
