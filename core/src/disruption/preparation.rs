@@ -1,9 +1,8 @@
 //! The scheduler preparation a driver keeps from one disruption pass to the next.
 
 use super::input::DisruptionInput;
-use crate::api::nodepool::NodePoolSpec;
 use crate::catalog::Catalog;
-use crate::scheduling::{DaemonSetPod, Prepared};
+use crate::scheduling::{DaemonSetPod, PoolKey, Prepared};
 use std::sync::Arc;
 
 /// The last pass's scheduler preparation (every pool's compatible instance types, ranked, with their offerings
@@ -24,9 +23,6 @@ struct Kept {
     prepared: Prepared,
 }
 
-/// What of a NodePool the preparation depends on: its name, whether it is being deleted, and its spec.
-type PoolKey = (Option<String>, bool, NodePoolSpec);
-
 impl PassPreparation {
     /// The preparation of `input`'s NodePools over `catalog` (the shared copy `input.catalog` is) with its
     /// DaemonSets' pods, from the last call when all of them are unchanged, else made now and kept. Hand it to
@@ -36,17 +32,7 @@ impl PassPreparation {
             std::ptr::eq(input.catalog, &**catalog),
             "the input's catalog is the shared one"
         );
-        let pools: Vec<PoolKey> = input
-            .nodepools
-            .iter()
-            .map(|p| {
-                (
-                    p.metadata.name.clone(),
-                    p.metadata.deletion_timestamp.is_some(),
-                    p.spec.clone(),
-                )
-            })
-            .collect();
+        let pools: Vec<PoolKey> = input.nodepools.iter().map(Prepared::pool_key).collect();
         let daemons = daemon_pods(input);
         let fresh = self.kept.as_ref().is_some_and(|k| {
             Arc::ptr_eq(&k.catalog, catalog) && k.pools == pools && k.daemons == daemons

@@ -34,8 +34,8 @@ pub use pod::{HostPort, PodError, PodInfo};
 pub use policies::{Policies, PreferencePolicy};
 pub use reservations::ReservedMode;
 pub use solve::{
-    solve, solve_cluster, Choice, NewNode, NodePlacement, Plan, PlannedClaim, PoolFit, PoolOption,
-    Prepared, Scheduler, Unschedulable, MAX_INSTANCE_TYPES,
+    solve, solve_cluster, Choice, NewNode, NodePlacement, Plan, PlannedClaim, PoolFit, PoolKey,
+    PoolOption, Prepared, Scheduler, Unschedulable, MAX_INSTANCE_TYPES,
 };
 pub use static_pool::{replicas_of, static_replacement};
 pub use template::{pool_limits, pool_requirements, Limits, Template, NODES};

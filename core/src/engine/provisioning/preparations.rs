@@ -1,8 +1,8 @@
 //! The scheduler preparations a provisioning decision reuses from the ones before it.
 
-use crate::api::nodepool::{NodePool, NodePoolSpec};
+use crate::api::nodepool::NodePool;
 use crate::catalog::Catalog;
-use crate::scheduling::{DaemonSetPod, Prepared};
+use crate::scheduling::{DaemonSetPod, PoolKey, Prepared};
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -25,18 +25,8 @@ struct Preparation {
     prepared: Prepared,
 }
 
-/// What of a NodePool its preparation depends on: its name, whether it is being deleted, and its spec.
-type PoolKey = (Option<String>, bool, NodePoolSpec);
 /// What of a DaemonSet the preparation depends on: its namespace, name and spec.
 type DaemonSetKey = (Option<String>, Option<String>, DaemonSetSpec);
-
-fn pool_key(pool: &NodePool) -> PoolKey {
-    (
-        pool.metadata.name.clone(),
-        pool.metadata.deletion_timestamp.is_some(),
-        pool.spec.clone(),
-    )
-}
 
 fn daemon_set_key(daemon_set: &DaemonSet) -> DaemonSetKey {
     (
@@ -64,7 +54,7 @@ impl Preparations {
         daemon_sets: &[DaemonSet],
         daemons: &[DaemonSetPod],
     ) -> &Prepared {
-        let mut pool_keys: Vec<PoolKey> = pools.iter().map(pool_key).collect();
+        let mut pool_keys: Vec<PoolKey> = pools.iter().map(Prepared::pool_key).collect();
         pool_keys.sort_by(|a, b| a.0.cmp(&b.0));
         let mut daemon_set_keys: Vec<DaemonSetKey> =
             daemon_sets.iter().map(daemon_set_key).collect();

@@ -13,6 +13,7 @@ mod run;
 
 pub use fits::NewNode;
 use narrowing::{combine, offering_domains, with_volumes};
+pub use prepared::PoolKey;
 
 use super::cluster::{Cluster, DaemonSetPod, ExistingNode};
 use super::daemons::{self, DaemonGroups};

@@ -1,8 +1,22 @@
 //! NodePools prepared against a catalog, once for any number of solves.
 
 use super::*;
+use crate::api::nodepool::NodePoolSpec;
+
+/// What of a NodePool a preparation depends on: its name, whether it is being deleted, and its spec. Callers
+/// that keep a preparation from one decision to the next compare these to know whether it still holds.
+pub type PoolKey = (Option<String>, bool, NodePoolSpec);
 
 impl Prepared {
+    /// `pool`'s [`PoolKey`].
+    pub fn pool_key(pool: &NodePool) -> PoolKey {
+        (
+            pool.metadata.name.clone(),
+            pool.metadata.deletion_timestamp.is_some(),
+            pool.spec.clone(),
+        )
+    }
+
     /// Prepares `nodepools` (static and deleting pools dropped, weight order) over `catalog`; every node runs
     /// the `daemonsets` that tolerate and match it.
     pub fn new(nodepools: &[NodePool], catalog: &Catalog, daemonsets: &[DaemonSetPod]) -> Self {
